@@ -1,0 +1,282 @@
+"""Typed configuration for every stage, loaded from YAML plus dotted overrides.
+
+Covers: one dataclass per stage (fields carry ``help`` and, where the value is a
+choice, ``choices`` metadata), ``load_config(path, overrides)`` and validation that
+names the field, the value and what is allowed. Does not cover: reading the model
+or tasks those values point at; that happens in the stage that uses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+
+from .errors import UsageError
+
+
+class ConfigError(UsageError, ValueError):
+    """A configuration value is invalid; the message says which and what is allowed."""
+
+
+def opt(default, help: str, choices: Optional[tuple] = None, **kw):
+    meta = {"help": help}
+    if choices is not None:
+        meta["choices"] = choices
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta, **kw)
+    return field(default=default, metadata=meta, **kw)
+
+
+# --------------------------------------------------------------------------- evaluation
+@dataclass
+class EvalConfig:
+    device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when present)")
+    trials: int = opt(5, "correctness trials, each with fresh inputs from its own seed")
+    atol: float = opt(1e-2, "absolute tolerance of the allclose check")
+    rtol: float = opt(1e-2, "relative tolerance of the allclose check")
+    seed: int = opt(42, "base seed: model init seed and first input seed")
+    timing: bool = opt(True, "time candidates (GPU only)")
+    timing_iters: int = opt(50, "timed iterations per side (reference and candidate interleaved)")
+    warmup_iters: int = opt(5, "untimed warm-up calls per side")
+    l2_flush_mb: int = opt(256, "size of the buffer written between timed calls")
+    baseline_compile: bool = opt(True, "also time a torch.compile baseline (cached)")
+    compile_timeout_s: float = opt(180.0, "limit for building a candidate (CUDA/Triton)")
+    run_timeout_s: float = opt(120.0, "limit for running the checks and timing once built")
+    precision_rel_l2: float = opt(1e-3, "rel-L2 error above this on float32 outputs is a precision downgrade")
+    min_coverage: float = opt(0.1, "custom-kernel time share below this is 'lazy' (flagged)")
+    implausible_speedup: float = opt(10.0, "speedups above this are re-verified in a fresh worker")
+    wall_event_ratio: float = opt(1.5, "synchronized wall time above this x event time flags escaped work")
+    perturb_shapes: bool = opt(True, "re-check correctness at perturbed module-level sizes")
+    cpu_small_shapes: bool = opt(True, "on CPU use the task's CPU_SHAPES overrides")
+    max_jobs_per_worker: int = opt(200, "recycle a worker after this many candidates")
+    cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")
+
+
+# --------------------------------------------------------------------------- skills
+@dataclass
+class SkillsConfig:
+    db: str = opt("~/.cache/davinci_kernel/skills.db", "SQLite skill library")
+    seed_library: bool = opt(True, "import the bundled seed skills into a new, empty library")
+    select_mode: str = opt("llm", "how skills are chosen", choices=("llm", "bm25", "none"))
+    bm25_top_k: int = opt(20, "BM25 candidates shown to the selection agent")
+    max_selected: int = opt(3, "skills the selection agent may pick")
+    verify_min_speedup: float = opt(1.2, "a new skill's verification must reach this speedup")
+    verify_min_gain: float = opt(1.2, "... and this factor over the original turn-1 speedup")
+    max_new_skills: int = opt(2, "skills one summary may propose")
+
+
+# --------------------------------------------------------------------------- rollout
+@dataclass
+class RolloutConfig:
+    k_schemes: int = opt(3, "selection samples per task (plus one null scheme)")
+    n_rollouts: int = opt(4, "policy rollouts per scheme")
+    turns: int = opt(3, "policy turns per rollout (T)")
+    s_summaries: int = opt(8, "summary samples when the trigger fires")
+    summary_min_speedup: float = opt(1.2, "trigger: best-turn speedup at least this")
+    summary_min_gain: float = opt(1.2, "trigger: best-turn speedup / turn-1 speedup at least this")
+    temperature: float = opt(1.0, "sampling temperature")
+    top_p: float = opt(1.0, "nucleus sampling")
+    max_new_tokens: int = opt(4096, "generation limit per call")
+    language: str = opt("triton", "kernel language the policy is asked for", choices=("triton", "cuda"))
+
+
+# --------------------------------------------------------------------------- rewards
+@dataclass
+class RewardConfig:
+    kind: str = opt("released", "reward function (released recipe is the default)",
+                    choices=("released", "tiered", "fastp"))
+    speedup_cap: float = opt(6.0, "released: cap on the speedup term")
+    coverage_weight: float = opt(0.5, "released: weight of the time-coverage term")
+    fastp_thresholds: list = opt([1.0, 1.2, 1.5, 2.0], "fastp: speedup thresholds, one point each")
+
+
+# --------------------------------------------------------------------------- training
+@dataclass
+class RLConfig:
+    model: str = opt("", "hf:PATH of the backbone (or a tiny:CONFIG for smoke runs)")
+    suite: str = opt("builtin", "task suite")
+    steps: int = opt(100, "training steps")
+    batch_tasks: int = opt(16, "tasks per step")
+    lr: float = opt(1e-6, "AdamW learning rate")
+    clip_low: float = opt(0.2, "PPO clip, lower")
+    clip_high: float = opt(0.28, "PPO clip, upper")
+    grad_clip: float = opt(1.0, "gradient norm clip")
+    gamma: float = opt(1.0, "discount over turns")
+    group_by: str = opt("task", "TRLOO group", choices=("task", "scheme"))
+    normalize_adv: bool = opt(False, "divide advantages by mean |A| within the task")
+    selector_scale: float = opt(0.3, "selector advantage scale")
+    summarizer_scale: float = opt(0.5, "summarizer advantage scale")
+    prs: bool = opt(True, "profiling-based rejection sampling")
+    mismatch: str = opt("reject", "rollout/trainer log-prob mismatch handling",
+                        choices=("reject", "tis", "off"))
+    lora_r: int = opt(0, "LoRA rank (0 = full fine-tuning)")
+    bf16: bool = opt(True, "bf16 weights and compute where supported")
+    grad_checkpointing: bool = opt(True, "gradient checkpointing")
+    micro_batch_tokens: int = opt(8192, "tokens per micro-batch")
+    save_every: int = opt(1, "checkpoint every N steps")
+    eval_every: int = opt(10, "validation Fast_p every N steps")
+    seed: int = opt(0, "data order and sampling seed")
+
+
+@dataclass
+class SFTConfig:
+    model: str = opt("", "hf:PATH of the base model")
+    data: list = opt([], "JSONL conversation files, run dirs, or hf:NAME datasets")
+    lr: float = opt(2e-5, "learning rate")
+    epochs: int = opt(4, "epochs")
+    max_per_task: int = opt(8, "diversity filter: samples kept per task")
+    minhash_threshold: float = opt(0.85, "diversity filter: Jaccard above this is a near duplicate")
+    max_seq_len: int = opt(8192, "packing length")
+    lora_r: int = opt(0, "LoRA rank (0 = full fine-tuning)")
+    seed: int = opt(0, "seed")
+
+
+@dataclass
+class Config:
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    skills: SkillsConfig = field(default_factory=SkillsConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    out: str = opt("runs/latest", "output directory")
+
+
+# --------------------------------------------------------------------------- loading
+def _coerce(value: Any, typ: Any, where: str) -> Any:
+    origin = typing.get_origin(typ)
+    if typ is bool or typ == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            return value.lower() in ("true", "1", "yes", "on")
+        raise ConfigError(f"{where}={value!r}: expected true or false")
+    if typ in (int, "int"):
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}={value!r}: expected an integer") from None
+    if typ in (float, "float"):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}={value!r}: expected a number") from None
+    if typ in (str, "str"):
+        return str(value)
+    if typ in (list, "list") or origin is list:
+        if isinstance(value, str):
+            import yaml
+
+            value = yaml.safe_load(value)
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}={value!r}: expected a list")
+        return value
+    return value
+
+
+def _apply(obj: Any, data: dict, prefix: str = "") -> None:
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        where = f"{prefix}{key}"
+        if key not in fields:
+            raise ConfigError(f"unknown config key '{where}' (known: {', '.join(sorted(fields))})")
+        f = fields[key]
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"'{where}' is a section; give its keys, e.g. {where}.<key>=...")
+            _apply(current, value, where + ".")
+            continue
+        value = _coerce(value, f.type, where)
+        choices = f.metadata.get("choices")
+        if choices and value not in choices:
+            raise ConfigError(f"{where}={value!r}: allowed values are {', '.join(map(str, choices))}")
+        setattr(obj, key, value)
+
+
+def validate(cfg: Config) -> Config:
+    """Range checks that types cannot express."""
+    checks = [
+        ("eval.trials", cfg.eval.trials >= 1, "at least 1"),
+        ("eval.atol", cfg.eval.atol >= 0, "non-negative"),
+        ("eval.rtol", cfg.eval.rtol >= 0, "non-negative"),
+        ("eval.timing_iters", cfg.eval.timing_iters >= 3, "at least 3"),
+        ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
+        ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
+        ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),
+        ("skills.max_selected", 0 <= cfg.skills.max_selected <= 20, "between 0 and 20"),
+        ("rl.lr", cfg.rl.lr > 0, "positive"),
+        ("rl.batch_tasks", cfg.rl.batch_tasks >= 1, "at least 1"),
+        ("rl.gamma", 0 <= cfg.rl.gamma <= 1, "between 0 and 1"),
+        ("sft.epochs", cfg.sft.epochs >= 1, "at least 1"),
+    ]
+    for name, ok, allowed in checks:
+        if not ok:
+            section, key = name.split(".")
+            raise ConfigError(f"{name}={getattr(getattr(cfg, section), key)!r}: must be {allowed}")
+    return cfg
+
+
+def parse_overrides(overrides: list[str]) -> dict:
+    """``["rl.lr=1e-5", "eval.trials=3"]`` → nested dict (values parsed as YAML scalars)."""
+    import yaml
+
+    out: dict = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' must look like section.key=value")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+def load_config(path: Optional[str | Path] = None, overrides: Optional[list[str]] = None) -> Config:
+    """Defaults, then the YAML file, then dotted overrides; validated."""
+    import yaml
+
+    cfg = Config()
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: expected a mapping of sections")
+        _apply(cfg, data)
+    if overrides:
+        _apply(cfg, parse_overrides(overrides))
+    return validate(cfg)
+
+
+def to_dict(cfg: Any) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def help_table(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, help) for every field, for `--help` style listings."""
+    rows = []
+    inst = cls()
+    for f in dataclasses.fields(cls):
+        value = getattr(inst, f.name)
+        if dataclasses.is_dataclass(value):
+            rows += help_table(type(value), prefix + f.name + ".")
+        else:
+            rows.append((prefix + f.name, repr(value), f.metadata.get("help", "")))
+    return rows

@@ -1,0 +1,246 @@
+"""Every record that crosses a stage boundary.
+
+Covers: tasks, skills, evaluation results, model completions, turns, episodes and
+task groups, with lossless JSON round-trips (``to_dict`` / ``from_dict``) so that
+the evaluator, rollout, trainer and reports read the same files.
+
+Does not cover: behaviour. Records hold data; the stages that fill them live in
+their own packages. Reward and advantage are separate fields on purpose: the
+reward is a fact about the environment, the advantage a choice of the trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class _Record:
+    """JSON helpers shared by every record (nested records round-trip too)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        for f in dataclasses.fields(cls):
+            sub = _NESTED.get((cls.__name__, f.name))
+            if sub is None or f.name not in kwargs or kwargs[f.name] is None:
+                continue
+            value = kwargs[f.name]
+            if isinstance(value, list):
+                kwargs[f.name] = [sub.from_dict(v) if isinstance(v, dict) else v for v in value]
+            elif isinstance(value, dict):
+                kwargs[f.name] = sub.from_dict(value)
+        return cls(**kwargs)
+
+
+# --------------------------------------------------------------------------- tasks
+@dataclass
+class Task(_Record):
+    """One KernelBench-format problem: a module defining ``Model``, ``get_inputs``
+    and ``get_init_inputs``. ``source`` is the full file text (the trusted reference)."""
+
+    name: str  # suite-relative id, e.g. "level1/19_ReLU"
+    level: int
+    problem_id: int
+    source: str
+    suite: str = "builtin"  # "builtin" | "kernelbench:DIR" | "hf:NAME"
+    path: Optional[str] = None  # file on disk, when there is one
+    op_type: str = ""  # coarse category ("matmul", "reduction", "fusion", ...)
+
+    @property
+    def hash(self) -> str:
+        return _sha(self.source)
+
+    @property
+    def title(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+
+# --------------------------------------------------------------------------- skills
+SKILL_FIELDS = ("name", "description", "scope", "tags", "content", "verify_speedup")
+
+
+@dataclass
+class Skill(_Record):
+    """An optimization skill. The first six fields are the exchange format
+    (one JSON object per JSONL line); the rest is provenance kept by the store."""
+
+    name: str  # snake_case, unique in a library
+    description: str
+    scope: str = "general"  # "general" | "task_specific/<type>"
+    tags: list[str] = field(default_factory=list)
+    content: str = ""  # markdown: ## Motivation, ## Key Idea, ## Example
+    verify_speedup: Optional[float] = None
+    source_task: Optional[str] = None
+    step: Optional[int] = None
+    gpu: Optional[str] = None
+    times_selected: int = 0
+    times_improved: int = 0
+
+    def export_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in SKILL_FIELDS}
+
+    def metadata_line(self) -> str:
+        """What the selection agent sees: name, scope, tags, description."""
+        tags = ", ".join(self.tags)
+        return f"{self.name} [{self.scope}] ({tags}): {self.description}"
+
+
+# --------------------------------------------------------------------------- evaluation
+@dataclass
+class KernelTime(_Record):
+    name: str
+    time_ms: float
+    custom: bool  # launched by the candidate's own kernel, not by a torch op
+    calls: int = 1
+
+
+@dataclass
+class EvalResult(_Record):
+    """What the environment says about one candidate on one task.
+
+    ``correct`` is true only when the candidate counts for Fast_p and rewards: any
+    hard reward-hacking flag makes it false even if the numbers matched."""
+
+    task: str = ""
+    level: int = 0
+    compiled: bool = False
+    correct: bool = False
+    flags: list[str] = field(default_factory=list)  # named guard hits (see evaluate/guards.py)
+    warnings: list[str] = field(default_factory=list)  # soft observations, not failures
+    stage: str = "static"  # static | load | compile | correctness | guards | timing | done
+    error_kind: Optional[str] = None
+    error_msg: Optional[str] = None
+    backend: str = "triton"  # triton | cuda | torch
+    device: str = "cpu"
+    trials: int = 0
+    trials_passed: int = 0
+    max_abs_diff: Optional[float] = None
+    max_rel_diff: Optional[float] = None
+    rel_l2_error: Optional[float] = None
+    runtime_ms: Optional[float] = None  # candidate median
+    runtime_spread: Optional[float] = None  # (p90 - p10) / median of the candidate samples
+    ref_runtime_ms: Optional[float] = None  # eager reference, interleaved with the candidate
+    compile_runtime_ms: Optional[float] = None  # torch.compile baseline
+    speedup: Optional[float] = None  # vs eager
+    speedup_compile: Optional[float] = None  # vs torch.compile
+    coverage: Optional[float] = None  # custom-kernel GPU time / total GPU time
+    custom_launches: int = 0
+    kernels: list[KernelTime] = field(default_factory=list)  # top kernels by time
+    timing_available: bool = False
+    verifiable: bool = True  # false when this device cannot check it (bf16 dot on CPU)
+    eval_seconds: float = 0.0
+    feedback: str = ""
+
+    @property
+    def failed_hard(self) -> bool:
+        return not self.correct
+
+
+# --------------------------------------------------------------------------- generation
+@dataclass
+class Completion(_Record):
+    """One sampled answer. Token ids and log-probs are filled when the backend gives them."""
+
+    text: str
+    token_ids: Optional[list[int]] = None
+    logprobs: Optional[list[float]] = None
+    prompt_token_ids: Optional[list[int]] = None
+    finish_reason: str = "stop"
+    model: str = ""
+    error: Optional[str] = None  # set when generation failed after retries
+
+
+@dataclass
+class Turn(_Record):
+    """One model call of one role, with what the environment made of it."""
+
+    role: str  # "select" | "policy" | "summary" | "verify"
+    task: str
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the prompt, chat format
+    completion: Optional[Completion] = None
+    scheme: int = 0  # selection scheme index (the null scheme is the last)
+    rollout: int = 0
+    turn: int = 0  # 0-based turn inside the episode (policy); sample index otherwise
+    parsed: Any = None  # parser output (code, selected skills, proposed skills)
+    parse_error: Optional[str] = None
+    result: Optional[EvalResult] = None
+    reward: Optional[float] = None
+    advantage: Optional[float] = None
+    kept: bool = True  # false when rejection sampling dropped it
+
+
+@dataclass
+class Episode(_Record):
+    """One policy rollout: up to T turns on one task under one skill scheme."""
+
+    task: str
+    scheme: int
+    rollout: int
+    skills: list[str] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward or 0.0 for t in self.turns]
+
+    @property
+    def best_turn(self) -> Optional[int]:
+        best, best_s = None, -1.0
+        for i, t in enumerate(self.turns):
+            r = t.result
+            if r is not None and r.correct and (r.speedup or 0.0) > best_s:
+                best, best_s = i, r.speedup or 0.0
+        return best
+
+
+@dataclass
+class TaskGroup(_Record):
+    """Everything one task produced in one step: selections, episodes, summaries."""
+
+    task: str
+    schemes: list[list[str]] = field(default_factory=list)  # skill names per scheme
+    selections: list[Turn] = field(default_factory=list)
+    episodes: list[Episode] = field(default_factory=list)
+    summaries: list[Turn] = field(default_factory=list)
+    verifications: list[Turn] = field(default_factory=list)
+    admitted: list[Skill] = field(default_factory=list)
+    step: int = 0
+
+
+_NESTED: dict[tuple[str, str], type] = {
+    ("EvalResult", "kernels"): KernelTime,
+    ("Turn", "completion"): Completion,
+    ("Turn", "result"): EvalResult,
+    ("Episode", "turns"): Turn,
+    ("TaskGroup", "selections"): Turn,
+    ("TaskGroup", "episodes"): Episode,
+    ("TaskGroup", "summaries"): Turn,
+    ("TaskGroup", "verifications"): Turn,
+    ("TaskGroup", "admitted"): Skill,
+}
+
+
+def read_jsonl(path, cls):
+    """Read records of ``cls`` from a JSONL file (blank lines skipped)."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if line:
+                out.append(cls.from_dict(json.loads(line)))
+    return out

@@ -1,0 +1,77 @@
+"""Fast_p and geometric-mean speedups over a set of evaluation results.
+
+Covers: the KernelBench metrics, computed from ``EvalResult`` records (or their dicts).
+Fast_p = share of tasks whose candidate is correct and faster than eager by more than p
+(p = 0 is plain correctness). A missing result counts as unsolved. Does not cover plots.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Iterable, Optional
+
+DEFAULT_PS = (0.0, 1.0, 1.2, 1.5, 2.0)
+
+
+def _get(r, key):
+    return r.get(key) if isinstance(r, dict) else getattr(r, key, None)
+
+
+def level_of(r) -> int:
+    lvl = _get(r, "level")
+    if lvl:
+        return int(lvl)
+    name = _get(r, "task") or ""
+    if name.startswith("level") and "/" in name:
+        try:
+            return int(name.split("/", 1)[0][5:])
+        except ValueError:
+            return 0
+    return 0
+
+
+def fast_p(results: Iterable, p: float, total: Optional[int] = None) -> float:
+    """Share of results (or of ``total`` tasks) that are correct with speedup > p."""
+    rs = list(results)
+    n = total if total is not None else len(rs)
+    if n == 0:
+        return 0.0
+    hits = 0
+    for r in rs:
+        if not _get(r, "correct"):
+            continue
+        if p <= 0:
+            hits += 1
+            continue
+        s = _get(r, "speedup")
+        if s is not None and s > p:
+            hits += 1
+    return hits / n
+
+
+def geomean(values: Iterable[float]) -> Optional[float]:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def fastp_table(results: Iterable, ps=DEFAULT_PS, totals: Optional[dict[int, int]] = None) -> dict:
+    """{level: {"n": tasks, "fast_<p>": share, "geomean": x, "geomean_compile": x}} plus "all"."""
+    by_level: dict = defaultdict(list)
+    rs = list(results)
+    for r in rs:
+        by_level[level_of(r)].append(r)
+    table = {}
+    groups = [(lvl, by_level[lvl]) for lvl in sorted(by_level)] + [("all", rs)]
+    for lvl, group in groups:
+        n = (totals or {}).get(lvl) if lvl != "all" else (sum(totals.values()) if totals else None)
+        row = {"n": n if n is not None else len(group)}
+        for p in ps:
+            row[f"fast_{p:g}"] = fast_p(group, p, total=row["n"])
+        correct = [r for r in group if _get(r, "correct")]
+        row["geomean"] = geomean(_get(r, "speedup") for r in correct)
+        row["geomean_compile"] = geomean(_get(r, "speedup_compile") for r in correct)
+        table[lvl] = row
+    return table

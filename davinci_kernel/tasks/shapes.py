@@ -1,0 +1,98 @@
+"""Size variants of a problem file, made by rewriting its module-level constants.
+
+Covers: reading the integer constants a KernelBench-format problem defines at module
+level (``batch_size = 4096``), rewriting them (AST, not regex) for the CPU small-shape
+variant (the task's own ``CPU_SHAPES`` dict) and for the shape-perturbation re-check
+that catches candidates with hard-coded sizes. Does not cover: running anything; the
+evaluator decides whether a variant is usable (a reference that fails on it is skipped).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+# Constants that usually must keep their value for the problem to stay valid.
+_STRUCTURAL = ("kernel", "stride", "padding", "dilation", "group", "head", "dim_head",
+               "num_layers", "layers", "axis", "dim_reduce", "reduce_dim", "eps", "seed",
+               "output_padding", "pool", "scale", "factor", "p_", "ratio")
+
+
+def int_constants(source: str) -> dict[str, int]:
+    """Module-level ``NAME = <int literal>`` assignments, in file order."""
+    tree = ast.parse(source)
+    out: dict[str, int] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            v = node.value
+            if isinstance(v, ast.Constant) and type(v.value) is int:
+                out[node.targets[0].id] = v.value
+    return out
+
+
+def dict_constant(source: str, name: str) -> Optional[dict]:
+    """A module-level ``NAME = {...}`` literal (e.g. ``CPU_SHAPES``), or None."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id == name:
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError:
+                    return None
+                return value if isinstance(value, (dict, list, tuple)) else None
+    return None
+
+
+def apply_overrides(source: str, overrides: dict[str, int]) -> str:
+    """Return ``source`` with the named module-level constants set to new values."""
+    if not overrides:
+        return source
+    tree = ast.parse(source)
+    missing = set(overrides)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name in overrides:
+                node.value = ast.Constant(value=overrides[name])
+                missing.discard(name)
+    if missing:
+        raise KeyError(f"constants not defined at module level: {', '.join(sorted(missing))}")
+    return ast.unparse(tree)
+
+
+def cpu_overrides(source: str) -> dict[str, int]:
+    """The task's own small-shape variant (``CPU_SHAPES = {...}``), or {}."""
+    value = dict_constant(source, "CPU_SHAPES")
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _perturb_value(v: int) -> int:
+    # Smaller (cheaper to check) and odd-ish, so power-of-two assumptions break too.
+    if v <= 2:
+        return v + 1
+    return max(2, v - v // 4 - 1)
+
+
+def perturbations(source: str, base: Optional[dict[str, int]] = None) -> list[dict[str, int]]:
+    """Candidate overrides for the shape re-check, most informative first.
+
+    A task may name the sizes to change (``PERTURB = ["batch_size", "dim"]``); else
+    every non-structural integer constant ≥ 2 is a candidate. The first variant changes
+    them all, the following ones one at a time (used when the reference rejects the first).
+    """
+    consts = int_constants(source)
+    if base:
+        consts.update({k: v for k, v in base.items() if k in consts})
+    named = dict_constant(source, "PERTURB")
+    if isinstance(named, (list, tuple)):
+        names = [n for n in named if n in consts]
+    else:
+        names = [n for n, v in consts.items()
+                 if v >= 2 and not any(s in n.lower() for s in _STRUCTURAL)]
+    if not names:
+        return []
+    variants = [{n: _perturb_value(consts[n]) for n in names}]
+    if len(names) > 1:
+        variants += [{n: _perturb_value(consts[n])} for n in names]
+    return variants
