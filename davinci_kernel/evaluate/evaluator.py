@@ -1,0 +1,372 @@
+"""Judging one candidate on one task: the harness-side half of the evaluation.
+
+Covers: static checks, choosing the size variant (the task's CPU_SHAPES on CPU), the
+message protocol with a worker (reference → load → check → [time]), deadlines
+(compile and run timeouts kill the worker), comparison of outputs in this process,
+the flag rules of guards.py, cached reference outputs and baselines, re-verification
+of implausible speedups in a fresh worker, and the feedback text. ``Evaluator`` owns a
+pool and evaluates many candidates concurrently. Never raises on candidate code.
+Does not cover: running candidate code (worker.py) — this process never imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Optional
+
+from ..config import EvalConfig
+from ..records import EvalResult, KernelTime, Task
+from ..tasks.shapes import apply_overrides, cpu_overrides, perturbations
+from . import feedback as feedback_mod
+from . import guards, static
+from .baselines import BaselineCache
+from .correctness import compare
+from .pool import LocalPool, WorkerDied, WorkerHandle, WorkerTimeout, default_slots, resolve_device
+from .transfer import read_leaf, shm_root
+
+_REF_CACHE_MAX = 64
+
+
+class Evaluator:
+    """A pool of workers plus the judging logic. Use as a context manager."""
+
+    def __init__(self, cfg: Optional[EvalConfig] = None, workers: Optional[int] = None,
+                 pool: Optional[LocalPool] = None):
+        self.cfg = cfg or EvalConfig()
+        self.device = resolve_device(self.cfg.device)
+        self.on_gpu = self.device.startswith("cuda")
+        self.pool = pool or LocalPool(default_slots(self.device, workers),
+                                      max_jobs_per_worker=self.cfg.max_jobs_per_worker)
+        self.baselines = BaselineCache(self.cfg.cache_dir)
+        self._ref_cache: dict = {}
+        self._ref_lock = threading.Lock()
+        self.tmp_root = tempfile.mkdtemp(prefix="dvk-eval-", dir=shm_root())
+        self.ext_root = os.path.join(os.path.expanduser(self.cfg.cache_dir), "torch_extensions")
+
+    # ------------------------------------------------------------------ public
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.pool.close()
+        shutil.rmtree(self.tmp_root, ignore_errors=True)
+
+    def evaluate(self, task: Task, source: str) -> EvalResult:
+        t0 = time.monotonic()
+        try:
+            res = self._evaluate(task, source, seed_offset=0)
+        except Exception as e:  # noqa: BLE001 - a harness bug must not kill a training run
+            res = EvalResult(task=task.name, level=task.level, device=self.device, stage="harness",
+                             error_kind="harness_error", error_msg=f"{type(e).__name__}: {e}")
+        if res.speedup is not None and not res.flags and res.speedup > self.cfg.implausible_speedup:
+            self._reverify(task, source, res)
+        res.correct = (res.trials > 0 and res.trials_passed == res.trials and not res.error_kind
+                       and not res.flags and res.verifiable)
+        res.eval_seconds = time.monotonic() - t0
+        res.feedback = feedback_mod.build(res)
+        return res
+
+    def evaluate_many(self, items: list[tuple[Task, str]],
+                      progress: Optional[Callable[[int, EvalResult], None]] = None) -> list[EvalResult]:
+        """Evaluate concurrently (one thread per worker); results in input order."""
+        results: list[Optional[EvalResult]] = [None] * len(items)
+
+        def one(i: int) -> None:
+            results[i] = self.evaluate(*items[i])
+            if progress is not None:
+                progress(i, results[i])
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.pool))) as ex:
+            list(ex.map(one, range(len(items))))
+        return results  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ core
+    def _evaluate(self, task: Task, source: str, seed_offset: int, fresh: bool = False) -> EvalResult:
+        cfg = self.cfg
+        res = EvalResult(task=task.name, level=task.level, device=self.device)
+        rep = static.check(source)
+        res.backend = rep.backend
+        if not rep.ok:
+            res.stage, res.error_kind, res.error_msg = "static", rep.error_kind, rep.error_msg
+            return res
+        hard = [f for f in rep.flags if f in static.HARD_STATIC_FLAGS]
+        if hard:
+            res.stage, res.error_kind = "static", "rejected"
+            res.flags = hard
+            res.error_msg = "; ".join(rep.notes)
+            return res
+        if rep.backend == "cuda" and not self.on_gpu:
+            res.stage, res.error_kind = "compile", "unsupported_on_cpu"
+            res.error_msg = "CUDA C++ candidates (load_inline) need a GPU: run with --device cuda"
+            return res
+
+        overrides = cpu_overrides(task.source) if (not self.on_gpu and cfg.cpu_small_shapes) else {}
+        variant = apply_overrides(task.source, overrides)
+        seeds = [cfg.seed + 1000 * (i + 1) + seed_offset for i in range(cfg.trials)]
+        perturb = perturbations(variant) if cfg.perturb_shapes else []
+        key = (task.hash, json.dumps(overrides, sort_keys=True), self.device.split(":")[0], tuple(seeds),
+               json.dumps(perturb, sort_keys=True), cfg.seed)
+        with self._ref_lock:
+            cached = self._ref_cache.get(key)
+        job_id = uuid.uuid4().hex[:12]
+        shm_dir = os.path.join(self.tmp_root, job_id)
+        os.makedirs(shm_dir)
+        job = {
+            "job_id": job_id, "task_source": variant, "candidate_source": source, "seeds": seeds,
+            "init_seed": cfg.seed, "need_ref": cached is None, "out_meta": cached["out_meta"] if cached else None,
+            "perturb": [cached["perturb_used"]] if cached and cached.get("perturb_used") else perturb,
+            "perturb_seed": cfg.seed + 7, "need_ref_perturb": cached is None or not cached.get("perturb_used"),
+            "shm_dir": shm_dir, "ext_dir": os.path.join(self.ext_root, static_hash(source)),
+            "timing_iters": cfg.timing_iters, "warmup_iters": cfg.warmup_iters, "l2_flush_mb": cfg.l2_flush_mb,
+            "baseline_compile": cfg.baseline_compile,
+        }
+        try:
+            h = self.pool.acquire()
+        except Exception as e:  # noqa: BLE001
+            res.stage, res.error_kind, res.error_msg = "harness", "no_worker", f"no worker became ready: {e}"
+            return res
+        recycle = fresh
+        try:
+            if fresh:  # a brand-new process for re-verification
+                self.pool.release(h, recycle=True)
+                h = self.pool.acquire()
+            base = self._baseline(h, task, variant, overrides, seeds) if (self.on_gpu and cfg.timing) else None
+            recycle = self._run(h, job, task, res, rep, cached, key, base)
+        except WorkerTimeout as e:
+            res.error_kind = "timeout"
+            res.error_msg = f"{res.stage} did not finish: {e} (limit from eval.compile_timeout_s / eval.run_timeout_s)"
+            recycle = True
+        except WorkerDied as e:
+            res.error_kind = "cuda_error" if self.on_gpu and "signal" not in str(e) else "worker_crash"
+            res.error_msg = str(e)
+            recycle = True
+        finally:
+            self.pool.release(h, recycle=recycle)
+            shutil.rmtree(shm_dir, ignore_errors=True)
+        return res
+
+    def _baseline(self, h: WorkerHandle, task: Task, variant: str, overrides: dict, seeds: list[int]) -> Optional[dict]:
+        key = BaselineCache.key(task.hash, overrides, h.info.get("gpu", "?"), h.info.get("torch", "?"))
+        got = self.baselines.get(key)
+        if got is not None:
+            return got
+        h.send({"cmd": "baseline", "job": {"job_id": "baseline", "task_source": variant, "seeds": seeds[:3],
+                                           "init_seed": self.cfg.seed, "device": h.device,
+                                           "timing_iters": self.cfg.timing_iters, "warmup_iters": self.cfg.warmup_iters,
+                                           "l2_flush_mb": self.cfg.l2_flush_mb,
+                                           "baseline_compile": self.cfg.baseline_compile}})
+        msg = h.recv(self.cfg.compile_timeout_s + self.cfg.run_timeout_s)
+        value = msg.get("result", {})
+        if "eager_ms" in value:
+            self.baselines.put(key, value)
+        return value
+
+    def _run(self, h: WorkerHandle, job: dict, task: Task, res: EvalResult, rep: static.StaticReport,
+             cached: Optional[dict], key: tuple, base: Optional[dict]) -> bool:
+        """Drive one job on a worker. Returns True when the worker must be replaced."""
+        cfg = self.cfg
+        job["device"] = h.device
+        h.send({"cmd": "job", "job": job})
+        res.stage = "reference"
+        out = None
+        while out is None:
+            limit = cfg.compile_timeout_s if res.stage == "compile" else cfg.run_timeout_s
+            msg = h.recv(limit)
+            ev = msg.get("event")
+            if ev == "ref_done":
+                res.stage = "compile"
+            elif ev == "loaded":
+                res.stage = "correctness"
+            elif ev == "checked":
+                out = msg["result"]
+        if out.get("stage") == "reference":
+            res.stage, res.error_kind, res.error_msg = "reference", out["error_kind"], out["error_msg"]
+            return True
+        if cached is None:
+            cached = self._store_reference(key, out)
+        res.compiled = bool(out.get("compiled"))
+        if out.get("error_kind"):
+            res.stage = out.get("stage", res.stage)
+            res.error_kind, res.error_msg = out["error_kind"], out.get("error_msg")
+            if out.get("cuda_broken"):
+                res.error_kind = "cuda_error"
+            self._add_flags(res, out)
+            return True
+        self._judge_correctness(res, out, cached, rep)
+        recycle = bool(res.flags) or bool(out.get("dirty"))
+        want_timing = self.on_gpu and cfg.timing and res.trials_passed == res.trials and not res.flags
+        if not want_timing:
+            h.send({"cmd": "done"})
+            res.stage = "done" if not res.error_kind and not res.flags else res.stage
+            return recycle
+        h.send({"cmd": "time"})
+        res.stage = "timing"
+        msg = h.recv(cfg.run_timeout_s)
+        tout = msg.get("result", {})
+        if tout.get("error_kind"):
+            res.error_kind, res.error_msg = tout["error_kind"], tout.get("error_msg")
+            return True
+        self._add_flags(res, tout)
+        self._judge_timing(res, tout, cached, rep, base)
+        res.stage = "done"
+        return recycle or bool(res.flags) or bool(tout.get("dirty"))
+
+    # ------------------------------------------------------------------ judging
+    def _store_reference(self, key: tuple, out: dict) -> dict:
+        leaves = out.get("leaves", {})
+        entry = {
+            "refs": [[read_leaf(m) for m in leaves[f"ref{i}"]] for i in range(len(key[3])) if f"ref{i}" in leaves],
+            "out_meta": leaves.get("ref0"),
+            "pref": [read_leaf(m) for m in leaves["pref"]] if "pref" in leaves else None,
+            "perturb_used": out.get("perturb_used") if "pref" in leaves else None,
+            "ref_work": out.get("ref_work"), "ref_mutates": out.get("ref_mutates", False),
+            "ref_aliases": out.get("ref_aliases", False),
+        }
+        with self._ref_lock:
+            if len(self._ref_cache) >= _REF_CACHE_MAX:
+                self._ref_cache.pop(next(iter(self._ref_cache)))
+            self._ref_cache[key] = entry
+        return entry
+
+    def _add_flags(self, res: EvalResult, out: dict) -> None:
+        for f in out.get("flags", []):
+            if f not in res.flags:
+                res.flags.append(f)
+        notes = [n for n in out.get("notes", []) if n.split(":", 1)[0] in res.flags]
+        if notes:
+            res.error_msg = "; ".join(filter(None, [res.error_msg] + notes))
+
+    def _flag(self, res: EvalResult, hits: list[tuple[str, str]]) -> None:
+        for name, why in hits:
+            if name not in res.flags:
+                res.flags.append(name)
+                res.error_msg = "; ".join(filter(None, [res.error_msg, f"{name}: {why}"]))
+
+    def _judge_correctness(self, res: EvalResult, out: dict, ref: dict, rep: static.StaticReport) -> None:
+        cfg = self.cfg
+        leaves = out.get("leaves", {})
+        cand = {k: [read_leaf(m) for m in v] for k, v in leaves.items()}
+        res.trials = len(ref["refs"])
+        worst_abs, worst_rel, worst_l2, f32 = 0.0, 0.0, 0.0, False
+        for i, r in enumerate(ref["refs"]):
+            c = compare(r, cand.get(f"cand{i}", []), cfg.atol, cfg.rtol)
+            worst_abs, worst_rel = max(worst_abs, c.max_abs), max(worst_rel, c.max_rel)
+            worst_l2, f32 = max(worst_l2, c.rel_l2), f32 or c.float32
+            if not c.ok:
+                res.error_kind, res.error_msg = c.error_kind, f"trial {i + 1}: {c.message}"
+                break
+            res.trials_passed += 1
+        res.max_abs_diff, res.max_rel_diff, res.rel_l2_error = worst_abs, worst_rel, worst_l2
+        self._add_flags(res, out)
+        if res.error_kind:
+            if self._bf16_unverifiable(ref, rep, res):
+                res.verifiable = False
+                res.error_kind = "unverifiable_on_cpu"
+                res.error_msg = "bf16 tl.dot cannot be checked by the Triton interpreter; evaluate on a GPU"
+            return
+        if "recheck1" in cand and len(ref["refs"]) > 1:
+            if not compare(ref["refs"][1], cand["recheck1"], cfg.atol, cfg.rtol).ok:
+                self._flag(res, [("result_caching", "refilling the same input buffers with new values gave a wrong result")])
+        if "determinism0" in cand and "cand0" in cand:
+            d = compare(cand["cand0"], cand["determinism0"], cfg.atol, cfg.rtol)
+            if not d.ok:
+                self._flag(res, [("uninitialized_memory", "two runs on the same inputs differ: " + d.message)])
+        if out.get("cand_mutates") and not ref.get("ref_mutates"):
+            self._flag(res, [("input_mutation", "an input tensor changed during forward")])
+        if out.get("cand_aliases") and not ref.get("ref_aliases"):
+            self._flag(res, [("returns_input", "an output tensor lives in an input's memory")])
+        if ref.get("perturb_used"):
+            if out.get("perturb_error"):
+                self._flag(res, [("shape_hardcoding", f"at sizes {ref['perturb_used']}: {out['perturb_error']}")])
+            elif "pcand" in cand:
+                p = compare(ref["pref"], cand["pcand"], cfg.atol, cfg.rtol)
+                if not p.ok:
+                    self._flag(res, [("shape_hardcoding", f"at sizes {ref['perturb_used']}: {p.message}")])
+        elif self.cfg.perturb_shapes:
+            res.warnings.append("perturbation_skipped: no perturbed size was valid for the reference")
+        launches = int(out.get("custom_launches", 0))
+        res.custom_launches = launches
+        self._flag(res, guards.kernel_flags(launches, rep.kernels, rep.backend, self.on_gpu))
+        est = None
+        if ref.get("ref_work") and out.get("cand_work") is not None:
+            from .profile import work_coverage
+
+            est = work_coverage(ref["ref_work"], out["cand_work"])
+        if not self.on_gpu:
+            res.coverage = est
+            if est is not None:
+                res.warnings.append("coverage_estimated: share of the reference's work not left to torch ops")
+        if "no_custom_kernel" not in res.flags and "decoy_kernel" not in res.flags:
+            self._flag(res, guards.coverage_flag(est, cfg.min_coverage, "custom kernels do an estimated"))
+        self._flag(res, guards.precision_flag(worst_l2, f32, cfg.precision_rel_l2))
+
+    def _bf16_unverifiable(self, ref: dict, rep: static.StaticReport, res: EvalResult) -> bool:
+        if self.on_gpu or rep.backend != "triton":
+            return False
+        metas = ref.get("out_meta") or []
+        return any(m.get("dtype") == "bfloat16" for m in metas) and res.error_kind == "wrong_output"
+
+    def _judge_timing(self, res: EvalResult, out: dict, ref: dict, rep: static.StaticReport, base: Optional[dict]) -> None:
+        cfg = self.cfg
+        t = out.get("timing")
+        if not t:
+            return
+        leaves = out.get("leaves", {})
+        for k, metas in leaves.items():
+            if k.startswith("timed"):
+                i = int(k[5:])
+                c = compare(ref["refs"][i], [read_leaf(m) for m in metas], cfg.atol, cfg.rtol)
+                if not c.ok:
+                    self._flag(res, [("inconsistent_under_timing", c.message)])
+        res.timing_available = True
+        res.runtime_ms = t["cand"]["median"]
+        res.runtime_spread = t["cand"]["spread"]
+        res.ref_runtime_ms = t["ref"]["median"]
+        res.speedup = t["speedup"]
+        if base and base.get("eager_ms") and base.get("compile_ms"):
+            res.compile_runtime_ms = base["compile_ms"] * res.ref_runtime_ms / base["eager_ms"]
+            res.speedup_compile = res.speedup * base["eager_ms"] / base["compile_ms"]
+        self._flag(res, guards.side_stream_flag(t, cfg.wall_event_ratio))
+        self._flag(res, guards.reference_slowed_flag(res.ref_runtime_ms, (base or {}).get("eager_ms")))
+        prof = out.get("kernels") or {}
+        res.kernels = [KernelTime(name=k["name"], time_ms=k["time_ms"], custom=k["custom"], calls=k["calls"])
+                       for k in prof.get("top", [])]
+        if prof.get("coverage") is not None:
+            res.coverage = prof["coverage"]
+            if rep.backend == "cuda":
+                res.custom_launches = max(res.custom_launches, prof.get("custom_kernels", 0))
+                self._flag(res, guards.kernel_flags(res.custom_launches, rep.kernels, rep.backend, True))
+            if "no_custom_kernel" not in res.flags:
+                self._flag(res, guards.coverage_flag(res.coverage, cfg.min_coverage, "custom-kernel time coverage"))
+
+    def _reverify(self, task: Task, source: str, res: EvalResult) -> None:
+        again = self._evaluate(task, source, seed_offset=17, fresh=True)
+        ok = again.correct and not again.flags and again.speedup is not None
+        if ok and abs(math.log(again.speedup / res.speedup)) <= math.log(1.25):
+            res.warnings.append(f"implausible_speedup: {res.speedup:.1f}x re-verified in a fresh worker ({again.speedup:.1f}x)")
+        else:
+            got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
+            self._flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh worker ({got})")])
+
+
+def static_hash(source: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def evaluate(task: Task, source: str, cfg: Optional[EvalConfig] = None) -> EvalResult:
+    """One-shot evaluation with a private single-worker pool."""
+    with Evaluator(cfg, workers=1) as ev:
+        return ev.evaluate(task, source)

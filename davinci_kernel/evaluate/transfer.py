@@ -1,0 +1,72 @@
+"""Moving output tensors from a worker to the harness as plain bytes.
+
+Covers: flattening a model output (tensor, tuple/list/dict of tensors, scalars) into
+leaves, writing each leaf's raw bytes to a file (under /dev/shm when it exists) and
+reading it back in the harness as a fresh, plain ``torch.Tensor``. The harness never
+unpickles objects the candidate made: only shapes, dtype names and raw bytes cross.
+Does not cover: comparing (see correctness.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+# dtype name -> (numpy dtype used for the raw bytes, element size)
+_RAW = {
+    "float64": np.float64, "float32": np.float32, "float16": np.float16,
+    "bfloat16": np.int16, "int64": np.int64, "int32": np.int32, "int16": np.int16,
+    "int8": np.int8, "uint8": np.uint8, "bool": np.bool_,
+}
+
+
+def flatten(out: Any) -> list[Any]:
+    """Leaves of an output in a fixed order (dict keys sorted)."""
+    if isinstance(out, (list, tuple)):
+        leaves = []
+        for o in out:
+            leaves += flatten(o)
+        return leaves
+    if isinstance(out, dict):
+        leaves = []
+        for k in sorted(out, key=str):
+            leaves += flatten(out[k])
+        return leaves
+    return [out]
+
+
+def write_leaf(torch, leaf, path: str) -> dict:
+    """Worker side: one leaf → a file of raw bytes + a small description."""
+    if not isinstance(leaf, torch.Tensor):
+        return {"kind": "scalar", "value": leaf if isinstance(leaf, (int, float, bool)) or leaf is None else repr(leaf)}
+    t = torch.Tensor.detach(leaf)
+    name = str(t.dtype).replace("torch.", "")
+    if name not in _RAW:
+        return {"kind": "unsupported", "dtype": name, "shape": list(t.shape)}
+    cpu = t.to("cpu", copy=True).contiguous()
+    flat = cpu.reshape(-1)
+    if name == "bfloat16":
+        flat = flat.view(torch.int16)
+    arr = flat.numpy()
+    with open(path, "wb") as fh:
+        arr.tofile(fh)
+    return {"kind": "tensor", "dtype": name, "shape": list(t.shape), "path": path}
+
+
+def read_leaf(meta: dict):
+    """Harness side: a description → a plain CPU tensor (or the scalar)."""
+    import torch
+
+    if meta["kind"] != "tensor":
+        return meta
+    raw = np.fromfile(meta["path"], dtype=_RAW[meta["dtype"]])
+    t = torch.from_numpy(raw.copy())
+    if meta["dtype"] == "bfloat16":
+        t = t.view(torch.int16).view(torch.bfloat16)
+    return t.reshape(meta["shape"])
+
+
+def shm_root() -> str:
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None

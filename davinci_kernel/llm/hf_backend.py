@@ -1,0 +1,193 @@
+"""Backend for a local transformers model (``hf:PATH``), the same object the trainer updates.
+
+Covers: loading a causal LM and its tokenizer from a directory (or taking ones already
+in memory: ``HFBackend(model=..., tokenizer=...)``), rendering prompts with the
+tokenizer's chat template, batched sampling grouped by sampling settings and capped at
+``max_batch`` sequences, and per-token log-probs of the raw model distribution (before
+temperature and top-p, as vLLM reports by default), recorded one step at a time so long
+generations never hold a (steps x vocab) tensor. Generation runs in a worker thread so
+the event loop keeps evaluating kernels meanwhile; one batch at a time.
+
+Does not cover: training (``rl/``), multi-GPU sharding beyond ``device_map``, or serving
+over HTTP (``serve``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import UsageError
+from ..records import Completion
+from .base import Backend, GenRequest
+
+
+class _LogprobRecorder:
+    """A logits processor that remembers log p(chosen token) of each generated step.
+
+    At step t it sees the ids chosen so far, so it reads the previous step's chosen token
+    from them; the last step's token is read from the final sequences in ``finish``."""
+
+    def __init__(self):
+        self.prev = None
+        self.steps: list = []
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.prev = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, sequences):
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(1, sequences[:, -1:]).squeeze(1))
+            self.prev = None
+        import torch
+
+        return torch.stack(self.steps, dim=1) if self.steps else None
+
+
+class HFBackend(Backend):
+    gives_token_ids = True
+
+    def __init__(self, path: Optional[str] = None, *, model: Any = None, tokenizer: Any = None,
+                 device: Optional[str] = None, dtype: str = "auto", max_batch: int = 16):
+        if model is None or tokenizer is None:
+            if path is None:
+                raise UsageError("hf backend needs a model directory: hf:PATH")
+            model, tokenizer = load_model(path, device=device, dtype=dtype)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch = max(1, max_batch)
+        self.name = f"hf:{path}" if path else "hf:<in-memory>"
+        self._lock = threading.Lock()
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise UsageError(f"{self.name}: the tokenizer has no chat template; "
+                             "add chat_template to tokenizer_config.json")
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+
+    # ------------------------------------------------------------------ prompts
+    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    # ------------------------------------------------------------------ generation
+    async def _generate(self, requests: list[GenRequest]) -> list[Completion]:
+        return await asyncio.to_thread(self.generate_blocking, requests)
+
+    def generate_blocking(self, requests: list[GenRequest]) -> list[Completion]:
+        out: list[Optional[Completion]] = [None] * len(requests)
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(r.sampling_key(), []).append(i)
+        with self._lock:
+            for idx in groups.values():
+                for start in range(0, len(idx), self.max_batch):
+                    chunk = idx[start:start + self.max_batch]
+                    for i, c in zip(chunk, self._batch([requests[i] for i in chunk])):
+                        out[i] = c
+        return out  # type: ignore[return-value]
+
+    def _batch(self, reqs: list[GenRequest]) -> list[Completion]:
+        import torch
+
+        try:
+            prompts = [self.prompt_ids(r.messages) for r in reqs]
+        except Exception as e:  # noqa: BLE001 - a template that rejects a message list
+            return [Completion(text="", finish_reason="error", model=self.name,
+                               error=f"chat template failed: {e}") for _ in reqs]
+        width = max(len(p) for p in prompts)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(reqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(reqs), width), dtype=torch.long)
+        for row, p in enumerate(prompts):  # left padding
+            ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[row, width - len(p):] = 1
+        device = _model_device(self.model)
+        r0 = reqs[0]
+        recorder = _LogprobRecorder()
+        kwargs: dict[str, Any] = dict(max_new_tokens=r0.max_new_tokens, pad_token_id=pad,
+                                      logits_processor=[recorder], return_dict_in_generate=True)
+        if r0.temperature > 0:
+            kwargs.update(do_sample=True, temperature=r0.temperature, top_p=r0.top_p, top_k=0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if r0.seed is not None:
+            torch.manual_seed(r0.seed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                res = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
+        except Exception as e:  # noqa: BLE001 - e.g. out of memory: the turn fails, the run goes on
+            return [Completion(text="", finish_reason="error", model=self.name,
+                               error=f"generation failed: {type(e).__name__}: {str(e)[:300]}") for _ in reqs]
+        finally:
+            if was_training:
+                self.model.train()
+        seqs = res.sequences
+        logps = recorder.finish(seqs)
+        gen = seqs[:, width:].tolist()
+        lp = logps.tolist() if logps is not None else [[] for _ in reqs]
+        return [self._completion(prompts[i], gen[i], lp[i], r0.max_new_tokens) for i in range(len(reqs))]
+
+    def _completion(self, prompt: list[int], gen: list[int], lp: list[float], limit: int) -> Completion:
+        eos = _eos_ids(self.model, self.tokenizer)
+        cut = len(gen)
+        finish = "length" if len(gen) >= limit else "stop"
+        for j, t in enumerate(gen):
+            if t in eos:
+                cut, finish = j + 1, "stop"
+                break
+        ids = gen[:cut]
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return Completion(text=text, token_ids=ids, logprobs=[float(x) for x in lp[:cut]],
+                          prompt_token_ids=list(prompt), finish_reason=finish, model=self.name)
+
+
+def _model_device(model):
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return "cpu"
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    ids = set()
+    cfg_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for v in (cfg_eos, tokenizer.eos_token_id):
+        if isinstance(v, int):
+            ids.add(v)
+        elif isinstance(v, (list, tuple)):
+            ids.update(int(x) for x in v)
+    return ids
+
+
+def load_model(path: str, device: Optional[str] = None, dtype: str = "auto"):
+    """(model, tokenizer) from a local directory; a bad path is a one-line UsageError."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UsageError(f"hf:{path}: no such model directory (give a local path with config.json)")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(p))
+        tok.padding_side = "left"
+        kw: dict[str, Any] = {}
+        if dtype != "auto":
+            kw["dtype"] = getattr(torch, dtype)
+        elif torch.cuda.is_available():
+            kw["dtype"] = torch.bfloat16
+        model = AutoModelForCausalLM.from_pretrained(str(p), **kw)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"hf:{path}: cannot load model: {str(e).splitlines()[0]}") from None
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(dev), tok

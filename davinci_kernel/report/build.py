@@ -1,0 +1,98 @@
+"""``build_report(run_dir)``: read a RUN_DIR, write ``report.html`` and the PNG figures.
+
+Covers: putting rundir (input), fastp (metrics), plots (figures) and page (HTML) together
+and writing every output atomically (temporary file in RUN_DIR, then ``os.replace``).
+Figures: ``fastp.png``, ``speedups.png``, ``training.png``, each written only when there
+is data for it. Does not cover the command line (commands.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Union
+
+from ..errors import UsageError
+from . import plots
+from .fastp import DEFAULT_PS, fastp_table
+from .page import render_page
+from .rundir import RunData, load_run
+
+REPORT_FILE = "report.html"
+
+
+@dataclass
+class Report:
+    """What a build wrote, with the Fast_p tables it showed."""
+
+    run: RunData
+    html: Path
+    figures: dict[str, Path] = field(default_factory=dict)
+    tables: dict[str, dict] = field(default_factory=dict)
+
+
+def write_atomic(path: Path, data: Union[bytes, str]) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise UsageError(f"cannot write in {path.parent}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def tables_for(run: RunData, ps=DEFAULT_PS) -> dict[str, dict]:
+    """Fast_p table of each result group (``run.totals`` counts missing tasks as unsolved)."""
+    out = {}
+    for name, rows in run.groups.items():
+        if not rows:
+            continue
+        totals = run.totals
+        if totals:
+            counts: dict[int, int] = {}
+            for r in rows:
+                counts[r["level"]] = counts.get(r["level"], 0) + 1
+            if any(totals.get(lvl, -1) < c for lvl, c in counts.items()):
+                note = (f"run.json totals {totals} do not cover the results "
+                        f"{counts}; shares are over the results present")
+                if note not in run.notes:
+                    run.notes.append(note)
+                totals = None
+        out[name] = fastp_table(rows, ps, totals=totals)
+    return out
+
+
+def write_report(run: RunData, ps=DEFAULT_PS) -> Report:
+    """Render ``run`` into RUN_DIR/report.html plus its figures."""
+    tables = tables_for(run, ps)
+    primary: Optional[list] = run.groups.get(run.primary_group) if run.groups else None
+    figures = {
+        "fastp": plots.fastp_figure(tables, ps) if tables else None,
+        "speedups": plots.speedup_figure(primary) if primary else None,
+        "training": plots.training_figure(run.metrics, run.skills),
+    }
+    report = Report(run=run, html=run.path / REPORT_FILE, tables=tables)
+    for name, png in figures.items():
+        if png:
+            path = run.path / f"{name}.png"
+            write_atomic(path, png)
+            report.figures[name] = path
+    write_atomic(report.html, render_page(run, tables, ps, figures))
+    return report
+
+
+def build_report(run_dir) -> Path:
+    """Write RUN_DIR/report.html (and PNG figures); return the page's path."""
+    return write_report(load_run(run_dir)).html

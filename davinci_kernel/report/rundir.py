@@ -1,0 +1,203 @@
+"""Reading a RUN_DIR for the report: whatever subset of its files is there.
+
+Covers: ``results.jsonl`` (EvalResult dicts, grouped by an optional ``which`` marker such
+as ``best`` / ``last``, one result per task per group), ``metrics.jsonl`` (one training
+step per line), a skill-library JSONL export and ``run.json`` metadata. Reading is
+lenient: unknown keys are kept, unreadable lines are skipped and reported as notes, and
+missing files simply leave their part empty. Does not cover metrics or rendering.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import UsageError
+
+RESULTS_FILE = "results.jsonl"
+METRICS_FILE = "metrics.jsonl"
+RUN_FILE = "run.json"
+SKILL_FILES = ("skills.jsonl", "skill_library.jsonl", "skills/skills.jsonl")
+KNOWN_FILES = (RESULTS_FILE, METRICS_FILE, RUN_FILE) + SKILL_FILES
+CANDIDATE_KEYS = ("candidate", "candidate_path", "kernel_path", "code_path")
+GROUP_ORDER = ("best", "last")
+
+
+@dataclass
+class RunData:
+    """Everything the report shows about one run directory."""
+
+    path: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+    groups: dict[str, list[dict]] = field(default_factory=dict)  # "" when unmarked
+    metrics: list[dict] = field(default_factory=list)  # sorted by step
+    skills: list[dict] = field(default_factory=list)
+    skills_file: Optional[str] = None
+    totals: Optional[dict[int, int]] = None  # tasks per level, when run.json says
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def primary_group(self) -> Optional[str]:
+        return next(iter(self.groups), None)
+
+    @property
+    def has_results(self) -> bool:
+        return any(self.groups.values())
+
+
+def _read_jsonl(path: Path, notes: list[str]) -> list[dict]:
+    rows, bad = [], 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(obj, dict):
+                rows.append(obj)
+            else:
+                bad += 1
+    if bad:
+        notes.append(f"{path.name}: skipped {bad} line(s) that are not JSON objects")
+    return rows
+
+
+def _number(value) -> Optional[float]:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _clean_result(row: dict) -> dict:
+    """Normalise the fields the report reads; other keys pass through untouched."""
+    out = dict(row)
+    out["task"] = str(row.get("task") or "")
+    out["correct"] = bool(row.get("correct"))
+    out["compiled"] = bool(row.get("compiled"))
+    flags = row.get("flags") or []
+    out["flags"] = [str(f) for f in flags] if isinstance(flags, list) else [str(flags)]
+    for key in ("speedup", "speedup_compile", "coverage", "runtime_ms", "ref_runtime_ms",
+                "compile_runtime_ms"):
+        out[key] = _number(row.get(key))
+    try:
+        out["level"] = int(row.get("level") or 0)
+    except (TypeError, ValueError):
+        out["level"] = 0
+    return out
+
+
+def _rank(row: dict) -> tuple:
+    return (row["correct"], row["speedup"] or 0.0, row["compiled"])
+
+
+def _group_results(rows: list[dict], notes: list[str]) -> dict[str, list[dict]]:
+    groups: dict[str, dict[str, dict]] = {}
+    dupes: dict[str, int] = {}
+    for raw in rows:
+        row = _clean_result(raw)
+        which = str(raw.get("which") or "")
+        by_task = groups.setdefault(which, {})
+        key = row["task"] or f"#{len(by_task)}"
+        old = by_task.get(key)
+        if old is not None:
+            dupes[which] = dupes.get(which, 0) + 1
+            if _rank(row) < _rank(old):
+                continue
+        by_task[key] = row
+    for which, count in dupes.items():
+        label = f" (which={which})" if which else ""
+        notes.append(f"{RESULTS_FILE}{label}: {count} repeated task line(s); "
+                     "the best result per task is shown")
+    order = [g for g in GROUP_ORDER if g in groups] + sorted(g for g in groups if g not in GROUP_ORDER)
+    return {g: sorted(groups[g].values(), key=lambda r: (r["level"], r["task"])) for g in order}
+
+
+def _read_metrics(path: Path, notes: list[str]) -> list[dict]:
+    rows = []
+    for i, raw in enumerate(_read_jsonl(path, notes)):
+        step = _number(raw.get("step"))
+        row = {"step": int(step) if step is not None else i}
+        for key, value in raw.items():
+            if key != "step":
+                x = _number(value)
+                if x is not None:
+                    row[key] = x
+        rows.append(row)
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def _read_meta(path: Path, notes: list[str]) -> dict:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except json.JSONDecodeError as e:
+        notes.append(f"{RUN_FILE}: not valid JSON ({e.msg} at line {e.lineno}); metadata not shown")
+        return {}
+    if not isinstance(meta, dict):
+        notes.append(f"{RUN_FILE}: not a JSON object; metadata not shown")
+        return {}
+    return meta
+
+
+def _totals(meta: dict) -> Optional[dict[int, int]]:
+    raw = meta.get("totals")
+    if not isinstance(raw, dict):
+        return None
+    out = {}
+    for k, v in raw.items():
+        try:
+            out[int(str(k).removeprefix("level"))] = int(v)
+        except (TypeError, ValueError):
+            return None
+    return out or None
+
+
+def candidate_path(row: dict, run_dir: Path) -> Optional[Path]:
+    """The kernel file a result names, resolved against RUN_DIR (None when none is named)."""
+    for key in CANDIDATE_KEYS:
+        value = row.get(key)
+        if isinstance(value, str) and value.strip():
+            p = Path(value.strip()).expanduser()
+            return p if p.is_absolute() else run_dir / p
+    return None
+
+
+def load_run(run_dir) -> RunData:
+    """Read RUN_DIR; raise UsageError when it is missing or holds none of the known files."""
+    path = Path(run_dir).expanduser()
+    if not path.exists():
+        raise UsageError(f"run directory not found: {path} (pass the --out directory of dvk bench/run/train)")
+    if not path.is_dir():
+        raise UsageError(f"not a directory: {path} (dvk report takes a run directory, not a file)")
+    present = [name for name in KNOWN_FILES if (path / name).is_file()]
+    if not present:
+        raise UsageError(f"nothing to report in {path}: expected one of "
+                         f"{', '.join(KNOWN_FILES[:4])}")
+    run = RunData(path=path.resolve())
+    notes = run.notes
+    if (path / RUN_FILE).is_file():
+        run.meta = _read_meta(path / RUN_FILE, notes)
+        run.totals = _totals(run.meta)
+    if (path / RESULTS_FILE).is_file():
+        run.groups = _group_results(_read_jsonl(path / RESULTS_FILE, notes), notes)
+    if (path / METRICS_FILE).is_file():
+        run.metrics = _read_metrics(path / METRICS_FILE, notes)
+    for name in SKILL_FILES:
+        if (path / name).is_file():
+            run.skills = _read_jsonl(path / name, notes)
+            run.skills_file = name
+            break
+    if not (run.has_results or run.metrics or run.skills or run.meta):
+        detail = f" ({notes[0]})" if notes else ""
+        raise UsageError(f"nothing to report in {path}: {', '.join(present)} hold(s) no records{detail}")
+    return run

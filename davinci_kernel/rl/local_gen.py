@@ -1,0 +1,123 @@
+"""Sampling from the trainer's own model object, with token ids and log-probs.
+
+Covers: batched, left-padded sampling with a KV cache from a transformers causal LM
+(the very object being trained, so rollouts are on-policy), returning ``Completion``
+records with ``prompt_token_ids``, ``token_ids`` and the sampling log-probs
+(log-softmax of logits / temperature, nucleus-truncated when top_p < 1). Position ids
+start at 0 at the first real token of each prompt, which is how the trainer scores the
+same tokens, so the two log-probs agree up to float error.
+
+Does not cover: serving, chat parsing, or any role logic (``rollout/``, ``agents/``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from ..records import Completion
+from .sequences import render_prompt
+
+
+class LocalGenerator:
+    """``generate(prompts, ...)`` over chat messages or token-id prompts."""
+
+    def __init__(self, model, tokenizer, device: Optional[torch.device] = None, name: str = "local"):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device or next(model.parameters()).device
+        self.name = name
+        self.eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self._cache_kw = _cache_kwarg(model)
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence, max_new_tokens: int = 64, temperature: float = 1.0,
+                 top_p: float = 1.0, stop_at_eos: bool = True,
+                 generator: Optional[torch.Generator] = None) -> list[Completion]:
+        """prompts: chat message lists or token-id lists → one Completion each."""
+        ids = [list(p) if p and isinstance(p[0], int) else render_prompt(self.tokenizer, p) for p in prompts]
+        if not ids:
+            return []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            toks, logps, finished = self._sample(ids, max_new_tokens, temperature, top_p, stop_at_eos, generator)
+        finally:
+            if was_training:
+                self.model.train()
+        out = []
+        for p, t, lp, fin in zip(ids, toks, logps, finished):
+            text = self.tokenizer.decode(t, skip_special_tokens=True)
+            out.append(Completion(text=text, token_ids=t, logprobs=lp, prompt_token_ids=p,
+                                  finish_reason="stop" if fin else "length", model=self.name))
+        return out
+
+    def _sample(self, ids, max_new, temperature, top_p, stop_at_eos, generator):
+        b = len(ids)
+        width = max(len(x) for x in ids)
+        inp = torch.full((b, width), self.pad, dtype=torch.long)
+        mask = torch.zeros((b, width), dtype=torch.long)
+        for i, x in enumerate(ids):
+            inp[i, width - len(x):] = torch.tensor(x)
+            mask[i, width - len(x):] = 1
+        inp, mask = inp.to(self.device), mask.to(self.device)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, W)
+        out = self.model(input_ids=inp, attention_mask=mask, position_ids=pos, use_cache=True)
+        past, logits = _cache_of(out), out.logits[:, -1, :]
+        next_pos = pos[:, -1:] + 1  # (B, 1)
+        toks = [[] for _ in range(b)]
+        lps = [[] for _ in range(b)]
+        done = torch.zeros(b, dtype=torch.bool, device=self.device)
+        for _ in range(max_new):
+            x = logits.float() / max(temperature, 1e-6)
+            logp = torch.log_softmax(x, dim=-1)  # (B, V)
+            if top_p < 1.0:
+                logp = _nucleus(logp, top_p)
+            probs = logp.exp()
+            tok = torch.multinomial(probs.cpu(), 1, generator=generator).to(self.device).squeeze(-1)  # (B,)
+            chosen = logp.gather(-1, tok[:, None]).squeeze(-1)
+            for i in range(b):
+                if not done[i]:
+                    toks[i].append(int(tok[i]))
+                    lps[i].append(float(chosen[i]))
+            if stop_at_eos and self.eos:
+                done |= torch.isin(tok, torch.tensor(sorted(self.eos), device=self.device))
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=self.device)], dim=-1)
+            out = self.model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
+                             use_cache=True, **{self._cache_kw: past})
+            past, logits = _cache_of(out), out.logits[:, -1, :]
+            next_pos = next_pos + 1
+        return toks, lps, done.tolist()
+
+
+def _cache_kwarg(model) -> str:
+    """Newer transformers name the KV cache argument ``cache``; older ones ``past_key_values``."""
+    import inspect
+
+    base = getattr(model, "module", model)  # DDP wrapper
+    if hasattr(base, "get_base_model"):  # peft
+        base = base.get_base_model()
+    try:
+        params = inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _cache_of(out):
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def _nucleus(logp: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(B, V) log-probs → renormalised log-probs over the smallest set with mass ≥ top_p."""
+    sorted_lp, idx = logp.sort(dim=-1, descending=True)
+    cum = sorted_lp.exp().cumsum(-1)
+    drop = cum - sorted_lp.exp() > top_p
+    sorted_lp = sorted_lp.masked_fill(drop, float("-inf"))
+    out = torch.full_like(logp, float("-inf")).scatter(-1, idx, sorted_lp)
+    return torch.log_softmax(out, dim=-1)

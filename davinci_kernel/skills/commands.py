@@ -1,0 +1,181 @@
+"""`dvk skills list|search|show|add|import|export` — thin wrappers over the store.
+
+Covers: parsing the options, calling one store/index function, printing a rich
+table (people) or one JSON document (``--json``). A new library at ``--db`` is
+seeded with the bundled skills (``--no-seed`` to start empty). Bad input raises
+UsageError (one line, exit 2); a malformed JSONL line in ``import`` is a warning
+on stderr, and the command still exits 0 with the good lines imported.
+
+Does not cover: selection or admission during training (``select``, ``admit``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..config import SkillsConfig
+from ..errors import UsageError
+
+_DB_HELP = "SQLite skill library (default: the skills.db of the config)"
+
+
+def _open(db: Optional[str], seed: bool = True):
+    from .store import open_store
+
+    cfg = SkillsConfig()
+    if db:
+        cfg.db = db
+    cfg.seed_library = seed
+    return open_store(cfg)
+
+
+def _emit_json(obj) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def _table(skills, scores=None, title: str = ""):
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False)
+    if scores is not None:
+        t.add_column("score", justify="right")
+    for col in ("name", "scope", "tags", "speedup", "used", "improved", "step"):
+        t.add_column(col, justify="right" if col in ("speedup", "used", "improved", "step") else "left")
+    for i, s in enumerate(skills):
+        row = [] if scores is None else [f"{scores[i]:.2f}"]
+        row += [s.name, s.scope, ", ".join(s.tags[:5]),
+                "-" if s.verify_speedup is None else f"{s.verify_speedup:.2f}x",
+                str(s.times_selected), str(s.times_improved), "-" if s.step is None else str(s.step)]
+        t.add_row(*row)
+    Console().print(t)
+
+
+def _meta(s) -> dict:
+    return {**s.export_dict(), "source_task": s.source_task, "step": s.step, "gpu": s.gpu,
+            "times_selected": s.times_selected, "times_improved": s.times_improved}
+
+
+def register(app: typer.Typer) -> None:
+    skills = typer.Typer(help="The skill library: list, search, show, add, import, export.",
+                         no_args_is_help=True)
+
+    @skills.command("list")
+    def list_cmd(db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                 scope: Optional[str] = typer.Option(None, help="only this scope (general, task_specific/...)"),
+                 tag: Optional[list[str]] = typer.Option(None, "--tag", help="only skills with this tag"),
+                 step: Optional[int] = typer.Option(None, help="the library as of this training step"),
+                 seed: bool = typer.Option(True, "--seed/--no-seed", help="seed a new library"),
+                 as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
+        """Every skill in the library (name, scope, tags, verified speedup, usage)."""
+        with _open(db, seed) as store:
+            rows = store.all(step)
+        if scope:
+            rows = [s for s in rows if s.scope == scope or s.scope.startswith(scope.rstrip("/") + "/")]
+        if tag:
+            want = {t.lower() for t in tag}
+            rows = [s for s in rows if want & {t.lower() for t in s.tags}]
+        if as_json:
+            _emit_json([_meta(s) for s in rows])
+        else:
+            _table(rows, title=f"{len(rows)} skills")
+
+    @skills.command("search")
+    def search_cmd(query: str = typer.Argument(..., help="words, code, or a KernelBench problem file (.py)"),
+                   k: int = typer.Option(20, "--k", "-k", help="how many"),
+                   scope: Optional[str] = typer.Option(None, help="only this scope"),
+                   tag: Optional[list[str]] = typer.Option(None, "--tag", help="only skills with this tag"),
+                   db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                   as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
+        """BM25 search; a problem file is turned into a task query first."""
+        from .bm25 import SkillIndex, task_query
+
+        text = query
+        p = Path(query)
+        if p.suffix == ".py" and p.is_file():
+            from ..tasks import load_task_file
+
+            text = task_query(load_task_file(p))
+        with _open(db) as store:
+            hits = SkillIndex(store.all()).search_scored(text, k=k, scope=scope, tags=tag)
+        if as_json:
+            _emit_json([{"score": sc, **_meta(s)} for s, sc in hits])
+        else:
+            _table([s for s, _ in hits], scores=[sc for _, sc in hits], title=f"top {len(hits)}")
+
+    @skills.command("show")
+    def show_cmd(name: str = typer.Argument(..., help="skill name"),
+                 step: Optional[int] = typer.Option(None, help="as of this training step"),
+                 db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                 as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
+        """One skill in full."""
+        with _open(db) as store:
+            s = store.get(name, step)
+        if as_json:
+            _emit_json(_meta(s))
+            return
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        c = Console()
+        speed = "unverified" if s.verify_speedup is None else f"verified {s.verify_speedup:.2f}x"
+        c.print(f"[bold]{s.name}[/bold]  [{s.scope}]  {', '.join(s.tags)}  ({speed})")
+        c.print(s.description)
+        c.print(Markdown(s.content))
+
+    @skills.command("add")
+    def add_cmd(file: str = typer.Argument(..., help="markdown with front matter, or one JSON object"),
+                db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                no_filter: bool = typer.Option(False, "--no-filter", help="skip the content filter"),
+                as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
+        """Add one skill (checked for the required sections and by the content filter)."""
+        from .admit import content_filter
+        from .markdown import read_skill_file
+
+        skill, _ = read_skill_file(file)
+        reason = None if no_filter else content_filter(skill)
+        if reason:
+            raise UsageError(f"{file}: skill '{skill.name}' rejected: {reason}")
+        with _open(db) as store:
+            added = store.add(skill)
+        if as_json:
+            _emit_json(_meta(added))
+        else:
+            typer.echo(f"added {added.name} ({len(added.content)} chars)")
+
+    @skills.command("import")
+    def import_cmd(jsonl: str = typer.Argument(..., help="one skill per line (exchange format)"),
+                   db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                   replace: bool = typer.Option(False, "--replace", help="replace skills of the same name"),
+                   as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
+        """Import a JSONL library; bad lines are reported and skipped."""
+        with _open(db) as store:
+            n, errors = store.import_jsonl(jsonl, replace=replace)
+            total = len(store)
+        for line_no, msg in errors:
+            typer.echo(f"warning: {jsonl}:{line_no}: {msg}", err=True)
+        if as_json:
+            _emit_json({"imported": n, "skipped": len(errors), "library_size": total,
+                        "errors": [{"line": ln, "error": m} for ln, m in errors]})
+        else:
+            typer.echo(f"imported {n} skills, skipped {len(errors)} lines; library has {total}")
+
+    @skills.command("export")
+    def export_cmd(jsonl: str = typer.Argument(..., help="output file"),
+                   step: Optional[int] = typer.Option(None, help="the library as of this training step"),
+                   db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                   as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
+        """Write the library as JSONL (one skill per line)."""
+        with _open(db) as store:
+            n = store.export_jsonl(jsonl, step)
+        if as_json:
+            _emit_json({"exported": n, "path": str(Path(jsonl).expanduser())})
+        else:
+            typer.echo(f"exported {n} skills to {jsonl}")
+
+    app.add_typer(skills, name="skills")

@@ -1,0 +1,115 @@
+"""Hand-computed cases for the advantage math and its assembly over a TaskGroup."""
+
+import pytest
+import torch
+
+from davinci_kernel.records import Completion, EvalResult, Episode, TaskGroup, Turn
+from davinci_kernel.rl.advantages import (fill_advantages, leave_one_out, normalize_mean_abs,
+                                          policy_advantages, scheme_rewards, summary_rewards,
+                                          trloo, turn_returns)
+
+R = torch.tensor([[1.0, 2.0], [3.0, 0.0], [0.0, 9.0]])
+ALIVE = torch.tensor([[True, True], [True, True], [True, False]])
+
+
+def test_turn_returns_gamma_one():
+    g = turn_returns(R, ALIVE, 1.0)
+    assert g.tolist() == [[3.0, 2.0], [3.0, 0.0], [0.0, 0.0]]  # 9.0 is not alive: ignored
+
+
+def test_turn_returns_discounted():
+    g = turn_returns(R, ALIVE, 0.5)
+    assert g.tolist() == [[2.0, 2.0], [3.0, 0.0], [0.0, 0.0]]
+
+
+def test_trloo_hand_computed():
+    a = trloo(turn_returns(R, ALIVE, 1.0), ALIVE)
+    # turn 0: G = 3, 3, 0 → 3 − 1.5, 3 − 1.5, 0 − 3 ; turn 1: G = 2, 0 (two alive) → 2, −2
+    assert a.tolist() == [[1.5, 2.0], [1.5, -2.0], [-3.0, 0.0]]
+
+
+def test_trloo_equals_scaled_centering():
+    g = torch.tensor([[1.0], [4.0], [7.0], [0.0]])
+    alive = torch.ones(4, 1, dtype=torch.bool)
+    n = 4
+    expected = n / (n - 1) * (g - g.mean())
+    assert torch.allclose(trloo(g, alive), expected)
+
+
+def test_trloo_single_alive_gives_return():
+    g = torch.tensor([[2.0, 5.0], [1.0, 0.0]])
+    alive = torch.tensor([[True, True], [True, False]])
+    a = trloo(g, alive)
+    assert a[0, 1] == 5.0 and a[1, 1] == 0.0
+    assert a[:, 0].tolist() == [1.0, -1.0]
+
+
+def test_leave_one_out():
+    assert leave_one_out(torch.tensor([1.0, 2.0, 3.0])).tolist() == [-1.5, 0.0, 1.5]
+    assert leave_one_out(torch.tensor([5.0])).tolist() == [5.0]
+
+
+def test_normalize_mean_abs():
+    a = torch.tensor([[2.0, -4.0], [0.0, 6.0]])
+    m = torch.tensor([[True, True], [False, True]])
+    out = normalize_mean_abs(a, m)  # mean |A| over mask = 4
+    assert out.tolist() == [[0.5, -1.0], [0.0, 1.5]]
+
+
+def _turn(role, reward, scheme=0, rollout=0, turn=0, result=None):
+    return Turn(role=role, task="t", scheme=scheme, rollout=rollout, turn=turn, reward=reward,
+                result=result, completion=Completion(text="x"))
+
+
+def _group():
+    eps = [
+        Episode("t", 0, 0, turns=[_turn("policy", 1.0), _turn("policy", 2.0, turn=1)]),
+        Episode("t", 0, 1, turns=[_turn("policy", 3.0), _turn("policy", 0.0, turn=1)]),
+        Episode("t", 1, 0, turns=[_turn("policy", 0.0)]),
+        Episode("t", 1, 1, turns=[_turn("policy", 2.0)]),
+    ]
+    sels = [_turn("select", None, scheme=0), _turn("select", None, scheme=1)]
+    return TaskGroup(task="t", selections=sels, episodes=eps)
+
+
+def test_policy_group_by_task_and_scheme():
+    g = _group()
+    by_task = policy_advantages(g.episodes, 1.0, "task")
+    # turn 0 returns: 3, 3, 0, 2 → A = G − mean(others): 3−5/3, 3−5/3, 0−8/3, 2−2
+    assert by_task[0][0] == pytest.approx(3 - 5 / 3) and by_task[2][0] == pytest.approx(-8 / 3)
+    assert by_task[3][0] == pytest.approx(0.0)
+    # turn 1: only the two scheme-0 rollouts alive: returns 2, 0
+    assert by_task[0][1] == pytest.approx(2.0) and by_task[1][1] == pytest.approx(-2.0)
+    by_scheme = policy_advantages(g.episodes, 1.0, "scheme")
+    assert by_scheme[0][0] == pytest.approx(0.0) and by_scheme[1][0] == pytest.approx(0.0)
+    assert by_scheme[2][0] == pytest.approx(-2.0) and by_scheme[3][0] == pytest.approx(2.0)
+
+
+def test_selector_and_scheme_rewards():
+    g = _group()
+    # scheme 0: best turns 2 and 3 → 2.5 ; scheme 1: 0 and 2 → 1.0
+    assert scheme_rewards(g) == {0: 2.5, 1: 1.0}
+    fill_advantages(g, selector_scale=0.3)
+    assert g.selections[0].advantage == pytest.approx(0.3 * 1.5)
+    assert g.selections[1].advantage == pytest.approx(-0.3 * 1.5)
+    assert g.selections[0].reward == 2.5
+
+
+def test_summarizer_rewards_from_verifications():
+    g = _group()
+    g.summaries = [_turn("summary", None, turn=0), _turn("summary", None, turn=1), _turn("summary", None, turn=2)]
+    ok = EvalResult(compiled=True, correct=True, speedup=1.8)
+    slow = EvalResult(compiled=True, correct=True, speedup=1.1)
+    wrong = EvalResult(compiled=True, correct=False, speedup=3.0)
+    g.verifications = [_turn("verify", None, turn=0, result=ok), _turn("verify", None, turn=0, result=slow),
+                       _turn("verify", None, turn=1, result=wrong), _turn("verify", None, turn=2, result=slow)]
+    assert summary_rewards(g) == [1.8, 0.0, 0.0]
+    fill_advantages(g, summarizer_scale=0.5)
+    assert [t.advantage for t in g.summaries] == pytest.approx([0.5 * 1.8, -0.5 * 0.9, -0.5 * 0.9])
+
+
+def test_normalized_group_has_unit_mean_abs():
+    g = _group()
+    fill_advantages(g, normalize=True)
+    advs = [t.advantage for e in g.episodes for t in e.turns]
+    assert sum(abs(a) for a in advs) / len(advs) == pytest.approx(1.0)
