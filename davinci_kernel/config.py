@@ -120,6 +120,14 @@ class RLConfig:
     save_every: int = opt(1, "checkpoint every N steps")
     eval_every: int = opt(10, "validation Fast_p every N steps")
     seed: int = opt(0, "data order and sampling seed")
+    env: str = opt("rollout", "source of task groups: the real rollout, or a synthetic environment "
+                   "(smoke runs, tests)", choices=("rollout", "synthetic"))
+    minibatches: int = opt(1, "optimizer steps per training step (later ones are off-policy, clipped)")
+    tis_cap: float = opt(2.0, "truncated importance sampling cap (mismatch=tis)")
+    weight_decay: float = opt(0.0, "AdamW weight decay")
+    lora_alpha: int = opt(32, "LoRA alpha")
+    keep_checkpoints: int = opt(3, "complete checkpoints kept; older ones are deleted")
+    val_suite: str = opt("", "validation suite for Fast_p every eval_every steps (empty: none)")
 
 
 @dataclass
@@ -133,6 +141,11 @@ class SFTConfig:
     max_seq_len: int = opt(8192, "packing length")
     lora_r: int = opt(0, "LoRA rank (0 = full fine-tuning)")
     seed: int = opt(0, "seed")
+    batch_rows: int = opt(4, "packed rows of max_seq_len tokens per optimizer step")
+    clusters: int = opt(0, "diversity filter: k-means clusters over code features (0 = off)")
+    max_per_cluster: int = opt(0, "diversity filter: samples kept per cluster (0 = no cap)")
+    bf16: bool = opt(True, "bf16 compute where supported")
+    grad_checkpointing: bool = opt(True, "gradient checkpointing")
 
 
 @dataclass
@@ -215,6 +228,16 @@ def validate(cfg: Config) -> Config:
         ("rl.batch_tasks", cfg.rl.batch_tasks >= 1, "at least 1"),
         ("rl.gamma", 0 <= cfg.rl.gamma <= 1, "between 0 and 1"),
         ("sft.epochs", cfg.sft.epochs >= 1, "at least 1"),
+        ("rl.steps", cfg.rl.steps >= 1, "at least 1"),
+        ("rl.minibatches", cfg.rl.minibatches >= 1, "at least 1"),
+        ("rl.micro_batch_tokens", cfg.rl.micro_batch_tokens >= 16, "at least 16"),
+        ("rl.lora_r", cfg.rl.lora_r >= 0, "non-negative"),
+        ("rl.clip_low", 0 <= cfg.rl.clip_low < 1, "in [0, 1)"),
+        ("rl.clip_high", cfg.rl.clip_high >= 0, "non-negative"),
+        ("rl.save_every", cfg.rl.save_every >= 1, "at least 1"),
+        ("rl.keep_checkpoints", cfg.rl.keep_checkpoints >= 1, "at least 1"),
+        ("sft.max_seq_len", cfg.sft.max_seq_len >= 16, "at least 16"),
+        ("sft.minhash_threshold", 0 < cfg.sft.minhash_threshold <= 1, "in (0, 1]"),
     ]
     for name, ok, allowed in checks:
         if not ok:

@@ -52,3 +52,13 @@ def test_tis_weights_truncate():
     r = torch.log(torch.tensor([[0.3, 0.2, 0.5]]))
     w = tis_weights(t, r, mask, cap=2.0)
     assert w[0].tolist() == pytest.approx([2.0, 0.5, 0.0])
+
+
+def test_segment_mismatch_matches_padded_form():
+    from davinci_kernel.rl.rejection import segment_mismatch_keep
+
+    log_ratio = torch.tensor([0.0, 0.0005, 0.01, 0.01, -12.0, 0.3])
+    valid = torch.tensor([True, True, True, True, True, False])
+    seg = torch.tensor([0, 0, 1, 1, 2, 3])
+    keep = segment_mismatch_keep(log_ratio, valid, seg, 4)
+    assert keep.tolist() == [True, False, False, True]  # sample 3 has no rollout log-probs

@@ -47,12 +47,9 @@ def first_messages(task: Task, skills: Sequence[Skill] = (), language: str = "tr
 
 
 def feedback_message(turn: int, turns: int, result: Optional[EvalResult] = None,
-                     parse_error: Optional[str] = None, gen_error: Optional[str] = None) -> dict[str, Any]:
+                     parse_error: Optional[str] = None) -> dict[str, Any]:
     """The user message after 1-based ``turn``: what happened, then what to do next."""
-    if gen_error:
-        text = f"Your previous answer was lost ({gen_error}). Write the complete solution again."
-        instruction = "Reply with one ```python block holding the whole file with `class ModelNew`."
-    elif parse_error or result is None:
+    if parse_error or result is None:
         text = f"Format error: {parse_error or 'no code found'}."
         instruction = ("Reply with one ```python code block that holds the complete file: imports, "
                        "kernels and `class ModelNew`.")

@@ -85,10 +85,12 @@ def write_report(run: RunData, ps=DEFAULT_PS) -> Report:
     }
     report = Report(run=run, html=run.path / REPORT_FILE, tables=tables)
     for name, png in figures.items():
+        path = run.path / f"{name}.png"
         if png:
-            path = run.path / f"{name}.png"
             write_atomic(path, png)
             report.figures[name] = path
+        elif path.is_file():  # left by an earlier report of this run; no longer true
+            path.unlink()
     write_atomic(report.html, render_page(run, tables, ps, figures))
     return report
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import UsageError
+from .fastp import level_of
 
 RESULTS_FILE = "results.jsonl"
 METRICS_FILE = "metrics.jsonl"
@@ -87,14 +89,22 @@ def _clean_result(row: dict) -> dict:
     out["compiled"] = bool(row.get("compiled"))
     flags = row.get("flags") or []
     out["flags"] = [str(f) for f in flags] if isinstance(flags, list) else [str(flags)]
-    for key in ("speedup", "speedup_compile", "coverage", "runtime_ms", "ref_runtime_ms",
-                "compile_runtime_ms"):
-        out[key] = _number(row.get(key))
+    for key in ("speedup", "speedup_compile", "runtime_ms", "ref_runtime_ms", "compile_runtime_ms"):
+        x = _number(row.get(key))
+        out[key] = x if x is not None and x > 0 else None  # a ratio or time <= 0 is no measurement
+    cov = _number(row.get("coverage"))
+    out["coverage"] = cov if cov is not None and cov >= 0 else None
     try:
         out["level"] = int(row.get("level") or 0)
     except (TypeError, ValueError):
         out["level"] = 0
+    out["level"] = level_of(out)  # 0 only when neither the field nor the task name says
     return out
+
+
+def _natural(text: str) -> tuple:
+    """Sort key that puts ``level1/2_x`` before ``level1/10_x``."""
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text) if t)
 
 
 def _rank(row: dict) -> tuple:
@@ -120,7 +130,7 @@ def _group_results(rows: list[dict], notes: list[str]) -> dict[str, list[dict]]:
         notes.append(f"{RESULTS_FILE}{label}: {count} repeated task line(s); "
                      "the best result per task is shown")
     order = [g for g in GROUP_ORDER if g in groups] + sorted(g for g in groups if g not in GROUP_ORDER)
-    return {g: sorted(groups[g].values(), key=lambda r: (r["level"], r["task"])) for g in order}
+    return {g: sorted(groups[g].values(), key=lambda r: (r["level"], _natural(r["task"]))) for g in order}
 
 
 def _read_metrics(path: Path, notes: list[str]) -> list[dict]:

@@ -70,3 +70,23 @@ def tis_weights(trainer_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: to
     """(B, L) → per-token weights min(exp(trainer − rollout), cap), 0 outside the mask."""
     w = torch.exp(trainer_logp - rollout_logp).clamp(max=cap)
     return w * mask.to(w.dtype)
+
+
+def segment_mismatch_keep(log_ratio: torch.Tensor, valid: torch.Tensor, seg: torch.Tensor, n: int,
+                          low: float = GEO_LOW, high: float = GEO_HIGH,
+                          min_token_ratio: float = MIN_TOKEN_RATIO) -> torch.Tensor:
+    """Flat form of ``mismatch_keep`` for packed rows.
+
+    log_ratio, valid, seg (K,): trainer − rollout log-prob, whether the rollout gave one,
+    and the sample each token belongs to → keep (n,) bool. Samples without rollout
+    log-probs are kept (nothing to compare).
+    """
+    v = valid.to(log_ratio.dtype)
+    lr = torch.where(valid, log_ratio, torch.zeros_like(log_ratio))
+    sums = torch.zeros(n, dtype=log_ratio.dtype).index_add_(0, seg, lr * v)  # (n,)
+    cnt = torch.zeros(n, dtype=log_ratio.dtype).index_add_(0, seg, v)  # (n,)
+    mins = torch.full((n,), float("inf"), dtype=log_ratio.dtype).scatter_reduce_(
+        0, seg, torch.where(valid, log_ratio, torch.full_like(log_ratio, float("inf"))), "amin")  # (n,)
+    geo = torch.exp(sums / cnt.clamp(min=1))
+    ok = (geo >= low) & (geo <= high) & (torch.exp(mins) >= min_token_ratio)
+    return ok | (cnt == 0)

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 batch_size = 256
-dim1 = 1024
+dim1 = 2048
 dim2 = 512
 
 CPU_SHAPES = {"batch_size": 3, "dim1": 70, "dim2": 19}

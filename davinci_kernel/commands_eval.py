@@ -1,0 +1,119 @@
+"""`dvk tasks list`, `dvk eval`, `dvk bench`: the evaluation commands.
+
+Covers: argument parsing and printing for listing suites, evaluating one candidate
+file and evaluating a directory of candidates against a suite (results JSONL, Fast_p
+table). Does not cover: evaluation itself (``davinci_kernel.evaluate``) or the bench
+run loop (``davinci_kernel.bench_run``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .errors import UsageError
+
+DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
+
+
+def register(app: typer.Typer) -> None:
+    tasks_app = typer.Typer(help="List task suites.", no_args_is_help=True)
+    app.add_typer(tasks_app, name="tasks")
+
+    @tasks_app.command("list")
+    def tasks_list(
+        suite: str = typer.Option("builtin", help="builtin | kernelbench:DIR | hf:NAME_OR_PATH"),
+        level: Optional[int] = typer.Option(None, help="only this level"),
+        json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
+    ) -> None:
+        """List the problems of a suite."""
+        from .cli import print_json
+        from .tasks import load_suite
+
+        tasks = load_suite(suite, level=level)
+        if json_out:
+            counts: dict = {}
+            for t in tasks:
+                counts[t.level] = counts.get(t.level, 0) + 1
+            print_json({"suite": suite, "count": len(tasks), "levels": {str(k): v for k, v in sorted(counts.items())},
+                        "tasks": [{"name": t.name, "level": t.level, "problem_id": t.problem_id,
+                                   "op_type": t.op_type, "path": t.path, "hash": t.hash} for t in tasks]})
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"{suite}: {len(tasks)} tasks")
+        for col in ("task", "level", "op type"):
+            table.add_column(col)
+        for t in tasks:
+            table.add_row(t.name, str(t.level), t.op_type)
+        Console().print(table)
+
+    @app.command("eval")
+    def eval_cmd(
+        problem: Path = typer.Argument(..., help="KernelBench-format problem file (defines Model)"),
+        candidate: Path = typer.Argument(..., help="candidate file (defines ModelNew)"),
+        device: str = typer.Option("auto", help=DEVICE_HELP),
+        trials: int = typer.Option(5, help="correctness trials"),
+        atol: float = typer.Option(1e-2), rtol: float = typer.Option(1e-2),
+        timeout: float = typer.Option(120.0, help="run timeout in seconds"),
+        json_out: bool = typer.Option(False, "--json", help="print the EvalResult as JSON"),
+    ) -> None:
+        """Evaluate one candidate against one problem."""
+        from .cli import print_json
+        from .config import EvalConfig, validate, Config
+        from .evaluate import evaluate
+        from .tasks import check_problem_source, load_task_file
+
+        for p in (problem, candidate):
+            if not p.is_file():
+                raise UsageError(f"file not found: {p}")
+        task = load_task_file(problem)
+        bad = check_problem_source(task.source)
+        if bad:
+            raise UsageError(f"{problem} is not a KernelBench problem: {bad}")
+        cfg = EvalConfig(device=_check_device(device), trials=trials, atol=atol, rtol=rtol, run_timeout_s=timeout)
+        validate(Config(eval=cfg))
+        res = evaluate(task, candidate.read_text(encoding="utf-8", errors="replace"), cfg)
+        if json_out:
+            print_json(res.to_dict())
+        else:
+            _print_result(res)
+
+    @app.command("bench")
+    def bench_cmd(
+        suite: str = typer.Option("builtin", help="builtin | kernelbench:DIR | hf:NAME"),
+        candidates: str = typer.Option("reference", help="folder mirroring the suite (levelN/<id>_<Name>.py), or 'reference'"),
+        device: str = typer.Option("auto", help=DEVICE_HELP),
+        workers: Optional[int] = typer.Option(None, help="workers (default: one per GPU, 2 on CPU)"),
+        backend: str = typer.Option("local", help="local | ray"),
+        level: Optional[int] = typer.Option(None, help="only this level"),
+        out: Optional[Path] = typer.Option(None, help="run directory (default runs/bench-<time>)"),
+        json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    ) -> None:
+        """Evaluate a folder of candidates against a suite; Fast_p per level."""
+        from .bench_run import run_bench
+
+        if backend not in ("local", "ray"):
+            raise UsageError(f"--backend {backend!r}: use local or ray")
+        run_bench(suite=suite, candidates=candidates, device=_check_device(device), workers=workers,
+                  backend=backend, level=level, out=out, json_out=json_out)
+
+
+def _check_device(device: str) -> str:
+    if device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()):
+        return device
+    raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
+
+
+def _print_result(res) -> None:
+    from rich.console import Console
+
+    con = Console()
+    verdict = "[green]correct[/]" if res.correct else "[red]incorrect[/]"
+    con.print(f"{res.task}: {verdict}  stage={res.stage}  backend={res.backend}  device={res.device}")
+    if res.flags:
+        con.print(f"flags: [yellow]{', '.join(res.flags)}[/]")
+    con.print(res.feedback, markup=False, highlight=False)
