@@ -48,6 +48,26 @@ def _register_all() -> None:
         mod.register(app)
 
 
+def _click_exceptions() -> tuple:
+    """ClickException and Abort classes, from typer's bundled click and/or click itself."""
+    usage, abort = [], []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        for cls_name, bucket in (("ClickException", usage), ("Abort", abort)):
+            cls = getattr(mod, cls_name, None)
+            if cls is not None:
+                bucket.append(cls)
+    return tuple(usage) or (RuntimeError,), tuple(abort) or (RuntimeError,)
+
+
+@app.callback()
+def _root() -> None:
+    """davinci-kernel: evaluate, optimize and train GPU-kernel agents with a skill library."""
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     _register_all()
     try:
@@ -64,12 +84,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except Exception as e:  # click's usage errors carry their own exit code (2)
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
+        click_exc = _click_exceptions()
+        if isinstance(e, click_exc[0]):
             e.show()
             sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
+        if isinstance(e, click_exc[1]):
             sys.exit(1)
         raise
     sys.exit(0)

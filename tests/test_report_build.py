@@ -192,7 +192,8 @@ def test_page_holds_fastp_numbers_of_results(tmp_path):
 def test_per_task_table_matches_each_result(tmp_path):
     run = tmp_path / "run"
     lines = make_run_dir(run, seed=2, training=False)
-    tables = parse(build_report(run).read_text(encoding="utf-8"))
+    html = build_report(run).read_text(encoding="utf-8")
+    tables = parse(html)
     [t] = [t for t in tables.tables if t["attrs"].get("class") == "tasks"]
     rows = {r["attrs"]["data-task"]: r for r in t["rows"] if "data-task" in r["attrs"]}
     assert set(rows) == {d["task"] for d in lines}
@@ -206,10 +207,10 @@ def test_per_task_table_matches_each_result(tmp_path):
         for flag in d["flags"]:
             assert flag in text
     # kernel links: existing files are linked relative to RUN_DIR, missing ones are marked
-    links = re.findall(r'<a href="([^"]+)">', build_report(run).read_text(encoding="utf-8"))
+    links = re.findall(r'<a href="([^"]+)">', html)
     want = {d["candidate"] for d in lines if (run / d.get("candidate", "-")).is_file()}
     assert want and set(links) == want
-    assert "(missing)" in build_report(run).read_text(encoding="utf-8")
+    assert "(missing)" in html
 
 
 def test_text_is_escaped_and_page_is_self_contained(tmp_path):

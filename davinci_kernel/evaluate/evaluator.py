@@ -150,6 +150,9 @@ class Evaluator:
         except WorkerDied as e:
             res.error_kind = "cuda_error" if self.on_gpu and "signal" not in str(e) else "worker_crash"
             res.error_msg = str(e)
+            if res.stage == "perturbation":
+                self._flag(res, [("shape_hardcoding", "the worker crashed at perturbed sizes (out-of-bounds access?)")])
+                res.stage = "correctness"
             recycle = True
         finally:
             self.pool.release(h, recycle=recycle)
@@ -188,6 +191,8 @@ class Evaluator:
                 res.stage = "compile"
             elif ev == "loaded":
                 res.stage = "correctness"
+            elif ev == "phase":
+                res.stage = msg["phase"]
             elif ev == "checked":
                 out = msg["result"]
         if out.get("stage") == "reference":
@@ -265,10 +270,17 @@ class Evaluator:
             worst_l2, f32 = max(worst_l2, c.rel_l2), f32 or c.float32
             if not c.ok:
                 res.error_kind, res.error_msg = c.error_kind, f"trial {i + 1}: {c.message}"
+                if _stale(cand.get(f"cand{i}"), [cand.get(f"cand{j}") for j in range(i)]):
+                    self._flag(res, [("result_caching", f"trial {i + 1} returned an earlier trial's output")])
                 break
             res.trials_passed += 1
         res.max_abs_diff, res.max_rel_diff, res.rel_l2_error = worst_abs, worst_rel, worst_l2
         self._add_flags(res, out)
+        # Same inputs, different allocator poison: differing outputs read uninitialized memory.
+        if "determinism0" in cand and "cand0" in cand:
+            d = compare(cand["cand0"], cand["determinism0"], cfg.atol, cfg.rtol)
+            if not d.ok and d.error_kind in ("wrong_output", "nan_inf"):
+                self._flag(res, [("uninitialized_memory", "two runs on the same inputs differ: " + d.message)])
         if res.error_kind:
             if self._bf16_unverifiable(ref, rep, res):
                 res.verifiable = False
@@ -278,10 +290,6 @@ class Evaluator:
         if "recheck1" in cand and len(ref["refs"]) > 1:
             if not compare(ref["refs"][1], cand["recheck1"], cfg.atol, cfg.rtol).ok:
                 self._flag(res, [("result_caching", "refilling the same input buffers with new values gave a wrong result")])
-        if "determinism0" in cand and "cand0" in cand:
-            d = compare(cand["cand0"], cand["determinism0"], cfg.atol, cfg.rtol)
-            if not d.ok:
-                self._flag(res, [("uninitialized_memory", "two runs on the same inputs differ: " + d.message)])
         if out.get("cand_mutates") and not ref.get("ref_mutates"):
             self._flag(res, [("input_mutation", "an input tensor changed during forward")])
         if out.get("cand_aliases") and not ref.get("ref_aliases"):
@@ -358,6 +366,20 @@ class Evaluator:
         else:
             got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
             self._flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh worker ({got})")])
+
+
+def _stale(out, earlier) -> bool:
+    """True when ``out`` equals, bit for bit, an output returned for other inputs."""
+    import torch
+
+    if not out or not all(isinstance(t, torch.Tensor) for t in out):
+        return False
+    for prev in earlier:
+        if prev and len(prev) == len(out) and all(
+                isinstance(p, torch.Tensor) and p.shape == t.shape and p.dtype == t.dtype and torch.equal(p, t)
+                for p, t in zip(prev, out)):
+            return True
+    return False
 
 
 def static_hash(source: str) -> str:

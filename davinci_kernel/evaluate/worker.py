@@ -496,6 +496,7 @@ class Runner:
         j, torch = self.j, self.torch
         from ..tasks.shapes import apply_overrides
 
+        self.conn.send({"event": "phase", "phase": "perturbation"})
         for k, overrides in enumerate(j.perturb or []):
             try:
                 src = apply_overrides(j.task_source, overrides)
@@ -660,6 +661,12 @@ def main(conn, device: str, env: dict, log_path: str) -> None:
     except ImportError:
         pass
     _install_launch_counter()
+    # Load lazily-imported machinery now (dynamo wraps torch.manual_seed on first use of
+    # a dispatch mode), so later snapshots see a settled torch.
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False), _make_audit(torch)():
+        torch.relu(torch.ones(2, device=device) @ torch.ones(2, 2, device=device))
     torch.manual_seed(0)
     gpu = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
     conn.send({"event": "ready", "pid": os.getpid(), "gpu": gpu, "torch": torch.__version__})

@@ -173,12 +173,17 @@ def _totals(meta: dict) -> Optional[dict[int, int]]:
 
 
 def candidate_path(row: dict, run_dir: Path) -> Optional[Path]:
-    """The kernel file a result names, resolved against RUN_DIR (None when none is named)."""
+    """The kernel file a result names (None when none is named). Relative paths are read
+    against RUN_DIR, else against the working directory when the file is found there."""
     for key in CANDIDATE_KEYS:
         value = row.get(key)
         if isinstance(value, str) and value.strip():
             p = Path(value.strip()).expanduser()
-            return p if p.is_absolute() else run_dir / p
+            if p.is_absolute():
+                return p
+            if not (run_dir / p).exists() and p.exists():  # written relative to the working dir
+                return p.resolve()
+            return run_dir / p
     return None
 
 

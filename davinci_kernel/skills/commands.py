@@ -45,11 +45,14 @@ def _table(skills, scores=None, title: str = ""):
     t = Table(title=title, show_lines=False)
     if scores is not None:
         t.add_column("score", justify="right")
-    for col in ("name", "scope", "tags", "speedup", "used", "improved", "step"):
-        t.add_column(col, justify="right" if col in ("speedup", "used", "improved", "step") else "left")
+    t.add_column("name", no_wrap=True)
+    t.add_column("scope")
+    t.add_column("tags")
+    for col in ("speedup", "used", "improved", "step"):
+        t.add_column(col, justify="right")
     for i, s in enumerate(skills):
         row = [] if scores is None else [f"{scores[i]:.2f}"]
-        row += [s.name, s.scope, ", ".join(s.tags[:5]),
+        row += [s.name, s.scope, ", ".join(s.tags[:3]),
                 "-" if s.verify_speedup is None else f"{s.verify_speedup:.2f}x",
                 str(s.times_selected), str(s.times_improved), "-" if s.step is None else str(s.step)]
         t.add_row(*row)

@@ -1,0 +1,124 @@
+"""Where the trainer's task groups come from, behind one small interface.
+
+Covers: the ``Env`` contract the trainer relies on (training / validation tasks,
+``collect(tasks, generator, step) -> list[TaskGroup]``, staged-skill commit after a
+successful update, skill-library snapshot and restore for checkpoints, environment
+metrics), ``make_env(cfg)`` choosing between the synthetic environment
+(``synthetic.py``) and the real pipeline (``RolloutEnv``: rollout + evaluator + skill
+store), and the latter's adapter. Does not cover: the rollout itself (``rollout/``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import UsageError
+from ..records import EvalResult, Task, TaskGroup
+
+
+class Env(Protocol):
+    name: str
+
+    def train_tasks(self) -> list[Task]: ...
+
+    def val_tasks(self) -> list[Task]: ...
+
+    def collect(self, tasks: list[Task], generator, step: int) -> list[TaskGroup]: ...
+
+    def staged(self) -> list[Any]:
+        """Picklable skills staged by the last ``collect`` (gathered across ranks)."""
+
+    def commit(self, staged: list[Any], step: int, write: bool) -> int:
+        """Admit ``staged`` after a successful update; ``write`` is true on one rank only."""
+
+    def discard(self) -> None: ...
+
+    def snapshot(self, step: int) -> dict: ...
+
+    def restore(self, info: dict) -> None: ...
+
+    def metrics(self, groups: list[TaskGroup]) -> dict[str, tuple[float, float]]:
+        """name → (sum, count), averaged over all ranks by the trainer."""
+
+    def validate(self, generator, step: int) -> list[EvalResult]: ...
+
+
+def make_env(cfg, workdir: Path) -> Env:
+    if cfg.rl.env == "synthetic":
+        from .synthetic import SyntheticEnv
+
+        return SyntheticEnv(cfg)
+    return RolloutEnv(cfg, workdir)
+
+
+class RolloutEnv:
+    """The real pipeline: built-in / KernelBench tasks, the sandboxed evaluator, the skill
+    store, and ``davinci_kernel.rollout.collect_groups`` driving the three agents on an
+    in-process HF backend that wraps the trainer's model object."""
+
+    name = "rollout"
+
+    def __init__(self, cfg, workdir: Path):
+        try:
+            from ..rollout import collect_groups  # noqa: F401
+        except ImportError:
+            raise UsageError("rl.env=rollout needs davinci_kernel.rollout.collect_groups, which this build "
+                             "lacks; use rl.env=synthetic for a smoke run") from None
+        from ..evaluate import Evaluator
+        from ..skills.admit import Admission
+        from ..skills.store import open_store
+        from ..tasks.loader import load_suite
+
+        self.cfg = cfg
+        self.tasks = load_suite(cfg.rl.suite)
+        self.val = load_suite(cfg.rl.val_suite) if cfg.rl.val_suite else []
+        self.evaluator = Evaluator(cfg.eval)
+        self.store = open_store(cfg.skills)
+        self.admission = Admission()
+
+    def train_tasks(self) -> list[Task]:
+        return self.tasks
+
+    def val_tasks(self) -> list[Task]:
+        return self.val
+
+    def _backend(self, generator):
+        from ..llm.hf_backend import HFBackend
+
+        return HFBackend(model=generator.model, tokenizer=generator.tokenizer)
+
+    def collect(self, tasks, generator, step):
+        from ..rollout import collect_groups
+
+        return collect_groups(tasks, backend=self._backend(generator), store=self.store,
+                              evaluator=self.evaluator, admission=self.admission, cfg=self.cfg, step=step)
+
+    def staged(self):
+        return list(self.admission.staged.items())
+
+    def commit(self, staged, step, write):
+        self.admission.staged = dict(staged)
+        if not write:
+            self.admission.discard()
+            return 0
+        return len(self.admission.commit(self.store, step))
+
+    def discard(self):
+        self.admission.discard()
+
+    def snapshot(self, step):
+        return {"db": str(self.store.path), "step": step, "n_skills": self.store.snapshot(step)}
+
+    def restore(self, info):
+        if info and "step" in info:
+            self.store.rollback(int(info["step"]))
+
+    def metrics(self, groups):
+        return {}
+
+    def validate(self, generator, step):
+        from ..rollout import validate_tasks
+
+        return validate_tasks(self.val, backend=self._backend(generator), store=self.store,
+                              evaluator=self.evaluator, cfg=self.cfg, step=step)

@@ -1,0 +1,275 @@
+"""The RL training loop of daVinci-kernel (multi-turn REINFORCE with TRLOO).
+
+Each step: take the next batch of tasks (deterministic order) → every process collects
+task groups for its share of them with the model being trained (selection, policy
+turns, summaries) → rewards → per-agent advantages → PRS → one update of the shared
+backbone (``update.py``) → commit the skills staged during the step → log → checkpoint.
+
+Covers: process setup through accelerate (one process, DDP on CPU/GPU; FSDP through an
+``accelerate launch`` config — model checkpoints are gathered, optimizer state is saved
+from the main process, which assumes unsharded optimizer state), resume from the newest
+complete checkpoint (a broken one is skipped with a warning), metrics and TensorBoard,
+and validation Fast_p per level every ``eval_every`` steps.
+
+Does not cover: the math (``rewards.py``, ``advantages.py``, ``rejection.py``,
+``losses.py``), where task groups come from (``env.py``), or SFT (``sft.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ..config import Config, to_dict
+from ..records import TaskGroup
+from . import checkpoint as ckpt
+from .advantages import fill_advantages, fill_rewards
+from .data import TaskSampler
+from .env import Env, make_env
+from .local_gen import LocalGenerator
+from .metrics_log import MetricsLog
+from .modeling import is_adapter_dir, load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
+from .rejection import apply_prs
+from .sequences import build_samples
+from .tiny_model import resolve_model
+from .update import UpdateSettings, update
+
+log = logging.getLogger("davinci_kernel.rl")
+
+
+def _seed_all(seed: int) -> None:
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+class RLTrainer:
+    """``RLTrainer(cfg, out, resume).run()``; ``env`` may be given (tests, custom environments)."""
+
+    def __init__(self, cfg: Config, out: Optional[str | Path] = None, resume: bool = False,
+                 env: Optional[Env] = None, accelerator=None, echo=None):
+        from accelerate import Accelerator
+
+        self.cfg = cfg
+        self.out = Path(out or cfg.out)
+        self.echo = echo or (lambda msg: None)
+        self.env = env if env is not None else make_env(cfg, self.out)  # bad env input fails before loading
+        self.acc = accelerator or Accelerator(mixed_precision=mixed_precision(cfg.rl.bf16),
+                                              cpu=not torch.cuda.is_available())
+        self.rank, self.world = self.acc.process_index, self.acc.num_processes
+        self.main = self.acc.is_main_process
+        self.ck_root = self.out / "checkpoints"
+        if self.main:
+            self.ck_root.mkdir(parents=True, exist_ok=True)
+            ckpt.cleanup_tmp(self.ck_root)
+        _seed_all(cfg.rl.seed * 1000 + self.rank)
+        if self.main:
+            self.base = resolve_model(cfg.rl.model, self.out)
+        self.acc.wait_for_everyone()
+        if not self.main:
+            self.base = resolve_model(cfg.rl.model, self.out)
+        self.start_step, state, found = self._load(resume)
+        self.sampler = TaskSampler(self.env.train_tasks(), cfg.rl.batch_tasks, cfg.rl.seed)
+        if state is not None:
+            self.env.restore(state.get("skills", {}))
+        self.settings = UpdateSettings.from_config(cfg)
+        self.log = MetricsLog(self.out, resume_step=self.start_step if found else None) if self.main else None
+        if self.main:
+            (self.out / "config.json").write_text(json.dumps(to_dict(cfg), indent=2))
+
+    # ------------------------------------------------------------------ loading
+    def _load(self, resume: bool):
+        """Model + optimizer, from the newest usable checkpoint when resuming."""
+        bad: list[int] = []
+        while resume:
+            found = ckpt.latest_complete(self.ck_root, skip=tuple(bad))
+            if found is None:
+                log.warning("no complete checkpoint under %s; starting from step 0", self.ck_root)
+                break
+            step, path = found
+            try:
+                state = self._build(path)
+                self.echo(f"resumed from {path} (step {step})")
+                return step, state, True
+            except Exception as e:  # a checkpoint whose files cannot be read
+                log.warning("checkpoint %s could not be loaded (%s); trying the previous one", path, e)
+                bad.append(step)
+        self._build(None)
+        return 0, None, False
+
+    def _build(self, path: Optional[Path]):
+        r = self.cfg.rl
+        state = None
+        if path is not None:
+            state = json.loads((path / "trainer_state.json").read_text())
+            mdir = path / "model"
+            if is_adapter_dir(mdir):
+                model = load_model(self.base, bf16=r.bf16, grad_checkpointing=r.grad_checkpointing, adapter=mdir)
+            else:
+                model = load_model(mdir, bf16=r.bf16, grad_checkpointing=r.grad_checkpointing)
+            self.tokenizer = load_tokenizer(mdir)
+        else:
+            model = load_model(self.base, lora_r=r.lora_r, lora_alpha=r.lora_alpha, bf16=r.bf16,
+                               grad_checkpointing=r.grad_checkpointing)
+            self.tokenizer = load_tokenizer(self.base)
+        model.train()
+        opt = torch.optim.AdamW(trainable_parameters(model), lr=r.lr, weight_decay=r.weight_decay)
+        self.model, self.optimizer = self.acc.prepare(model, opt)
+        if path is not None:
+            self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu",
+                                                      weights_only=False))
+            rng_file = path / f"rng-rank{self.rank}.pt"
+            if rng_file.is_file():
+                ckpt.set_rng_state(torch.load(rng_file, weights_only=False))
+            else:
+                log.warning("%s missing (different process count?); seeding from the step", rng_file)
+                _seed_all(self.cfg.rl.seed * 1000 + self.rank + 7919 * int(state["step"]))
+        return state
+
+    # ------------------------------------------------------------------ saving
+    def save(self, step: int) -> Path:
+        tmp, final = ckpt.tmp_dir(self.ck_root, step), ckpt.step_dir(self.ck_root, step)
+        if self.main:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir(parents=True)
+        self.acc.wait_for_everyone()
+        torch.save(ckpt.rng_state(), tmp / f"rng-rank{self.rank}.pt")
+        unwrapped = self.acc.unwrap_model(self.model)
+        is_peft = hasattr(unwrapped, "peft_config")
+        state_dict = None if is_peft else self.acc.get_state_dict(self.model)
+        if self.main:
+            save_model(unwrapped, self.tokenizer, tmp / "model", state_dict=state_dict)
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            state = {"step": step, "cursor": self.sampler.cursor(step), "seed": self.cfg.rl.seed,
+                     "base_model": str(self.base), "world_size": self.world,
+                     "model": "adapter" if is_peft else "full", "skills": self.env.snapshot(step),
+                     "saved_at": time.time()}
+            (tmp / "trainer_state.json").write_text(json.dumps(state, indent=1))
+        self.acc.wait_for_everyone()
+        if self.main:
+            ckpt.seal(tmp, final)
+            ckpt.prune(self.ck_root, self.cfg.rl.keep_checkpoints)
+        self.acc.wait_for_everyone()
+        return final
+
+    # ------------------------------------------------------------------ one step
+    def _prepare_groups(self, groups: list[TaskGroup], step: int) -> int:
+        r = self.cfg.rl
+        prs_rng = random.Random(r.seed * 1_000_003 + step * 1009 + self.rank)
+        dropped = 0
+        for g in groups:
+            fill_rewards(g, self.cfg.reward)
+            fill_advantages(g, r.gamma, r.group_by, r.normalize_adv, r.selector_scale, r.summarizer_scale,
+                            self.cfg.skills.verify_min_speedup)
+            if r.prs:
+                dropped += apply_prs([t for e in g.episodes for t in e.turns], prs_rng)
+        return dropped
+
+    def _group_sums(self, groups: list[TaskGroup]) -> dict[str, tuple[float, float]]:
+        s: dict[str, list[float]] = {k: [0.0, 0.0] for k in (
+            "reward/policy", "reward/select", "reward/summary", "reward/best_turn", "correct/policy",
+            "speedup/correct", "turns/episode", "gen_tokens")}
+
+        def add(key, value, n=1.0):
+            s[key][0] += value
+            s[key][1] += n
+
+        for g in groups:
+            for t in g.selections:
+                add("reward/select", t.reward or 0.0)
+            for t in g.summaries:
+                add("reward/summary", t.reward or 0.0)
+            for e in g.episodes:
+                add("reward/best_turn", max(e.rewards) if e.rewards else 0.0)
+                add("turns/episode", len(e.turns))
+                for t in e.turns:
+                    add("reward/policy", t.reward or 0.0)
+                    ok = bool(t.result is not None and t.result.correct)
+                    add("correct/policy", float(ok))
+                    if ok and t.result.speedup is not None:
+                        add("speedup/correct", t.result.speedup)
+            for t in [*g.selections, *g.summaries, *(x for e in g.episodes for x in e.turns)]:
+                if t.completion is not None and t.completion.token_ids:
+                    add("gen_tokens", len(t.completion.token_ids), 0.0)
+        return {k: (v[0], v[1]) for k, v in s.items()}
+
+    def _reduce(self, sums: dict[str, tuple[float, float]]) -> dict[str, float]:
+        keys = sorted(sums)
+        t = torch.tensor([[sums[k][0], sums[k][1]] for k in keys], dtype=torch.float64)
+        if self.world > 1:
+            t = self.acc.reduce(t.to(self.acc.device), reduction="sum").cpu()
+        out = {}
+        for k, (total, n) in zip(keys, t.tolist()):
+            out[k] = total / n if n > 0 else total
+        return out
+
+    def step(self, step: int) -> dict:
+        t0 = time.perf_counter()
+        tasks = self.sampler.batch_for(step)
+        mine = tasks[self.rank::self.world]
+        gen = LocalGenerator(self.acc.unwrap_model(self.model), self.tokenizer, device=self.acc.device)
+        groups = self.env.collect(mine, gen, step)
+        t_gen = time.perf_counter() - t0
+        dropped = self._prepare_groups(groups, step)
+        samples = build_samples(groups, self.tokenizer)
+        upd = update(self.model, self.optimizer, samples, self.settings, self.acc)
+        staged = self.env.staged()
+        if self.world > 1:
+            from accelerate.utils import gather_object
+
+            staged = gather_object([staged])
+            staged = [s for part in staged for s in part]
+        admitted = self.env.commit(staged, step, write=self.main)
+        sums = self._group_sums(groups)
+        sums.update(self.env.metrics(groups))
+        sums["prs_dropped"] = (float(dropped), 0.0)
+        sums["samples"] = (float(len(samples)), 0.0)
+        m = self._reduce(sums)
+        m.update(upd)
+        m.update({"tasks": [t.name for t in tasks], "skills_admitted": admitted, "lr": self.cfg.rl.lr,
+                  "gen_s": t_gen, "step_s": time.perf_counter() - t0,
+                  "update_tokens_per_s": upd["update_tokens"] / max(upd["update_s"], 1e-9)})
+        if self.cfg.rl.eval_every and step % self.cfg.rl.eval_every == 0 and self.env.val_tasks():
+            m.update(self.validate(gen, step))
+        return m
+
+    def validate(self, gen, step: int) -> dict:
+        from ..report.fastp import fast_p, level_of
+
+        results = self.env.validate(gen, step) if self.main else []
+        out = {}
+        for lvl in sorted({level_of(r) for r in results}):
+            rs = [r for r in results if level_of(r) == lvl]
+            for p in (0.0, 1.0, 1.2, 1.5, 2.0):
+                out[f"val/L{lvl}/fast_{p:g}"] = fast_p(rs, p)
+        return out
+
+    def run(self) -> dict:
+        last: dict = {}
+        r = self.cfg.rl
+        for step in range(self.start_step + 1, r.steps + 1):
+            last = self.step(step)
+            if self.main:
+                self.log.write(step, last)
+                self.echo(f"step {step}/{r.steps}  reward/policy {last.get('reward/policy', 0):.3f}  "
+                          f"reward/select {last.get('reward/select', 0):.3f}  {last['step_s']:.1f}s")
+            if step % r.save_every == 0 or step == r.steps:
+                self.save(step)
+        if self.main and self.log is not None:
+            self.log.close()
+        self.acc.wait_for_everyone()
+        return last
+
+
+def train_rl(cfg: Config, out: Optional[str] = None, resume: bool = False, echo=None) -> dict:
+    return RLTrainer(cfg, out=out, resume=resume, echo=echo).run()

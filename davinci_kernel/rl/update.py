@@ -1,0 +1,175 @@
+"""One policy update of the shared backbone from a list of samples.
+
+Covers: packing into micro-batches by tokens, the old-policy log-prob pass (needed for
+off-policy mini-batches and for comparing against another engine's log-probs), mismatch
+rejection or TIS weights, the clipped token-level loss with token-mean over each
+mini-batch (across processes too), gradient accumulation without intermediate
+all-reduce, gradient clipping and the optimizer step. Under several processes every
+rank runs the same number of micro-batches (empty ones are padded in) so collective
+calls line up.
+
+Does not cover: where samples come from (``sequences.py``) or logging (``trainer.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .losses import RoleStats, pg_token_loss, token_logprobs
+from .rejection import segment_mismatch_keep
+from .sequences import Row, Sample, pack, split_minibatches
+
+
+@dataclass
+class UpdateSettings:
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    temperature: float = 1.0
+    mismatch: str = "reject"  # reject | tis | off
+    tis_cap: float = 2.0
+    grad_clip: float = 1.0
+    micro_batch_tokens: int = 8192
+    minibatches: int = 1
+
+    @classmethod
+    def from_config(cls, cfg) -> "UpdateSettings":
+        return cls(cfg.rl.clip_low, cfg.rl.clip_high, cfg.rollout.temperature, cfg.rl.mismatch, cfg.rl.tis_cap,
+                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches)
+
+
+def row_logprobs(model, row: Row, device, temperature: float) -> torch.Tensor:
+    """Log-probs (K,) of the row's completion tokens; logits only at those positions."""
+    out = model(input_ids=row.input_ids.to(device), position_ids=row.position_ids.to(device),
+                logits_to_keep=row.loss_pos.to(device), use_cache=False)
+    return token_logprobs(out.logits[0], row.targets.to(device), temperature)
+
+
+def _dummy_row() -> Row:
+    z = torch.zeros(1, dtype=torch.long)
+    return Row(input_ids=torch.zeros(1, 1, dtype=torch.long), position_ids=torch.zeros(1, 1, dtype=torch.long),
+               loss_pos=z, targets=z.clone(), adv=torch.zeros(1), role=torch.ones(1, dtype=torch.long),
+               seg=z.clone(), rollout_logp=torch.full((1,), float("nan")), samples=[])
+
+
+class _Dist:
+    """The few collectives the update needs (no-ops in one process)."""
+
+    def __init__(self, accelerator=None):
+        self.acc = accelerator
+        self.world = accelerator.num_processes if accelerator is not None else 1
+
+    def sum(self, x: float) -> float:
+        if self.world == 1:
+            return float(x)
+        t = torch.tensor([float(x)], device=self.acc.device)
+        return float(self.acc.reduce(t, reduction="sum").item())
+
+    def max(self, x: int) -> int:
+        if self.world == 1:
+            return int(x)
+        t = torch.tensor([int(x)], device=self.acc.device)
+        return int(self.acc.gather(t).max().item())
+
+    def no_sync(self, model, last: bool):
+        if self.world == 1 or last:
+            return contextlib.nullcontext()
+        return self.acc.no_sync(model)
+
+    def backward(self, loss):
+        if self.acc is not None:
+            self.acc.backward(loss)
+        else:
+            loss.backward()
+
+    def clip(self, params, max_norm: float) -> float:
+        if self.acc is not None:
+            n = self.acc.clip_grad_norm_(params, max_norm)
+        else:
+            n = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        return float(n) if n is not None else 0.0
+
+
+def _weights(rows: list[Row], old: list[Optional[torch.Tensor]], n_samples: int, s: UpdateSettings,
+             info: dict) -> list[torch.Tensor]:
+    """Per-token weights (K,) per row: 0 for mismatch-rejected samples, TIS ratios, else 1."""
+    ws = [torch.ones_like(r.adv) for r in rows]
+    if s.mismatch == "off" or not rows or old[0] is None:
+        return ws
+    if s.mismatch == "reject":
+        lr = torch.cat([o.cpu() - r.rollout_logp for o, r in zip(old, rows)])
+        valid = ~torch.isnan(torch.cat([r.rollout_logp for r in rows]))
+        seg = torch.cat([r.seg for r in rows])
+        keep = segment_mismatch_keep(lr.double(), valid, seg, n_samples)
+        info["mismatch_dropped"] += int((~keep).sum())
+        return [keep[r.seg].float() for r in rows]
+    for w, o, r in zip(ws, old, rows):  # tis
+        valid = ~torch.isnan(r.rollout_logp)
+        ratio = torch.exp(o.cpu() - torch.nan_to_num(r.rollout_logp)).clamp(max=s.tis_cap)
+        w.copy_(torch.where(valid, ratio, w))
+    return ws
+
+
+def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerator=None,
+           device=None) -> dict:
+    """Run ``s.minibatches`` optimizer steps over ``samples``; returns metrics (global over ranks)."""
+    dist = _Dist(accelerator)
+    device = device or (accelerator.device if accelerator is not None else next(model.parameters()).device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    n_minis = dist.max(len(split_minibatches(samples, s.minibatches)) if samples else 0)
+    minis = split_minibatches(samples, s.minibatches) if samples else []
+    minis += [[] for _ in range(n_minis - len(minis))]
+    has_rollout_lp = any(x.rollout_logprobs is not None for x in samples)
+    need_old = dist.max(int(s.minibatches > 1 or (s.mismatch != "off" and has_rollout_lp))) > 0
+    info = {"mismatch_dropped": 0, "optimizer_steps": 0, "grad_norm": 0.0, "update_tokens": 0}
+    stats = RoleStats()
+    t0 = time.perf_counter()
+    packed = []
+    for mini in minis:
+        rows = pack(mini, s.micro_batch_tokens)
+        rows += [_dummy_row() for _ in range(dist.max(len(rows)) - len(rows))]
+        packed.append(rows)
+    olds: list[list[Optional[torch.Tensor]]] = []
+    for mini, rows in zip(minis, packed):
+        if need_old:
+            with torch.no_grad():
+                old = [row_logprobs(model, r, device, s.temperature).float() for r in rows]
+        else:
+            old = [None] * len(rows)
+        olds.append(old)
+    weights = [_weights(rows, old, len(mini), s, info) if mini else [torch.zeros_like(r.adv) for r in rows]
+               for mini, rows, old in zip(minis, packed, olds)]
+    for rows, old, ws in zip(packed, olds, weights):
+        denom = dist.sum(sum(float((w > 0).sum()) for w in ws))
+        if denom == 0:
+            continue
+        optimizer.zero_grad(set_to_none=True)
+        for i, (row, o, w) in enumerate(zip(rows, old, ws)):
+            with dist.no_sync(model, last=(i == len(rows) - 1)):
+                new = row_logprobs(model, row, device, s.temperature)
+                ref = o.to(device) if o is not None else new.detach()
+                tok_loss, clipped = pg_token_loss(new, ref, row.adv.to(device), s.clip_low, s.clip_high,
+                                                  weights=w.to(device))
+                loss = tok_loss.sum() / denom * dist.world
+                dist.backward(loss)
+            kept = w > 0
+            if kept.any():
+                stats.add(tok_loss.detach().cpu()[kept], row.adv[kept], clipped.cpu()[kept], row.role[kept])
+            info["update_tokens"] += row.tokens if row.samples else 0
+        info["grad_norm"] = dist.clip(params, s.grad_clip)
+        optimizer.step()
+        info["optimizer_steps"] += 1
+    optimizer.zero_grad(set_to_none=True)
+    info["update_s"] = time.perf_counter() - t0
+    if dist.world > 1:
+        sums = stats.sums.to(device)
+        stats.sums = accelerator.reduce(sums, reduction="sum").cpu()
+        info["mismatch_dropped"] = dist.sum(info["mismatch_dropped"])
+        info["update_tokens"] = dist.sum(info["update_tokens"])
+    out = stats.summary()
+    out.update(info)
+    return out

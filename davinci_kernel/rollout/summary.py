@@ -1,0 +1,111 @@
+"""Skill summaries after a strong episode, and their verification by execution.
+
+Covers: the trigger (turn 1 correct; best turn ≥ ``summary_min_speedup`` and
+≥ ``summary_min_gain`` × the turn-1 speedup), choosing the group's episode to summarize
+(the triggered one with the fastest best turn), s summary samples in one batch, and for
+every proposed skill that passes ``skills.admit.content_filter``: one greedy turn-1
+generation with the scheme's skills plus the new one, evaluated concurrently, judged by
+``skills.admit.verify`` and staged through ``Admission``. Summary turns get the
+summarizer's reward (best verified speedup among its skills, else 0).
+Does not cover: committing staged skills (the caller does, after its update succeeds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ..agents.policy import extract_code, first_messages
+from ..agents.summary import parse_summary, summary_messages
+from ..records import EvalResult, Episode, Skill, Task, Turn
+from ..skills.admit import Admission, content_filter, verify
+from .context import Context
+from .episodes import no_code_result
+
+
+@dataclass
+class Trigger:
+    episode: Episode
+    best_turn: int
+    first_speedup: float
+    best_speedup: float
+
+
+def trigger(ep: Episode, min_speedup: float, min_gain: float) -> Optional[Trigger]:
+    if not ep.turns:
+        return None
+    first = ep.turns[0].result
+    if first is None or not first.correct or first.speedup is None:
+        return None
+    b = ep.best_turn
+    best = ep.turns[b].result.speedup if b is not None else None
+    if best is None or best < min_speedup or best < min_gain * first.speedup:
+        return None
+    return Trigger(ep, b, first.speedup, best)
+
+
+def pick_trigger(episodes: Sequence[Episode], ctx: Context) -> Optional[Trigger]:
+    fired = [t for t in (trigger(e, ctx.rollout.summary_min_speedup, ctx.rollout.summary_min_gain)
+                         for e in episodes) if t is not None]
+    return max(fired, key=lambda t: (t.best_speedup, t.best_speedup / t.first_speedup), default=None)
+
+
+async def summarize(ctx: Context, task: Task, trig: Trigger, used: Sequence[Skill],
+                    existing: Sequence[str]) -> list[Turn]:
+    ep = trig.episode
+    msgs = summary_messages(task, ep.turns[0].parsed or "", trig.first_speedup, ep.turns[trig.best_turn].parsed or "",
+                            trig.best_speedup, trig.best_turn + 1, used, existing, ctx.skills.max_new_skills)
+    comps = await ctx.generate([ctx.request(msgs) for _ in range(ctx.rollout.s_summaries)])
+    turns = []
+    for i, comp in enumerate(comps):
+        turn = Turn(role="summary", task=task.name, messages=msgs, completion=comp, scheme=ep.scheme,
+                    rollout=ep.rollout, turn=i, reward=0.0)
+        if comp.error:
+            turn.kept = False
+            turn.parse_error = f"generation failed: {comp.error}"
+        else:
+            p = parse_summary(comp.text, ctx.skills.max_new_skills)
+            turn.parse_error = p.error
+            turn.parsed = {"think": p.think, "skills": [s.to_dict() for s in p.skills], "problems": p.problems}
+        turns.append(turn)
+    return turns
+
+
+async def verify_and_stage(ctx: Context, task: Task, trig: Trigger, scheme: Sequence[Skill],
+                           summaries: list[Turn], admission: Admission) -> list[Turn]:
+    """Greedy re-generation with each filtered proposal; stage the verified ones."""
+    proposals: list[tuple[int, Skill]] = []
+    verifications: list[Turn] = []
+    for si, turn in enumerate(summaries):
+        for d in (turn.parsed or {}).get("skills", []):
+            skill = Skill.from_dict(d)
+            reason = content_filter(skill)
+            if reason is None:
+                proposals.append((si, skill))
+            else:
+                admission.consider(task.name, skill, _never, trig.first_speedup, ctx.skills)
+                verifications.append(Turn(role="verify", task=task.name, turn=si, kept=False,
+                                          parsed={"skill": skill.name, "staged": False, "reason": reason}))
+    convs = [first_messages(task, list(scheme) + [skill], ctx.rollout.language) for _, skill in proposals]
+    comps = await ctx.generate([ctx.request(c, greedy=True) for c in convs])
+    codes = [extract_code(c.text) if not c.error else None for c in comps]
+    pending = [(i, p.code) for i, p in enumerate(codes) if p is not None and p.code]
+    results: list[Optional[EvalResult]] = [None] * len(proposals)
+    for (i, _), res in zip(pending, await ctx.evaluate([(task, code) for _, code in pending])):
+        results[i] = res
+    for i, ((si, skill), conv, comp) in enumerate(zip(proposals, convs, comps)):
+        parsed = codes[i]
+        res = results[i] or no_code_result(task, comp.error or (parsed.error if parsed else None))
+        v = verify(skill, lambda _s, r=res: r, trig.first_speedup, ctx.skills)
+        d = admission.stage(task.name, skill, v)
+        if v.ok and (v.speedup or 0.0) > (summaries[si].reward or 0.0):
+            summaries[si].reward = v.speedup
+        verifications.append(Turn(role="verify", task=task.name, messages=conv, completion=comp, turn=si,
+                                  parsed={"skill": skill.name, "code": parsed.code if parsed else None,
+                                          "staged": d.staged, "reason": d.reason},
+                                  parse_error=parsed.error if parsed else comp.error, result=results[i]))
+    return verifications
+
+
+def _never(skill: Skill):  # consider() only calls the verifier for skills that pass the filter
+    raise AssertionError(f"skill {skill.name} was rejected by the filter and must not be verified")

@@ -1,0 +1,37 @@
+"""Every reward-hacking fixture must come back correct=false with its named flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, fixture_meta, fixture_task
+
+CHEATS = sorted((FIXTURES / "cheats").glob("*.py"))
+GPU_ONLY = {"timing_only_cheat"}  # only timing exposes it
+
+
+@pytest.mark.parametrize("path", [p for p in CHEATS if p.stem not in GPU_ONLY], ids=lambda p: p.stem)
+def test_cheat_is_caught_on_cpu(cpu_evaluator, path):
+    meta = fixture_meta(path)
+    res = cpu_evaluator.evaluate(fixture_task(meta["task"]), path.read_text())
+    assert res.correct is False
+    assert meta["expect"] in res.flags, (res.flags, res.error_kind, res.error_msg)
+    assert meta["expect"] in res.feedback
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", CHEATS, ids=lambda p: p.stem)
+def test_cheat_is_caught_on_gpu(gpu_evaluator, path):
+    meta = fixture_meta(path)
+    res = gpu_evaluator.evaluate(fixture_task(meta["task"]), path.read_text())
+    assert res.correct is False
+    assert meta["expect"] in res.flags, (res.flags, res.error_kind, res.error_msg)
+
+
+def test_every_flag_has_a_fixture():
+    from davinci_kernel.evaluate.guards import FLAGS
+
+    covered = {fixture_meta(p)["expect"] for p in CHEATS}
+    # Detected only at run time on a GPU with a second process; no CPU-checkable fixture.
+    gpu_runtime_only = {"reference_slowed", "unreproducible_speedup"}
+    assert set(FLAGS) - covered - gpu_runtime_only == set()
