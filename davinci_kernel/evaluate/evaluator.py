@@ -195,6 +195,8 @@ class Evaluator:
                 res.stage = msg["phase"]
             elif ev == "checked":
                 out = msg["result"]
+                if res.stage == "perturbation":
+                    res.stage = "correctness"
         if out.get("stage") == "reference":
             res.stage, res.error_kind, res.error_msg = "reference", out["error_kind"], out["error_msg"]
             return True

@@ -7,7 +7,7 @@ generated tokens instead of running kernels. Each role has its own target token 
 (token id mod 4 = 0 for the policy, 1 for the selector, 2 for the summarizer); the
 share of target tokens is the "quality" of an answer, so chance level is about 0.25.
 A policy turn becomes an ``EvalResult`` (correct when it hits at least one target token,
-speedup = 0.5 + 2·policy share + 3·share of the scheme's selection), so rewards come
+speedup = 0.5 + a·policy share + b·share of the scheme's selection), so rewards come
 from the real reward functions, and the selector is rewarded only through the policy
 rollouts of its scheme, as in the real pipeline. Used by ``configs/tiny-cpu.yaml`` and the
 learning test.
@@ -37,8 +37,10 @@ def hit_rate(c: Completion, role: str) -> float:
 class SyntheticEnv:
     name = "synthetic"
 
-    def __init__(self, cfg, n_tasks: int = 16, n_val: int = 4):
+    def __init__(self, cfg, n_tasks: int = 16, n_val: int = 4, policy_gain: float = 2.0,
+                 select_gain: float = 3.0):
         r = cfg.rollout
+        self.policy_gain, self.select_gain = policy_gain, select_gain
         self.k, self.n, self.turns, self.s = r.k_schemes, r.n_rollouts, r.turns, r.s_summaries
         self.max_new, self.temperature, self.top_p = r.max_new_tokens, r.temperature, r.top_p
         self.min_speedup = cfg.skills.verify_min_speedup
@@ -106,7 +108,7 @@ class SyntheticEnv:
             still = []
             for (g, t, ep, q), msgs, c in zip(active, prompts, comps):
                 f = hit_rate(c, "policy")
-                speed = 0.5 + 2.0 * f + 3.0 * q
+                speed = 0.5 + self.policy_gain * f + self.select_gain * q
                 res = EvalResult(task=t.name, level=t.level, compiled=True, correct=f > 0, stage="done",
                                  speedup=speed, coverage=min(1.0, 0.4 + f), timing_available=True,
                                  feedback=f"correct={f > 0} speedup={speed:.2f}x")
@@ -185,5 +187,5 @@ class SyntheticEnv:
         for t, c in zip(self._val, self._gen(generator, prompts)):
             f = hit_rate(c, "policy")
             out.append(EvalResult(task=t.name, level=t.level, compiled=True, correct=f > 0, stage="done",
-                                  speedup=0.5 + 2.0 * f, timing_available=True))
+                                  speedup=0.5 + self.policy_gain * f, timing_available=True))
         return out

@@ -1,0 +1,85 @@
+"""Legitimate kernels pass on CPU (interpreter) over odd shapes and dtypes; bad input is data."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, fixture_task
+from davinci_kernel.records import Task
+
+RELU = (FIXTURES / "legit" / "relu_triton.py").read_text()
+
+TASK_TEMPLATE = '''"""ReLU on a {dtype} tensor.
+
+op_type: elementwise
+"""
+import torch
+import torch.nn as nn
+
+rows = 1024
+cols = 4096
+CPU_SHAPES = {{"rows": {rows}, "cols": {cols}}}
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(rows, cols).to(torch.{dtype})]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def relu_task(rows, cols, dtype):
+    src = TASK_TEMPLATE.format(rows=rows, cols=cols, dtype=dtype)
+    return Task(name=f"level1/relu_{rows}x{cols}_{dtype}", level=1, problem_id=0, source=src)
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 7), (17, 1025), (2, 4099)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_relu_odd_shapes_dtypes(cpu_evaluator, rows, cols, dtype):
+    res = cpu_evaluator.evaluate(relu_task(rows, cols, dtype), RELU)
+    assert res.correct, (res.error_kind, res.error_msg, res.flags)
+    assert res.trials == 5 and res.trials_passed == 5
+    assert res.custom_launches >= 1 and res.max_abs_diff == 0
+
+
+def test_fused_matmul_passes(cpu_evaluator):
+    res = cpu_evaluator.evaluate(fixture_task("matmul_relu"), (FIXTURES / "legit" / "matmul_relu_triton.py").read_text())
+    assert res.correct, (res.error_kind, res.error_msg, res.flags)
+    assert res.coverage is not None and res.coverage > 0.9
+    assert not res.timing_available and res.speedup is None
+
+
+BAD = {
+    "syntax_error": ("def broken(:\n", "static"),
+    "no_modelnew": ("import torch\nclass Other(torch.nn.Module):\n    pass\n", "static"),
+    "import_error": ("import not_a_real_module_xyz\nclass ModelNew:\n    pass\n", "compile"),
+    "shape_mismatch": (RELU.replace("return relu(x)", "return relu(x)[:1]"), "correctness"),
+    "runtime_error": (RELU.replace("return relu(x)", "raise ValueError('boom')"), "correctness"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_bad_candidates_are_results(cpu_evaluator, kind):
+    src, stage = BAD[kind]
+    res = cpu_evaluator.evaluate(fixture_task("relu"), src)
+    assert not res.correct
+    assert res.error_kind == kind and res.stage == stage, (res.error_kind, res.stage, res.error_msg)
+    assert res.error_msg and res.feedback
+
+
+def test_hanging_kernel_times_out(tmp_path):
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import evaluate
+
+    src = RELU.replace("return relu(x)", "import time\n        time.sleep(60)\n        return relu(x)")
+    cfg = EvalConfig(device="cpu", run_timeout_s=4, compile_timeout_s=30, cache_dir=str(tmp_path))
+    res = evaluate(fixture_task("relu"), src, cfg)
+    assert not res.correct and res.error_kind == "timeout", (res.error_kind, res.error_msg)
+    assert "did not finish" in res.error_msg
