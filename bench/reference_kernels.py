@@ -5,6 +5,8 @@ on CUDA with the same seed, check the outputs agree (atol = rtol = 1e-2), time e
 torch.compile (default mode) and the reference with ``triton.testing.do_bench`` (median, L2
 cleared between runs), print a table and write JSON to ``bench/results/reference_kernels.json``
 (and ``$OUT/reference_kernels.json`` when OUT is set). A task that fails is reported and skipped.
+A run limited by --level or --tasks replaces only its own rows in an existing JSON file, so the
+levels can be measured in separate runs.
 
     python bench/reference_kernels.py [--level N] [--tasks 1_Matmul,level2/3_Matmul_Scale_Softmax]
 """
@@ -56,6 +58,12 @@ def _load_reference(task):
     sys.modules[module_name] = module  # triton's jit looks the kernel's module up by name
     spec.loader.exec_module(module)
     return module
+
+
+def _task_id(name: str) -> int:
+    stem = name.split("/", 1)[-1]
+    head = stem.split("_", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 def _bench(fn, warmup, rep):
@@ -121,6 +129,12 @@ def run_task(task, device, warmup, rep, with_compile=True) -> dict:
     return row
 
 
+def _reset_compile_caches():
+    import torch._dynamo as dynamo
+
+    dynamo.reset()
+
+
 def _fmt(v, width, spec, suffix=""):
     text = "-" if v is None else format(v, spec) + suffix
     return text.rjust(width)
@@ -177,9 +191,19 @@ def main(argv=None) -> int:
             print(f"    FAILED: {row['error']}", file=sys.stderr, flush=True)
         gc.collect()
         torch.cuda.empty_cache()
-        torch._dynamo.reset()
+        _reset_compile_caches()
+    print_table(rows, {str(k): v for k, v in fastp_table(rows).items()})
+    carried = []
+    if (args.level is not None or names) and Path(args.out).is_file():
+        # A partial run (one level, some tasks) updates its rows in the existing file.
+        try:
+            previous = json.loads(Path(args.out).read_text()).get("results", [])
+        except (OSError, ValueError):
+            previous = []
+        ran = {r["task"] for r in rows}
+        carried = [r for r in previous if r.get("task") not in ran]
+        rows = sorted(carried + rows, key=lambda r: (r.get("level", 0), _task_id(r["task"]), r["task"]))
     summary = {str(k): v for k, v in fastp_table(rows).items()}
-    print_table(rows, summary)
     props = torch.cuda.get_device_properties(0)
     import triton
 
@@ -195,6 +219,7 @@ def main(argv=None) -> int:
                    "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32},
         "tolerance": {"atol": ATOL, "rtol": RTOL},
         "summary": summary,
+        "carried_over": [r["task"] for r in carried],
         "results": rows,
     }
     targets = [Path(args.out)]

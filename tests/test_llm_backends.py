@@ -62,3 +62,19 @@ def test_script_spec_loads_respond(tmp_path):
     assert make_backend(f"script:{f}").generate_sync([GenRequest([{"role": "user", "content": "x"}])])[0].text == "hi"
     with pytest.raises(UsageError):
         make_backend(f"script:{tmp_path / 'missing.py'}")
+
+
+def test_hf_merges_concurrent_calls_into_one_batch(hf):
+    import asyncio
+
+    def reqs(text):
+        return [GenRequest([{"role": "user", "content": text}], temperature=0, max_new_tokens=4)]
+
+    async def go():
+        before = hf.batches
+        out = await asyncio.gather(hf.generate(reqs("a")), hf.generate(reqs("b") * 2), hf.generate(reqs("c")))
+        return out, hf.batches - before
+
+    (a, b, c), batches = asyncio.run(go())
+    assert [len(a), len(b), len(c)] == [1, 2, 1] and batches == 1
+    assert b[0].token_ids == b[1].token_ids and b[0].prompt_token_ids != a[0].prompt_token_ids

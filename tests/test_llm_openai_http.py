@@ -113,3 +113,25 @@ def test_server_dying_mid_run_gives_failed_completion_not_exception():
 def test_bad_specs(spec):
     with pytest.raises(UsageError):
         make_backend(spec)
+
+
+def test_rollout_over_http_with_a_real_model_survives_noise(server):
+    """A real (random) model's replies have no code: every turn is a format error fed back."""
+    from davinci_kernel.config import RolloutConfig
+    from davinci_kernel.records import EvalResult, Task
+    from davinci_kernel.rollout import Context, GroupPlan, run_group
+
+    class NoEval:
+        def evaluate_many(self, items, progress=None):
+            return [EvalResult(task=t.name, stage="compile", error_kind="syntax") for t, _ in items]
+
+    task = Task(name="level1/19_ReLU", level=1, problem_id=19, source="import torch\n")
+    backend = make_backend(f"openai:{server}#tiny-qwen3")
+    ctx = Context(backend, NoEval(), RolloutConfig(max_new_tokens=16))
+    g = asyncio.run(run_group(ctx, task, GroupPlan(k_schemes=0, n_rollouts=2, turns=2, summaries=False)))
+    assert len(g.episodes) == 2
+    for ep in g.episodes:
+        t1, t2 = ep.turns
+        assert t1.completion.token_ids and t1.completion.logprobs and t1.completion.error is None
+        assert t1.reward == 0.0 and (t1.parse_error or t1.result is not None)
+        assert t2.messages[-1]["role"] == "user" and "Result of turn 1 of 2" in t2.messages[-1]["content"]

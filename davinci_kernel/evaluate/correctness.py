@@ -59,23 +59,26 @@ def compare(ref: list, cand: list, atol: float, rtol: float) -> Comparison:
             c.float32 = True
         if r.numel() == 0:
             continue
-        rf, xf = r.double(), x.double()
-        if not torch.isfinite(xf).all():
-            bad = (~torch.isfinite(xf)).sum().item()
+        if not torch.isfinite(x).all():
+            bad = int((~torch.isfinite(x)).sum())
             c.ok, c.error_kind = False, "nan_inf"
             c.message = f"{where}: {bad} of {x.numel()} values are NaN/Inf"
             return c
+        if not r.dtype.is_floating_point:
+            if not torch.equal(r, x):
+                c.ok, c.error_kind = False, "wrong_output"
+                c.message = f"{where}: {int((r != x).sum())} of {x.numel()} values differ (exact match required)"
+            continue
+        rf, xf = r.float(), x.float()
         diff = (xf - rf).abs()
-        c.max_abs = max(c.max_abs, diff.max().item())
-        c.max_rel = max(c.max_rel, (diff / rf.abs().clamp_min(1e-6)).max().item())
-        sq_err += float((diff * diff).sum())
-        sq_ref += float((rf * rf).sum())
-        if r.dtype == torch.bool or not r.dtype.is_floating_point:
-            close = torch.equal(r, x)
-        else:
-            close = bool((diff <= atol + rtol * rf.abs()).all())
-        if not close:
-            n_bad = int((diff > atol + rtol * rf.abs()).sum()) if r.dtype.is_floating_point else int((r != x).sum())
+        tol = atol + rtol * rf.abs()
+        bad_mask = ~(diff <= tol)  # NaN in the reference counts as a mismatch
+        c.max_abs = max(c.max_abs, float(torch.nan_to_num(diff, nan=float("inf")).max()))
+        c.max_rel = max(c.max_rel, float(torch.nan_to_num(diff / rf.abs().clamp_min(1e-6), nan=float("inf")).max()))
+        sq_err += float(torch.linalg.vector_norm(xf - rf, dtype=torch.float64) ** 2)
+        sq_ref += float(torch.linalg.vector_norm(rf, dtype=torch.float64) ** 2)
+        n_bad = int(bad_mask.sum())
+        if n_bad:
             c.ok, c.error_kind = False, "wrong_output"
             c.message = (f"{where}: {n_bad} of {x.numel()} values differ beyond atol={atol:g}, rtol={rtol:g} "
                          f"(max abs diff {c.max_abs:.3g}, max rel diff {c.max_rel:.3g})")

@@ -307,7 +307,8 @@ class Evaluator:
             res.warnings.append("perturbation_skipped: no perturbed size was valid for the reference")
         launches = int(out.get("custom_launches", 0))
         res.custom_launches = launches
-        self._flag(res, guards.kernel_flags(launches, rep.kernels, rep.backend, self.on_gpu))
+        if rep.backend != "cuda":  # CUDA launches are seen by the GPU profile (timing phase)
+            self._flag(res, guards.kernel_flags(launches, rep.kernels, rep.backend, self.on_gpu))
         est = None
         if ref.get("ref_work") and out.get("cand_work") is not None:
             from .profile import work_coverage

@@ -6,7 +6,8 @@ tokenizer's chat template, batched sampling grouped by sampling settings and cap
 ``max_batch`` sequences, and per-token log-probs of the raw model distribution (before
 temperature and top-p, as vLLM reports by default), recorded one step at a time so long
 generations never hold a (steps x vocab) tensor. Generation runs in a worker thread so
-the event loop keeps evaluating kernels meanwhile; one batch at a time.
+the event loop keeps evaluating kernels meanwhile; calls that arrive while a batch runs
+(several task groups in flight) are merged into the next batch.
 
 Does not cover: training (``rl/``), multi-GPU sharding beyond ``device_map``, or serving
 over HTTP (``serve``).
@@ -65,6 +66,9 @@ class HFBackend(Backend):
         self.max_batch = max(1, max_batch)
         self.name = f"hf:{path}" if path else "hf:<in-memory>"
         self._lock = threading.Lock()
+        self._queue: list[tuple[list[GenRequest], asyncio.Future]] = []
+        self._drainer: Optional[asyncio.Task] = None
+        self.batches = 0  # generate_blocking calls, for tests and benchmarks
         if getattr(tokenizer, "chat_template", None) is None:
             raise UsageError(f"{self.name}: the tokenizer has no chat template; "
                              "add chat_template to tokenizer_config.json")
@@ -78,7 +82,29 @@ class HFBackend(Backend):
 
     # ------------------------------------------------------------------ generation
     async def _generate(self, requests: list[GenRequest]) -> list[Completion]:
-        return await asyncio.to_thread(self.generate_blocking, requests)
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append((requests, fut))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.ensure_future(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        while self._queue:
+            await asyncio.sleep(0)  # let callers started in the same tick join this batch
+            batch, self._queue = self._queue, []
+            flat = [r for reqs, _ in batch for r in reqs]
+            try:
+                out = await asyncio.to_thread(self.generate_blocking, flat)
+            except Exception as e:  # noqa: BLE001 - handed to every waiting caller
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                continue
+            i = 0
+            for reqs, fut in batch:
+                if not fut.done():
+                    fut.set_result(out[i:i + len(reqs)])
+                i += len(reqs)
 
     def generate_blocking(self, requests: list[GenRequest]) -> list[Completion]:
         out: list[Optional[Completion]] = [None] * len(requests)
@@ -86,6 +112,7 @@ class HFBackend(Backend):
         for i, r in enumerate(requests):
             groups.setdefault(r.sampling_key(), []).append(i)
         with self._lock:
+            self.batches += 1
             for idx in groups.values():
                 for start in range(0, len(idx), self.max_batch):
                     chunk = idx[start:start + self.max_batch]

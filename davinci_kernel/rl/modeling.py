@@ -68,6 +68,9 @@ def is_adapter_dir(path: Path) -> bool:
 
 def save_model(model, tokenizer, path: Path, state_dict=None) -> None:
     """Full weights (or the adapter only, for a peft model) + tokenizer, in HF format."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     kwargs = {"state_dict": state_dict} if state_dict is not None else {}

@@ -7,7 +7,8 @@ generated tokens instead of running kernels. Each role has its own target token 
 (token id mod 4 = 0 for the policy, 1 for the selector, 2 for the summarizer); the
 share of target tokens is the "quality" of an answer, so chance level is about 0.25.
 A policy turn becomes an ``EvalResult`` (correct when it hits at least one target token,
-speedup = 0.5 + a·policy share + b·share of the scheme's selection), so rewards come
+speedup = 0.5 + a·policy share + b·share of the scheme's selection; with a = 0 the
+policy's own tokens do not matter, which isolates the selector's learning signal), so rewards come
 from the real reward functions, and the selector is rewarded only through the policy
 rollouts of its scheme, as in the real pipeline. Used by ``configs/tiny-cpu.yaml`` and the
 learning test.
@@ -109,9 +110,10 @@ class SyntheticEnv:
             for (g, t, ep, q), msgs, c in zip(active, prompts, comps):
                 f = hit_rate(c, "policy")
                 speed = 0.5 + self.policy_gain * f + self.select_gain * q
-                res = EvalResult(task=t.name, level=t.level, compiled=True, correct=f > 0, stage="done",
-                                 speedup=speed, coverage=min(1.0, 0.4 + f), timing_available=True,
-                                 feedback=f"correct={f > 0} speedup={speed:.2f}x")
+                ok = f > 0 or self.policy_gain == 0
+                res = EvalResult(task=t.name, level=t.level, compiled=True, correct=ok, stage="done",
+                                 speedup=speed, coverage=1.0, timing_available=True,
+                                 feedback=f"correct={ok} speedup={speed:.2f}x")
                 ep.turns.append(Turn(role="policy", task=t.name, messages=msgs, completion=c, scheme=ep.scheme,
                                      rollout=ep.rollout, turn=turn, parsed=c.text, result=res))
                 history[id(ep)] = history[id(ep)] + [{"role": "assistant", "content": c.text},

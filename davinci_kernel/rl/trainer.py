@@ -239,9 +239,18 @@ class RLTrainer:
         m.update({"tasks": [t.name for t in tasks], "skills_admitted": admitted, "lr": self.cfg.rl.lr,
                   "gen_s": t_gen, "step_s": time.perf_counter() - t0,
                   "update_tokens_per_s": upd["update_tokens"] / max(upd["update_s"], 1e-9)})
+        if self.world > 1:
+            m["param_sync_spread"] = self._param_spread()
         if self.cfg.rl.eval_every and step % self.cfg.rl.eval_every == 0 and self.env.val_tasks():
             m.update(self.validate(gen, step))
         return m
+
+    def _param_spread(self) -> float:
+        """Max − min over ranks of a weight checksum: 0 when the replicas stay in sync."""
+        with torch.no_grad():
+            total = sum(float(p.double().sum()) for p in self.acc.unwrap_model(self.model).parameters())
+        sums = self.acc.gather(torch.tensor([total], dtype=torch.float64, device=self.acc.device)).cpu()
+        return float(sums.max() - sums.min())
 
     def validate(self, gen, step: int) -> dict:
         from ..report.fastp import fast_p, level_of

@@ -27,10 +27,11 @@ class GroupPlan:
     n_rollouts: int = 4
     turns: int = 3
     summaries: bool = True
+    record_usage: bool = False  # count selections in the library (not during evaluation)
 
     @classmethod
     def training(cls, rcfg) -> "GroupPlan":
-        return cls(rcfg.k_schemes, True, rcfg.n_rollouts, rcfg.turns, True)
+        return cls(rcfg.k_schemes, True, rcfg.n_rollouts, rcfg.turns, True, True)
 
 
 async def run_group(ctx: Context, task: Task, plan: GroupPlan, store=None,
@@ -42,7 +43,7 @@ async def run_group(ctx: Context, task: Task, plan: GroupPlan, store=None,
     group = TaskGroup(task=task.name, schemes=[[s.name for s in sc] for sc in schemes],
                       selections=selections, step=step)
     group.episodes = await run_episodes(ctx, task, schemes, plan.n_rollouts, turns=plan.turns)
-    if store is not None:
+    if store is not None and plan.record_usage:
         _record_usage(store, schemes, group)
     if plan.summaries and admission is not None:
         trig = pick_trigger(group.episodes, ctx)

@@ -44,26 +44,26 @@ python x y tensor shape size dim batch_size
 
 # What a torch op in a problem suggests about the kernel that replaces it.
 OP_CONCEPTS: dict[str, str] = {
-    "matmul": "matmul gemm tl.dot tiled tile epilogue",
-    "mm": "matmul gemm tl.dot tiled tile",
+    "matmul": "matmul gemm tl.dot tiled tile epilogue autotune block_size",
+    "mm": "matmul gemm tl.dot tiled tile autotune block_size",
     "bmm": "batched matmul gemm tl.dot tile",
-    "linear": "matmul gemm linear tl.dot epilogue bias fuse",
+    "linear": "matmul gemm linear tl.dot epilogue bias fuse autotune",
     "addmm": "matmul gemm bias epilogue tl.dot",
     "einsum": "matmul gemm tl.dot",
-    "conv1d": "convolution conv implicit gemm tl.dot",
-    "conv2d": "convolution conv implicit gemm tl.dot im2col",
+    "conv1d": "convolution conv implicit gemm tl.dot autotune",
+    "conv2d": "convolution conv implicit gemm tl.dot im2col autotune",
     "conv3d": "convolution conv implicit gemm tl.dot",
     "convtranspose2d": "convolution transposed conv gemm",
     "batchnorm1d": "batchnorm normalization fold mean variance",
     "batchnorm2d": "batchnorm normalization fold conv mean variance",
-    "layernorm": "layernorm normalization mean variance welford reduction row",
+    "layernorm": "layernorm normalization mean variance welford reduction row accumulate fp32",
     "groupnorm": "groupnorm normalization mean variance welford reduction",
     "instancenorm2d": "normalization mean variance welford reduction",
     "rmsnorm": "rmsnorm normalization reduction row",
-    "softmax": "softmax exp max reduction row online",
+    "softmax": "softmax exp max reduction row online mask tail",
     "log_softmax": "softmax log exp reduction row online",
     "cross_entropy": "cross entropy softmax log reduction row",
-    "relu": "elementwise activation epilogue fuse",
+    "relu": "elementwise activation epilogue fuse memory_bound coalescing",
     "gelu": "elementwise activation gelu tanh erf epilogue fuse",
     "silu": "elementwise activation sigmoid epilogue fuse",
     "sigmoid": "elementwise activation sigmoid exp fuse",
@@ -73,23 +73,26 @@ OP_CONCEPTS: dict[str, str] = {
     "elu": "elementwise activation exp fuse",
     "softplus": "elementwise activation exp log fuse",
     "dropout": "elementwise mask",
-    "sum": "reduction sum accumulate",
-    "mean": "reduction mean accumulate",
-    "max": "reduction max",
-    "min": "reduction min",
-    "argmax": "reduction argmax",
-    "argmin": "reduction argmin",
+    "sum": "reduction sum accumulate fp32 precision",
+    "mean": "reduction mean accumulate fp32 precision",
+    "max": "reduction max mask tail other",
+    "min": "reduction min mask tail other",
+    "argmax": "reduction argmax mask tail other",
+    "argmin": "reduction argmin mask tail other",
     "prod": "reduction product",
     "cumsum": "scan prefix sum cumsum",
-    "norm": "reduction norm sum square",
+    "norm": "reduction norm sum square accumulate fp32",
     "var": "reduction variance welford",
     "std": "reduction variance welford",
-    "max_pool2d": "pooling max window",
-    "maxpool2d": "pooling max window",
+    "max_pool2d": "pooling max window mask padding",
+    "maxpool2d": "pooling max window mask padding",
     "avg_pool2d": "pooling average window",
     "avgpool2d": "pooling average window",
     "adaptive_avg_pool2d": "pooling average reduction",
     "transpose": "strides transpose layout",
+    "t": "strides transpose layout",
+    "abs": "elementwise memory_bound coalescing",
+    "sqrt": "elementwise",
     "permute": "strides transpose layout",
     "contiguous": "strides layout copy",
     "clamp": "elementwise clamp fuse",
@@ -159,6 +162,8 @@ def torch_ops(source: str) -> list[str]:
                 ops.add(f.id)
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             ops.add("matmul")
+        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "mH"):
+            ops.add("transpose")
     return sorted(o for o in ops if o not in ("__init__", "super", "Model", "randn", "rand", "zeros",
                                                  "ones", "tensor", "empty", "manual_seed", "cuda", "to"))
 
@@ -221,15 +226,12 @@ class SkillIndex:
         ids = self._query_ids(query)
         if ids.size == 0:
             return np.zeros(n, dtype=np.float32)
+        scores = np.zeros(n, dtype=np.float32)
         starts, ends = self._indptr[ids], self._indptr[ids + 1]
-        lengths = ends - starts
-        total = int(lengths.sum())
-        if total == 0:
-            return np.zeros(n, dtype=np.float32)
-        # Gather every posting of the query's tokens at once, then sum per document.
-        offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-        pos = np.arange(total) + offs
-        return np.bincount(self._indices[pos], weights=self._data[pos], minlength=n).astype(np.float32)
+        for a, b in zip(starts.tolist(), ends.tolist()):  # sum each token's postings (as bm25s does)
+            if b > a:
+                np.add.at(scores, self._indices[a:b], self._data[a:b])
+        return scores
 
     def _mask(self, scope: Optional[str], tags: Optional[Iterable[str]]) -> Optional[np.ndarray]:
         if scope is None and not tags:

@@ -14,7 +14,7 @@ height = 128
 width = 128
 kernel_size = 3
 
-CPU_SHAPES = {"batch_size": 2, "in_channels": 3, "out_channels": 10, "height": 13, "width": 11}
+CPU_SHAPES = {"batch_size": 2, "in_channels": 34, "out_channels": 10, "height": 9, "width": 7}
 PERTURB = ["batch_size", "in_channels", "out_channels", "height", "width"]
 
 

@@ -12,7 +12,7 @@ channels = 64
 height = 56
 width = 56
 
-CPU_SHAPES = {"batch_size": 2, "channels": 8, "height": 9, "width": 7}
+CPU_SHAPES = {"batch_size": 2, "channels": 36, "height": 5, "width": 7}
 PERTURB = ["batch_size", "channels", "height", "width"]
 
 

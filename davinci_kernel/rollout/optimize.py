@@ -1,0 +1,89 @@
+"""`dvk optimize`: the agent loop on one module of the user's, in KernelBench format.
+
+Covers: one task group on the problem file (k selection samples plus the null scheme
+when a library is given, n rollouts, T turns, summaries and verification), committing a
+verified new skill to the library, and writing ``RUN_DIR/best.py`` (the best candidate:
+correct and fastest; else the one that got furthest), ``best.json`` (its EvalResult),
+``groups.jsonl`` (every model call), ``results.jsonl`` and ``skills.jsonl`` (newly
+admitted skills). Does not cover: suites (``suite``) or training.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..config import RewardConfig, RolloutConfig, SkillsConfig
+from ..records import EvalResult, Task, TaskGroup
+from ..skills.admit import Admission
+from .context import Context
+from .group import GroupPlan, run_group
+from .rundir import GROUPS_FILE, RESULTS_FILE, RunDir
+from .session import open_session
+
+_STAGES = ("static", "load", "compile", "correctness", "guards", "timing", "done")
+
+
+@dataclass
+class OptimizeSettings:
+    model: str
+    device: str = "auto"
+    workers: Optional[int] = None
+    skills_db: Optional[str] = None  # None: no library, no summaries
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+
+
+def _rank(res: Optional[EvalResult]) -> tuple:
+    if res is None:
+        return (0, 0, -1, 0.0)
+    stage = _STAGES.index(res.stage) if res.stage in _STAGES else 0
+    return (int(res.correct), int(res.compiled), stage, res.speedup or 0.0)
+
+
+def best_candidate(group: TaskGroup) -> tuple[Optional[str], Optional[EvalResult], Optional[tuple[int, int, int]]]:
+    """(code, result, (scheme, rollout, turn)) of the best policy turn of the group."""
+    best = (None, None, None)
+    best_rank = None
+    for ep in group.episodes:
+        for t in ep.turns:
+            if not t.parsed:
+                continue
+            r = _rank(t.result)
+            if best_rank is None or r > best_rank:
+                best_rank, best = r, (t.parsed, t.result, (ep.scheme, ep.rollout, t.turn))
+    return best
+
+
+def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: Optional[Callable] = None,
+             session_kw: Optional[dict] = None) -> dict:
+    rc = settings.rollout
+    use_skills = settings.skills_db is not None
+    meta = {"kind": "optimize", "model": settings.model, "problem": task.path or task.name,
+            "turns": rc.turns, "skills": settings.skills_db or "off", "k_schemes": rc.k_schemes,
+            "n_rollouts": rc.n_rollouts, "language": rc.language, "totals": {str(task.level): 1}}
+    plan = GroupPlan(k_schemes=rc.k_schemes if use_skills else 0, null_scheme=True, n_rollouts=rc.n_rollouts,
+                     turns=rc.turns, summaries=use_skills, record_usage=use_skills)
+
+    async def main() -> tuple[TaskGroup, list]:
+        async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
+                                use_skills=use_skills, **(session_kw or {})) as s:
+            rundir.start(meta)
+            ctx = Context(s.backend, s.evaluator, rc, RewardConfig(), SkillsConfig(), progress=progress)
+            adm = Admission()
+            group = await run_group(ctx, task, plan, store=s.store, admission=adm)
+            written = adm.commit(s.store, step=s.store.current_step() + 1) if s.store is not None and adm.staged else []
+            return group, written
+
+    group, written = asyncio.run(main())
+    rundir.append(GROUPS_FILE, [group.to_dict()])
+    code, result, where = best_candidate(group)
+    if code is not None:
+        rundir.write_atomic("best.py", code)
+        rundir.write_json("best.json", {**(result.to_dict() if result else {}), "task": task.name,
+                                        "level": task.level, "where": where})
+    if result is not None:
+        rundir.append(RESULTS_FILE, [{**result.to_dict(), "task": task.name, "level": task.level, "which": "best"}])
+    if written:
+        rundir.append("skills.jsonl", [s.export_dict() for s in written])
+    return {"group": group, "best_code": code, "best": result, "where": where, "admitted": written}

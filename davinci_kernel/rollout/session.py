@@ -1,0 +1,55 @@
+"""Opening what a rollout command needs: the backbone, the evaluator, the skill library.
+
+Covers: ``open_session`` — builds the backend from its spec and checks it answers (an
+unreachable server is one ``UsageError`` line), starts the evaluator's worker pool on the
+chosen device, opens the library when skills are on — and closes all of it afterwards.
+Does not cover: what the session is used for (``suite``, ``optimize``).
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Optional
+
+from ..config import EvalConfig, SkillsConfig
+from ..llm import Backend, make_backend
+
+
+@dataclass
+class Session:
+    backend: Backend
+    evaluator: Any
+    store: Any = None
+
+
+@asynccontextmanager
+async def open_session(model: str, device: str = "auto", workers: Optional[int] = None,
+                       skills_db: Optional[str] = None, use_skills: bool = True,
+                       eval_cfg: Optional[EvalConfig] = None, backend: Optional[Backend] = None,
+                       evaluator: Any = None) -> AsyncIterator[Session]:
+    backend = backend or make_backend(model)
+    await backend.check()
+    store = None
+    if use_skills:
+        from ..skills.store import open_store
+
+        cfg = SkillsConfig()
+        if skills_db:
+            cfg.db = skills_db
+        store = open_store(cfg)
+    own_eval = evaluator is None
+    if own_eval:
+        from ..evaluate import Evaluator
+
+        cfg = eval_cfg or EvalConfig()
+        cfg.device = device
+        evaluator = Evaluator(cfg, workers=workers)
+    try:
+        yield Session(backend, evaluator, store)
+    finally:
+        if own_eval:
+            evaluator.close()
+        if store is not None:
+            store.close()
+        await backend.aclose()

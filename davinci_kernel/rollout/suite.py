@@ -1,0 +1,108 @@
+"""`dvk run`: every task of a suite through the episode, resumable, with Fast_p per level.
+
+Covers: the evaluation protocol — per task one rollout of up to T turns, with skill
+injection (one selection sample from the library) or without (the null scheme); the
+``last`` and ``best`` turn's result of each task appended to ``results.jsonl``, the
+task group to ``groups.jsonl``; tasks already finished in ``--out`` are skipped; several
+tasks may run at once (``parallel``) so generation and evaluation overlap; Fast_p for
+p ∈ {1, 1.2, 1.5, 2} per level at the last and at the best turn, in ``summary.json``.
+The library is read, never changed: evaluation does not learn.
+Does not cover: training or skill summaries (``rl``; ``optimize`` for one module).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
+from ..records import Task
+from ..report.fastp import fastp_table
+from .context import Context
+from .episodes import best_result, last_result
+from .group import GroupPlan, run_group
+from .rundir import GROUPS_FILE, RESULTS_FILE, WHICH, RunDir
+from .session import Session, open_session
+
+FASTP_PS = (0.0, 1.0, 1.2, 1.5, 2.0)
+
+
+@dataclass
+class RunSettings:
+    model: str
+    suite: str = "builtin"
+    skills: bool = True
+    turns: int = 3
+    device: str = "auto"
+    workers: Optional[int] = None
+    parallel: int = 1
+    skills_db: Optional[str] = None
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+
+    def meta(self, tasks: list[Task]) -> dict:
+        totals: dict[str, int] = {}
+        for t in tasks:
+            totals[str(t.level)] = totals.get(str(t.level), 0) + 1
+        return {"kind": "run", "model": self.model, "suite": self.suite, "skills": "on" if self.skills else "off",
+                "turns": self.turns, "language": self.rollout.language, "temperature": self.rollout.temperature,
+                "max_new_tokens": self.rollout.max_new_tokens, "totals": totals}
+
+
+def result_rows(task: Task, group) -> list[dict]:
+    ep = group.episodes[0]
+    last, best = last_result(task, ep), best_result(task, ep)
+    best_i = ep.best_turn if ep.best_turn is not None else len(ep.turns) - 1
+    rows = []
+    for which, res, turn in (("last", last, len(ep.turns) - 1), ("best", best, best_i)):
+        row = res.to_dict()
+        row.update(task=task.name, level=task.level, which=which, turn=turn + 1, skills=ep.skills)
+        rows.append(row)
+    return rows
+
+
+def summarize_results(rows: list[dict], totals: dict) -> dict:
+    tot = {int(k): v for k, v in totals.items()}
+    return {which: fastp_table([r for r in rows if r.get("which") == which], FASTP_PS, tot) for which in WHICH}
+
+
+async def run_tasks(ctx: Context, tasks: list[Task], settings: RunSettings, session: Session,
+                    rundir: RunDir) -> None:
+    plan = GroupPlan(k_schemes=1 if settings.skills else 0, null_scheme=not settings.skills,
+                     n_rollouts=1, turns=settings.turns, summaries=False)
+    sem = asyncio.Semaphore(max(1, settings.parallel))
+
+    async def one(task: Task) -> None:
+        async with sem:
+            group = await run_group(ctx, task, plan, store=session.store if settings.skills else None)
+            rundir.append(GROUPS_FILE, [group.to_dict()])
+            rundir.append(RESULTS_FILE, result_rows(task, group))
+            ctx.tick("task")
+
+    await asyncio.gather(*(one(t) for t in tasks))
+
+
+def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
+              progress: Optional[Callable] = None, session_kw: Optional[dict] = None) -> dict:
+    """Run the unfinished tasks; return ``{"done", "skipped", "summary"}``."""
+    done = rundir.finished()
+    todo = [t for t in tasks if t.name not in done]
+    meta = settings.meta(tasks)
+
+    async def main() -> None:
+        async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
+                                use_skills=settings.skills, **(session_kw or {})) as session:
+            rundir.start(meta)
+            ctx = Context(session.backend, session.evaluator, settings.rollout, RewardConfig(), SkillsConfig(),
+                          progress=progress)
+            await run_tasks(ctx, todo, settings, session, rundir)
+
+    if todo:
+        asyncio.run(main())
+    else:
+        rundir.start(meta)
+    names = {t.name for t in tasks}
+    rows = [r for r in rundir.read_jsonl(RESULTS_FILE) if r.get("task") in names]
+    summary = summarize_results(rows, meta["totals"])
+    rundir.write_json("summary.json", summary)
+    return {"done": len(todo), "skipped": len(tasks) - len(todo), "summary": summary}

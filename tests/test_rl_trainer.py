@@ -1,0 +1,156 @@
+"""Trainer: run layout, kill -9 then --resume with the same task order and results,
+broken checkpoints skipped with a warning, config errors before any model is loaded."""
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from davinci_kernel.config import load_config
+from davinci_kernel.rl import checkpoint as ckpt
+from davinci_kernel.rl.data import TaskSampler
+from davinci_kernel.rl.metrics_log import read_metrics
+from davinci_kernel.rl.synthetic import SyntheticEnv
+from davinci_kernel.rl.trainer import RLTrainer
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = str(ROOT / "configs" / "tiny-cpu.yaml")
+VOLATILE = ("_s", "tokens_per_s", "saved_at")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _env():
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def _stable(m):
+    return {k: v for k, v in m.items() if not k.endswith(VOLATILE) and k != "tasks"}
+
+
+def test_run_layout_and_metrics(tmp_path):
+    cfg = load_config(CONFIG, ["rl.steps=2", "rl.eval_every=2"])
+    RLTrainer(cfg, out=tmp_path).run()
+    ms = read_metrics(tmp_path)
+    assert [m["step"] for m in ms] == [1, 2]
+    assert "val/L1/fast_1" in ms[1] and "loss/policy" in ms[0] and "adv_abs/select" in ms[0]
+    for step in (1, 2):
+        d = tmp_path / "checkpoints" / f"step-{step}"
+        assert ckpt.check(d) is None
+        state = json.loads((d / "trainer_state.json").read_text())
+        assert state["cursor"] == step * cfg.rl.batch_tasks and "skills" in state
+        assert (d / "model" / "config.json").is_file() and (d / "optimizer.pt").is_file()
+        assert (d / "rng-rank0.pt").is_file()
+    assert any((tmp_path / "tb").iterdir())
+
+
+@pytest.mark.slow
+def test_kill9_then_resume_matches_uninterrupted(tmp_path):
+    steps = 5
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "davinci_kernel.cli", "train", "rl", "--config", CONFIG, "--out", str(killed),
+           f"rl.steps={steps}", "rl.eval_every=0"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    marker = killed / "checkpoints" / "step-2" / ckpt.MARKER
+    deadline = time.time() + 150
+    while not marker.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert marker.exists(), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    res = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=200)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "resumed from" in res.stderr
+    resumed = read_metrics(killed)
+    assert [m["step"] for m in resumed] == list(range(1, steps + 1))
+
+    cfg = load_config(CONFIG, [f"rl.steps={steps}", "rl.eval_every=0"])
+    RLTrainer(cfg, out=tmp_path / "straight").run()
+    straight = read_metrics(tmp_path / "straight")
+    sampler = TaskSampler(SyntheticEnv(cfg).train_tasks(), cfg.rl.batch_tasks, cfg.rl.seed)
+    for a, b in zip(resumed, straight):
+        assert a["tasks"] == b["tasks"] == [t.name for t in sampler.batch_for(a["step"])]
+        assert _stable(a) == pytest.approx(_stable(b), rel=1e-5, abs=1e-6), a["step"]
+    assert ckpt.latest_complete(killed / "checkpoints")[0] == steps
+
+
+def test_broken_checkpoints_are_skipped(tmp_path, caplog):
+    cfg = load_config(CONFIG, ["rl.steps=3", "rl.eval_every=0"])
+    RLTrainer(cfg, out=tmp_path).run()
+    root = tmp_path / "checkpoints"
+    (root / "step-3" / "optimizer.pt").write_bytes(b"truncated")  # size no longer matches
+    partial = root / "step-4"
+    partial.mkdir()
+    (partial / "trainer_state.json").write_text("{}")  # no COMPLETE marker
+    with caplog.at_level(logging.WARNING):
+        found = ckpt.latest_complete(root)
+    assert found[0] == 2
+    assert "step-4" in caplog.text and "step-3" in caplog.text
+    cfg5 = load_config(CONFIG, ["rl.steps=3", "rl.eval_every=0"])
+    with caplog.at_level(logging.WARNING):
+        t = RLTrainer(cfg5, out=tmp_path, resume=True)
+    assert t.start_step == 2
+    assert [m["step"] for m in read_metrics(tmp_path)] == [1, 2]
+
+
+def test_unloadable_checkpoint_falls_back(tmp_path, caplog):
+    cfg = load_config(CONFIG, ["rl.steps=2", "rl.eval_every=0"])
+    RLTrainer(cfg, out=tmp_path).run()
+    d = tmp_path / "checkpoints" / "step-2"
+    opt = d / "optimizer.pt"
+    opt.write_bytes(b"x" * opt.stat().st_size)  # same size, garbage content
+    with caplog.at_level(logging.WARNING):
+        t = RLTrainer(cfg, out=tmp_path, resume=True)
+    assert t.start_step == 1
+    assert "could not be loaded" in caplog.text
+
+
+def test_atomic_seal_replaces_and_prunes(tmp_path):
+    for step in (1, 2, 3):
+        tmp = ckpt.tmp_dir(tmp_path, step)
+        tmp.mkdir()
+        (tmp / "a.bin").write_bytes(b"1" * step)
+        ckpt.seal(tmp, ckpt.step_dir(tmp_path, step))
+    ckpt.tmp_dir(tmp_path, 4).mkdir()  # a write killed before sealing
+    ckpt.cleanup_tmp(tmp_path)
+    ckpt.prune(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-2", "step-3"]
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("rl.group_by=episode", "rl.group_by='episode': allowed values are task, scheme"),
+    ("rl.lr=0", "rl.lr=0.0: must be positive"),
+    ("rl.minibatches=zero", "rl.minibatches='zero': expected an integer"),
+    ("reward.kind=speed", "reward.kind='speed': allowed values are released, tiered, fastp"),
+    ("rl.nope=1", "unknown config key 'rl.nope'"),
+])
+def test_config_errors_exit_2_before_loading(override, needle, capsys, tmp_path):
+    from davinci_kernel.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["train", "rl", "--config", CONFIG, "--out", str(tmp_path), override])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "checkpoints").exists()  # nothing was set up
+
+
+def test_bad_model_spec_exit_2(capsys, tmp_path):
+    from davinci_kernel.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["train", "rl", "--config", CONFIG, "--out", str(tmp_path), "rl.model=tiny:depth=3"])
+    assert e.value.code == 2
+    assert "depth=3" in capsys.readouterr().err
