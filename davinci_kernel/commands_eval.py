@@ -91,15 +91,18 @@ def register(app: typer.Typer) -> None:
         backend: str = typer.Option("local", help="local | ray"),
         level: Optional[int] = typer.Option(None, help="only this level"),
         out: Optional[Path] = typer.Option(None, help="run directory (default runs/bench-<time>)"),
+        compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="also time torch.compile baselines"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     ) -> None:
         """Evaluate a folder of candidates against a suite; Fast_p per level."""
         from .bench_run import run_bench
+        from .config import EvalConfig
 
         if backend not in ("local", "ray"):
             raise UsageError(f"--backend {backend!r}: use local or ray")
-        run_bench(suite=suite, candidates=candidates, device=_check_device(device), workers=workers,
-                  backend=backend, level=level, out=out, json_out=json_out)
+        cfg = EvalConfig(device=_check_device(device), baseline_compile=compile_baseline)
+        run_bench(suite=suite, candidates=candidates, device=cfg.device, workers=workers,
+                  backend=backend, level=level, out=out, json_out=json_out, cfg=cfg)
 
 
 def _check_device(device: str) -> str:

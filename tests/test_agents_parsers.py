@@ -65,6 +65,8 @@ def test_feedback_messages():
     m = feedback_message(1, 3, result=r)
     assert m["role"] == "user" and "max abs diff 3.1" in m["content"] and "turn 1 of 3" in m["content"]
     assert "Format error: the reply has no code block" in feedback_message(2, 3, parse_error="the reply has no code block")["content"]
+    cut = feedback_message(1, 3, parse_error="the reply has no code block", truncated=True)["content"]
+    assert "generation limit" in cut and "Format error" in cut
     ok = feedback_message(1, 3, result=EvalResult(compiled=True, correct=True, feedback="Correct, 1.3x"))
     assert "faster" in ok["content"]
 

@@ -135,3 +135,10 @@ def test_rollout_over_http_with_a_real_model_survives_noise(server):
         assert t1.completion.token_ids and t1.completion.logprobs and t1.completion.error is None
         assert t1.reward == 0.0 and (t1.parse_error or t1.result is not None)
         assert t2.messages[-1]["role"] == "user" and "Result of turn 1 of 2" in t2.messages[-1]["content"]
+
+
+def test_backend_survives_several_event_loops(server):
+    backend = make_backend(f"openai:{server}#tiny-qwen3")
+    for _ in range(2):  # the trainer calls asyncio.run once per step
+        out = backend.generate_sync([GenRequest(_msgs("x"), max_new_tokens=4)] * 2)
+        assert all(c.error is None for c in out)

@@ -154,3 +154,17 @@ def test_bad_model_spec_exit_2(capsys, tmp_path):
         main(["train", "rl", "--config", CONFIG, "--out", str(tmp_path), "rl.model=tiny:depth=3"])
     assert e.value.code == 2
     assert "depth=3" in capsys.readouterr().err
+
+
+def test_lora_training_checkpoints_adapter_and_resumes(tmp_path):
+    cfg = load_config(CONFIG, ["rl.steps=1", "rl.eval_every=0", "rl.lora_r=4", "rl.lr=0.01"])
+    RLTrainer(cfg, out=tmp_path).run()
+    d = tmp_path / "checkpoints" / "step-1" / "model"
+    assert (d / "adapter_config.json").is_file() and not (d / "model.safetensors").exists()
+    cfg2 = load_config(CONFIG, ["rl.steps=2", "rl.eval_every=0", "rl.lora_r=4", "rl.lr=0.01"])
+    t = RLTrainer(cfg2, out=tmp_path, resume=True)
+    assert t.start_step == 1
+    trainable = [n for n, p in t.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    t.run()
+    assert [m["step"] for m in read_metrics(tmp_path)] == [1, 2]

@@ -9,6 +9,7 @@ candidate file in a reply. Does not cover: running or judging the code (``evalua
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -28,12 +29,14 @@ class ParsedCode:
 
 
 def skill_block(skill: Skill) -> str:
+    """One skill under its own heading; its sections become sub-headings of it."""
     tags = ", ".join(skill.tags)
-    return f"### {skill.name} [{skill.scope}] ({tags})\n{skill.description}\n\n{skill.content.strip()}\n"
+    body = re.sub(r"^## ", "#### ", skill.content.strip(), flags=re.M)
+    return f"### {skill.name} [{skill.scope}] ({tags})\n{skill.description}\n\n{body}\n"
 
 
 def system_prompt(skills: Sequence[Skill] = (), language: str = "triton") -> str:
-    section = render("policy_skills", skills="\n".join(skill_block(s) for s in skills)) if skills else ""
+    section = "\n" + render("policy_skills", skills="\n".join(skill_block(s) for s in skills)) if skills else ""
     return render("policy_system", language_rules=render(f"policy_language_{language}").strip(),
                   skills_section=section)
 
@@ -47,7 +50,7 @@ def first_messages(task: Task, skills: Sequence[Skill] = (), language: str = "tr
 
 
 def feedback_message(turn: int, turns: int, result: Optional[EvalResult] = None,
-                     parse_error: Optional[str] = None) -> dict[str, Any]:
+                     parse_error: Optional[str] = None, truncated: bool = False) -> dict[str, Any]:
     """The user message after 1-based ``turn``: what happened, then what to do next."""
     if parse_error or result is None:
         text = f"Format error: {parse_error or 'no code found'}."
@@ -60,6 +63,9 @@ def feedback_message(turn: int, turns: int, result: Optional[EvalResult] = None,
                            "complete improved file.")
         else:
             instruction = "Fix the problem above and reply with the complete corrected file."
+    if truncated:
+        text = ("Your reply reached the generation limit and was cut off; keep the reasoning short "
+                "and the file compact.\n\n" + text)
     return {"role": "user", "content": render("policy_feedback", turn=turn, turns=turns, feedback=text,
                                               instruction=instruction)}
 

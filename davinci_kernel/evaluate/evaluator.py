@@ -202,6 +202,7 @@ class Evaluator:
             return True
         if cached is None:
             cached = self._store_reference(key, out)
+        self._fetch_samples(h, out)
         res.compiled = bool(out.get("compiled"))
         if out.get("error_kind"):
             res.stage = out.get("stage", res.stage)
@@ -215,12 +216,15 @@ class Evaluator:
         want_timing = self.on_gpu and cfg.timing and res.trials_passed == res.trials and not res.flags
         if not want_timing:
             h.send({"cmd": "done"})
-            res.stage = "done" if not res.error_kind and not res.flags else res.stage
+            if not res.error_kind and not res.flags:
+                res.stage = "done"
             return recycle
         h.send({"cmd": "time"})
         res.stage = "timing"
         msg = h.recv(cfg.run_timeout_s)
         tout = msg.get("result", {})
+        self._fetch_samples(h, tout)
+        h.send({"cmd": "done"})
         if tout.get("error_kind"):
             res.error_kind, res.error_msg = tout["error_kind"], tout.get("error_msg")
             return True
@@ -228,6 +232,19 @@ class Evaluator:
         self._judge_timing(res, tout, cached, rep, base)
         res.stage = "done"
         return recycle or bool(res.flags) or bool(tout.get("dirty"))
+
+    def _fetch_samples(self, h: WorkerHandle, out: dict) -> None:
+        """Large GPU outputs: name a fresh random seed now that they exist; receive the sample."""
+        leaves = out.get("leaves", {})
+        if not any(m.get("kind") == "pending" for metas in leaves.values() for m in metas):
+            return
+        import secrets
+
+        h.send({"cmd": "sample", "seed": secrets.randbits(62)})
+        msg = h.recv(self.cfg.run_timeout_s)
+        for key, by_index in msg.get("leaves", {}).items():
+            for i, meta in by_index.items():
+                leaves[key][int(i)] = meta
 
     # ------------------------------------------------------------------ judging
     def _store_reference(self, key: tuple, out: dict) -> dict:
@@ -267,7 +284,7 @@ class Evaluator:
         res.trials = len(ref["refs"])
         worst_abs, worst_rel, worst_l2, f32 = 0.0, 0.0, 0.0, False
         for i, r in enumerate(ref["refs"]):
-            c = compare(r, cand.get(f"cand{i}", []), cfg.atol, cfg.rtol)
+            c = compare(*_aligned(r, cand.get(f"cand{i}", [])), cfg.atol, cfg.rtol)
             worst_abs, worst_rel = max(worst_abs, c.max_abs), max(worst_rel, c.max_rel)
             worst_l2, f32 = max(worst_l2, c.rel_l2), f32 or c.float32
             if not c.ok:
@@ -280,7 +297,7 @@ class Evaluator:
         self._add_flags(res, out)
         # Same inputs, different allocator poison: differing outputs read uninitialized memory.
         if "determinism0" in cand and "cand0" in cand:
-            d = compare(cand["cand0"], cand["determinism0"], cfg.atol, cfg.rtol)
+            d = compare(_values(cand["cand0"]), _values(cand["determinism0"]), cfg.atol, cfg.rtol)
             if not d.ok and d.error_kind in ("wrong_output", "nan_inf"):
                 self._flag(res, [("uninitialized_memory", "two runs on the same inputs differ: " + d.message)])
         if res.error_kind:
@@ -290,7 +307,7 @@ class Evaluator:
                 res.error_msg = "bf16 tl.dot cannot be checked by the Triton interpreter; evaluate on a GPU"
             return
         if "recheck1" in cand and len(ref["refs"]) > 1:
-            if not compare(ref["refs"][1], cand["recheck1"], cfg.atol, cfg.rtol).ok:
+            if not compare(*_aligned(ref["refs"][1], cand["recheck1"]), cfg.atol, cfg.rtol).ok:
                 self._flag(res, [("result_caching", "refilling the same input buffers with new values gave a wrong result")])
         if out.get("cand_mutates") and not ref.get("ref_mutates"):
             self._flag(res, [("input_mutation", "an input tensor changed during forward")])
@@ -300,7 +317,7 @@ class Evaluator:
             if out.get("perturb_error"):
                 self._flag(res, [("shape_hardcoding", f"at sizes {ref['perturb_used']}: {out['perturb_error']}")])
             elif "pcand" in cand:
-                p = compare(ref["pref"], cand["pcand"], cfg.atol, cfg.rtol)
+                p = compare(*_aligned(ref["pref"], cand["pcand"]), cfg.atol, cfg.rtol)
                 if not p.ok:
                     self._flag(res, [("shape_hardcoding", f"at sizes {ref['perturb_used']}: {p.message}")])
         elif self.cfg.perturb_shapes:
@@ -337,7 +354,7 @@ class Evaluator:
         for k, metas in leaves.items():
             if k.startswith("timed"):
                 i = int(k[5:])
-                c = compare(ref["refs"][i], [read_leaf(m) for m in metas], cfg.atol, cfg.rtol)
+                c = compare(*_aligned(ref["refs"][i], [read_leaf(m) for m in metas]), cfg.atol, cfg.rtol)
                 if not c.ok:
                     self._flag(res, [("inconsistent_under_timing", c.message)])
         res.timing_available = True
@@ -369,6 +386,36 @@ class Evaluator:
         else:
             got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
             self._flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh worker ({got})")])
+
+
+def _values(leaves: list) -> list:
+    """Sampled leaves as their 1-D sample vectors (same seed → same indices), others as they are."""
+    return [x["values"] if isinstance(x, dict) and "values" in x else x for x in leaves]
+
+
+def _aligned(ref_leaves: list, cand_leaves: list) -> tuple[list, list]:
+    """Pair reference leaves with candidate leaves; a sampled candidate leaf is compared with
+    the reference at the same indices (after its full shape and dtype are checked)."""
+    import torch
+
+    from .transfer import sample_indices
+
+    refs, cands = [], []
+    for i, x in enumerate(cand_leaves):
+        r = ref_leaves[i] if i < len(ref_leaves) else None
+        if isinstance(x, dict) and "values" in x:
+            shape = tuple(x["full_shape"])
+            if isinstance(r, torch.Tensor) and tuple(r.shape) == shape and r.dtype == x["values"].dtype:
+                refs.append(r.reshape(-1)[sample_indices(torch, r.numel(), x["seed"])])
+                cands.append(x["values"])
+            else:  # let compare() report the shape/dtype mismatch without materializing anything
+                refs.append(r)
+                cands.append(torch.zeros(1, dtype=x["values"].dtype).expand(shape))
+        else:
+            refs.append(r)
+            cands.append(x)
+    refs += ref_leaves[len(cand_leaves):]
+    return [r for r in refs if r is not None] if len(refs) != len(cands) else refs, cands
 
 
 def _stale(out, earlier) -> bool:

@@ -4,7 +4,10 @@ Covers: flattening a model output (tensor, tuple/list/dict of tensors, scalars) 
 leaves, writing each leaf's raw bytes to a file (under /dev/shm when it exists) and
 reading it back in the harness as a fresh, plain ``torch.Tensor``. The harness never
 unpickles objects the candidate made: only shapes, dtype names and raw bytes cross.
-Does not cover: comparing (see correctness.py).
+Large GPU outputs (more than SAMPLE_MIN elements) stay on the GPU until the harness
+names a random seed, chosen after the candidate produced them; then SAMPLE_N elements
+at indices drawn from that seed cross instead of the whole tensor. Does not cover:
+comparing (see correctness.py).
 """
 
 from __future__ import annotations
@@ -61,11 +64,24 @@ def read_leaf(meta: dict):
 
     if meta["kind"] != "tensor":
         return meta
+    if meta.get("sampled"):
+        return {"values": read_leaf({k: v for k, v in meta.items() if k != "sampled"}),
+                "seed": meta["seed"], "full_shape": meta["full_shape"]}
     raw = np.fromfile(meta["path"], dtype=_RAW[meta["dtype"]])
     t = torch.from_numpy(raw.copy())
     if meta["dtype"] == "bfloat16":
         t = t.view(torch.int16).view(torch.bfloat16)
     return t.reshape(meta["shape"])
+
+
+SAMPLE_MIN = 1 << 22  # GPU outputs above this many elements are checked on a sample
+SAMPLE_N = 1 << 20  # elements per sampled output
+
+
+def sample_indices(torch, numel: int, seed: int, n: int = SAMPLE_N):
+    """The same flat indices in worker and harness (CPU generator, seed chosen by the harness)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(numel, (n,), generator=g)
 
 
 def shm_root() -> str:

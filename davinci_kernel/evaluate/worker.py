@@ -276,6 +276,7 @@ class Runner:
         self.notes: list[str] = []
         self.out: dict = {"flags": self.flags, "notes": self.notes, "leaves": {}}
         self.n_files = 0
+        self.pending: list = []  # (key, leaf index, tensor) awaiting the harness's sample seed
 
     # ---------------------------------------------------------------- utilities
     def flag(self, name: str, why: str) -> None:
@@ -284,15 +285,36 @@ class Runner:
             self.notes.append(f"{name}: {why}")
 
     def save(self, key: str, output) -> list:
-        from .transfer import flatten, write_leaf
+        from .transfer import SAMPLE_MIN, flatten, write_leaf
 
         metas = []
-        for leaf in flatten(output):
+        sample_ok = self.dev.type == "cuda" and not key.startswith(("ref", "pref"))
+        for i, leaf in enumerate(flatten(output)):
+            if sample_ok and _isinstance(leaf, C.Tensor) and leaf.numel() > SAMPLE_MIN:
+                self.pending.append((key, i, leaf))
+                metas.append({"kind": "pending", "dtype": str(leaf.dtype).replace("torch.", ""),
+                              "shape": list(leaf.shape)})
+                continue
             self.n_files += 1
             path = os.path.join(self.j.shm_dir, f"{self.n_files}.bin")
             metas.append(write_leaf(self.torch, leaf, path))
         self.out["leaves"][key] = metas
         return metas
+
+    def send_samples(self, seed: int) -> dict:
+        """Gather the harness's random sample of every pending large output."""
+        from .transfer import sample_indices, write_leaf
+
+        out: dict = {}
+        for key, i, leaf in self.pending:
+            idx = sample_indices(self.torch, leaf.numel(), seed).to(self.dev)
+            vals = leaf.reshape(-1)[idx]
+            self.n_files += 1
+            meta = write_leaf(self.torch, vals, os.path.join(self.j.shm_dir, f"{self.n_files}.bin"))
+            meta.update(sampled=True, seed=seed, full_shape=list(leaf.shape), numel=leaf.numel())
+            out.setdefault(key, {})[i] = meta
+        self.pending = []
+        return out
 
     def sync(self):
         if self.dev.type == "cuda":
@@ -627,7 +649,7 @@ def _run_job(job: dict, conn) -> dict:
     conn.send({"event": "checked", "result": r.out})
     if not ok or r.out.get("cuda_broken"):
         return None
-    cmd = conn.recv()
+    cmd = _answer_samples(r, conn)
     if cmd.get("cmd") == "time":
         r.out["leaves"] = {}
         try:
@@ -639,8 +661,18 @@ def _run_job(job: dict, conn) -> dict:
         if not r.out.get("cuda_broken"):
             r.integrity("timing")
         conn.send({"event": "timed", "result": r.out})
+        _answer_samples(r, conn)
     sys.modules.pop(f"dvk_candidate_{r.j.job_id}", None)
     return None
+
+
+def _answer_samples(r: "Runner", conn) -> dict:
+    """Serve sample requests until the harness sends its next command."""
+    while True:
+        cmd = conn.recv()
+        if cmd.get("cmd") != "sample":
+            return cmd
+        conn.send({"event": "sampled", "leaves": r.send_samples(int(cmd["seed"]))})
 
 
 def main(conn, device: str, env: dict, log_path: str) -> None:

@@ -49,11 +49,27 @@ class OpenAIBackend(Backend):
         self.want_logprobs = logprobs
         self.use_extras = token_ids in ("auto", "on", True)
         self.gives_token_ids = self.use_extras
-        self._sem = asyncio.Semaphore(max(1, concurrency)) if concurrency else None
+        self.concurrency = max(1, concurrency)
         self._openai = openai
-        key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        self.client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key,
-                                         timeout=timeout_s, max_retries=0)
+        self._key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self._loop = None
+        self._client = None
+        self._sem: Optional[asyncio.Semaphore] = None
+
+    @property
+    def client(self):
+        return self._session()[0]
+
+    def _session(self):
+        """(client, semaphore) of the running event loop, made anew under a new loop, since
+        connections and semaphores belong to the loop that made them."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._loop = loop
+            self._client = self._openai.AsyncOpenAI(base_url=self.base_url, api_key=self._key,
+                                                    timeout=self.timeout_s, max_retries=0)
+            self._sem = asyncio.Semaphore(self.concurrency)
+        return self._client, self._sem
 
     # ------------------------------------------------------------------ reachability
     async def check(self) -> None:
@@ -79,16 +95,17 @@ class OpenAIBackend(Backend):
                              f"(it serves: {', '.join(ids[:5])})")
 
     async def aclose(self) -> None:
-        await self.client.close()
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.close()
+        self._client = None
 
     # ------------------------------------------------------------------ generation
     async def _generate(self, requests: list[GenRequest]) -> list[Completion]:
         return list(await asyncio.gather(*(self._one(r) for r in requests)))
 
     async def _one(self, req: GenRequest) -> Completion:
-        if self._sem is None:
-            return await self._with_retries(req)
-        async with self._sem:
+        _, sem = self._session()
+        async with sem:
             return await self._with_retries(req)
 
     async def _with_retries(self, req: GenRequest) -> Completion:

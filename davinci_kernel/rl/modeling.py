@@ -44,7 +44,10 @@ def load_model(path: str | Path, *, lora_r: int = 0, lora_alpha: int = 32, bf16:
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
     model.config.use_cache = False
     if grad_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model, "activation_checkpointing_enable"):  # newer transformers
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if adapter is not None:
         from peft import PeftModel
 

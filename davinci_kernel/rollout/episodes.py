@@ -61,7 +61,8 @@ async def run_episodes(ctx: Context, task: Task, schemes: Sequence[Sequence[Skil
             turn.reward = reward(turn.result, ctx.rewards)
             if t + 1 < T:
                 conv.append({"role": "assistant", "content": turn.completion.text})
-                conv.append(feedback_message(t + 1, T, result=turn.result, parse_error=turn.parse_error))
+                conv.append(feedback_message(t + 1, T, result=turn.result, parse_error=turn.parse_error,
+                                             truncated=turn.completion.finish_reason == "length"))
         ctx.tick("turn")
     return episodes
 

@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
+from ..config import RewardConfig, RolloutConfig, SkillsConfig
 from ..records import Task
 from ..report.fastp import fastp_table
 from .context import Context

@@ -1,0 +1,262 @@
+"""RL update throughput of the daVinci-kernel trainer on a ~0.5B Qwen3-architecture model.
+
+Builds a randomly initialised Qwen3 from a config (no download), then times real update
+steps of ``davinci_kernel.rl.update`` (packed micro-batches by tokens, clipped token-level
+policy gradient, AdamW, bf16 autocast, gradient checkpointing) on a synthetic batch of
+prompt + completion token ids with random advantages. If ``trl`` is importable, the same
+model (same initial weights), batch and sequence lengths go through TRL's GRPO loss
+(``GRPOTrainer.compute_loss``, beta = 0) with the same optimizer, for a side-by-side
+tokens/s. Optionally (``--full-steps N``) runs whole trainer steps — generation with the
+model being trained, rewards, advantages, update, checkpoint — on the synthetic
+environment, or on the real pipeline with ``--env rollout``.
+
+Writes ``bench/results/rl_step.json`` and prints a table. Not a test.
+
+    python bench/rl_step.py                 # H200: about 2-4 minutes
+    python bench/rl_step.py --tiny          # CPU smoke of the same code path
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from davinci_kernel.rl.sequences import Sample  # noqa: E402
+from davinci_kernel.rl.update import UpdateSettings, update  # noqa: E402
+
+QWEN3_05B = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=24,
+                 num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
+                 max_position_embeddings=32768)
+TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, max_position_embeddings=4096)
+
+
+def build_model_dir(path: Path, shape: dict, seed: int = 0) -> Path:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from davinci_kernel.rl.tiny_model import train_tokenizer
+
+    tok = train_tokenizer(512)
+    cfg = Qwen3Config(**shape, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(cfg)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def make_batch(n: int, prompt_len: int, completion_len: int, vocab: int, seed: int = 0) -> list[Sample]:
+    g = random.Random(seed)
+    out = []
+    for i in range(n):
+        prompt = [g.randrange(vocab) for _ in range(prompt_len)]
+        comp = [g.randrange(vocab) for _ in range(completion_len)]
+        out.append(Sample("policy", prompt, comp, g.uniform(-1.0, 1.0)))
+    return out
+
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def load(path: Path, grad_ckpt: bool):
+    from davinci_kernel.rl.modeling import load_model
+
+    model = load_model(path, bf16=True, grad_checkpointing=grad_ckpt)
+    model.train()
+    return model
+
+
+def bench_ours(path, samples, args) -> dict:
+    from accelerate import Accelerator
+
+    from davinci_kernel.rl.modeling import mixed_precision
+
+    acc = Accelerator(mixed_precision=mixed_precision(True), cpu=not torch.cuda.is_available())
+    model = load(path, not args.no_grad_ckpt)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
+    model, opt = acc.prepare(model, opt)
+    s = UpdateSettings(micro_batch_tokens=args.micro_batch_tokens, minibatches=1, mismatch="off")
+    tokens = sum(x.length for x in samples)
+    times = []
+    for i in range(args.warmup + args.steps):
+        _sync()
+        t0 = time.perf_counter()
+        update(model, opt, samples, s, acc)
+        _sync()
+        if i >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+    del model, opt
+    _free()
+    return _summary("davinci_kernel", times, tokens, peak)
+
+
+def bench_trl(path, samples, args) -> dict:
+    try:
+        import trl
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError as e:
+        return {"skipped": f"trl not importable ({e})"}
+    from davinci_kernel.rl.modeling import load_tokenizer
+
+    try:
+        torch.cuda.reset_peak_memory_stats() if torch.cuda.is_available() else None
+        model = load(path, False)
+        tok = load_tokenizer(path)
+        seq = samples[0].length
+        rows = max(1, args.micro_batch_tokens // seq)
+        gens = 2 if rows % 2 == 0 else 1
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = GRPOConfig(output_dir=tmp, per_device_train_batch_size=rows * gens if gens > 1 else rows,
+                             num_generations=max(gens, 2) if rows >= 2 else 2, beta=0.0, learning_rate=1e-6,
+                             bf16=torch.cuda.is_available(), gradient_checkpointing=not args.no_grad_ckpt,
+                             max_completion_length=len(samples[0].completion_ids), report_to="none",
+                             logging_steps=10**9, save_strategy="no")
+            ds = Dataset.from_list([{"prompt": "x"}] * 8)
+            trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
+                                  args=cfg, train_dataset=ds, processing_class=tok)
+            trainer.current_gradient_accumulation_steps = 1  # normally set inside Trainer.train()
+            tmodel = trainer.accelerator.prepare(trainer.model)
+            opt = trainer.accelerator.prepare(torch.optim.AdamW(tmodel.parameters(), lr=1e-6))
+            dev = trainer.accelerator.device
+            tokens = sum(x.length for x in samples)
+            times = []
+            for i in range(args.warmup + args.steps):
+                _sync()
+                t0 = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                for start in range(0, len(samples), rows):
+                    chunk = samples[start:start + rows]
+                    inputs = {
+                        "prompt_ids": torch.tensor([x.prompt_ids for x in chunk], device=dev),
+                        "prompt_mask": torch.ones(len(chunk), len(chunk[0].prompt_ids), dtype=torch.long, device=dev),
+                        "completion_ids": torch.tensor([x.completion_ids for x in chunk], device=dev),
+                        "completion_mask": torch.ones(len(chunk), len(chunk[0].completion_ids), dtype=torch.long,
+                                                      device=dev),
+                        "advantages": torch.tensor([x.advantage for x in chunk], device=dev),
+                        "old_per_token_logps": None,
+                        "num_items_in_batch": torch.tensor(sum(len(x.completion_ids) for x in samples), device=dev),
+                    }
+                    loss = trainer.compute_loss(tmodel, inputs)
+                    trainer.accelerator.backward(loss * len(chunk) / len(samples))
+                trainer.accelerator.clip_grad_norm_(tmodel.parameters(), 1.0)
+                opt.step()
+                _sync()
+                if i >= args.warmup:
+                    times.append(time.perf_counter() - t0)
+        peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+        out = _summary(f"trl {trl.__version__} GRPO loss", times, tokens, peak)
+        del trainer, tmodel, opt, model
+        _free()
+        return out
+    except Exception as e:  # an API drift in TRL is a result to report, not a crash
+        _free()
+        return {"error": f"{type(e).__name__}: {e}"[:500]}
+
+
+def bench_full(path, args) -> dict:
+    from davinci_kernel.config import load_config
+    from davinci_kernel.rl.trainer import RLTrainer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", [
+            f"rl.model=hf:{path}", f"rl.env={args.env}", f"rl.steps={args.full_steps}", "rl.eval_every=0",
+            "rl.bf16=true", f"rl.grad_checkpointing={str(not args.no_grad_ckpt).lower()}",
+            f"rl.micro_batch_tokens={args.micro_batch_tokens}", "rl.lr=1e-6",
+            f"rollout.max_new_tokens={args.full_new_tokens}", "rl.batch_tasks=4", "rollout.k_schemes=3",
+            "rollout.n_rollouts=4", "rollout.turns=2"])
+        t = RLTrainer(cfg, out=tmp)
+        ms = [t.step(s) for s in range(1, args.full_steps + 1)]
+        t0 = time.perf_counter()
+        t.save(args.full_steps)
+        save_s = time.perf_counter() - t0
+        del t
+        _free()
+    keep = ("step_s", "gen_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens", "samples")
+    return {"env": args.env, "steps": [{k: m.get(k) for k in keep} for m in ms], "checkpoint_s": save_s}
+
+
+def _free():
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _summary(name, times, tokens, peak) -> dict:
+    med = sorted(times)[len(times) // 2]
+    return {"name": name, "step_s_median": med, "step_s_all": times, "tokens_per_step": tokens,
+            "tokens_per_s": tokens / med, "peak_mem_gib": peak}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiny", action="store_true", help="tiny model and batch (CPU smoke)")
+    ap.add_argument("--batch", type=int, default=64, help="sequences per update")
+    ap.add_argument("--prompt-len", type=int, default=1024)
+    ap.add_argument("--completion-len", type=int, default=1024)
+    ap.add_argument("--micro-batch-tokens", type=int, default=16384)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--no-grad-ckpt", action="store_true")
+    ap.add_argument("--no-trl", action="store_true")
+    ap.add_argument("--full-steps", type=int, default=2, help="whole trainer steps (0 = skip)")
+    ap.add_argument("--full-new-tokens", type=int, default=256)
+    ap.add_argument("--env", default="synthetic", choices=("synthetic", "rollout"))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl_step.json"))
+    args = ap.parse_args()
+    if args.tiny:
+        args.batch, args.prompt_len, args.completion_len = 8, 48, 16
+        args.micro_batch_tokens, args.steps, args.full_new_tokens = 256, 2, 8
+    shape = TINY if args.tiny else QWEN3_05B
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_model_dir(Path(tmp) / "model", shape)
+        n_params = sum(v.numel() for v in __import__("safetensors.torch", fromlist=["load_file"]).load_file(
+            str(path / "model.safetensors")).values())
+        samples = make_batch(args.batch, args.prompt_len, args.completion_len, shape["vocab_size"])
+        result = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor(),
+                  "torch": torch.__version__, "params": n_params, "shape": shape,
+                  "batch": {"sequences": args.batch, "prompt_len": args.prompt_len,
+                            "completion_len": args.completion_len, "micro_batch_tokens": args.micro_batch_tokens},
+                  "ours": bench_ours(path, samples, args)}
+        result["trl"] = {"skipped": "--no-trl"} if args.no_trl else bench_trl(path, samples, args)
+        if "tokens_per_s" in result["trl"]:
+            result["speedup_vs_trl"] = result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"]
+        if args.full_steps > 0:
+            result["full_steps"] = bench_full(path, args)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"{'update':<28}{'step s':>10}{'tokens/s':>14}{'peak GiB':>10}")
+    for key in ("ours", "trl"):
+        r = result[key]
+        if "tokens_per_s" in r:
+            print(f"{r['name']:<28}{r['step_s_median']:>10.3f}{r['tokens_per_s']:>14.0f}"
+                  f"{(r['peak_mem_gib'] or 0):>10.1f}")
+        else:
+            print(f"{key:<28}{r.get('skipped') or r.get('error')}")
+    if "speedup_vs_trl" in result:
+        print(f"ours / trl tokens/s: {result['speedup_vs_trl']:.2f}x")
+    for s in result.get("full_steps", {}).get("steps", []):
+        print(f"full step: {s['step_s']:.2f}s (generation {s['gen_s']:.2f}s, update {s['update_s']:.2f}s)")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+"""SFT cold start: chat data → diversity filter → packed assistant-only loss → model.
+
+Covers:
+- data (``load_examples``): successful trajectories from ``TaskGroup`` JSONL files or run
+  directories (per episode, its best correct policy turn; summary turns that earned a
+  reward), OpenAI-format conversation JSONL (``{"messages": [...], "task": ...}``), and
+  Hugging Face datasets (``hf:NAME`` through ``datasets.load_dataset``, ``hf:DIR`` for a
+  dataset saved with ``save_to_disk``) with a ``messages`` column;
+- the diversity filter (``diversity_filter``): MinHash near-duplicate removal on the code
+  of the last assistant message (datasketch LSH at ``minhash_threshold``), a cap per task
+  (best speedup first), and optional k-means clustering of hashed code-shingle features
+  with a cap per cluster;
+- tokenization with a loss mask on assistant tokens only (``encode_chat``), packing into
+  rows of ``max_seq_len`` with position ids restarting per example, and training
+  (AdamW, LoRA option, bf16 where supported, gradient checkpointing, accelerate).
+
+Does not cover: RL (``trainer.py``) or producing trajectories (``rollout/``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ..errors import UsageError
+from ..records import TaskGroup
+from .sequences import Row
+
+_CODE_RE = re.compile(r"```(?:python|py|cuda|cpp|c\+\+)?\s*\n(.*?)```", re.S)
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+@dataclass
+class Example:
+    messages: list[dict]
+    task: str = ""
+    score: float = 0.0  # higher is kept first by the per-task cap (e.g. speedup)
+    source: str = ""
+
+    @property
+    def code(self) -> str:
+        last = next((m["content"] for m in reversed(self.messages) if m.get("role") == "assistant"), "")
+        blocks = _CODE_RE.findall(last or "")
+        return "\n".join(blocks) if blocks else (last or "")
+
+
+@dataclass
+class FilterReport:
+    total: int = 0
+    near_duplicates: int = 0
+    over_task_cap: int = 0
+    over_cluster_cap: int = 0
+    kept: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- data
+def examples_from_group(g: TaskGroup) -> list[Example]:
+    out = []
+    for ep in g.episodes:
+        b = ep.best_turn
+        if b is None:
+            continue
+        t = ep.turns[b]
+        if t.completion is None or not t.messages:
+            continue
+        out.append(Example(list(t.messages) + [{"role": "assistant", "content": t.completion.text}],
+                           g.task, float(t.result.speedup or 1.0), "trajectory"))
+    for t in g.summaries:
+        if (t.reward or 0.0) > 0 and t.completion is not None and t.messages:
+            out.append(Example(list(t.messages) + [{"role": "assistant", "content": t.completion.text}],
+                               g.task, float(t.reward), "summary"))
+    return out
+
+
+def _from_json(obj: dict, source: str) -> list[Example]:
+    if "episodes" in obj:
+        return examples_from_group(TaskGroup.from_dict(obj))
+    msgs = obj.get("messages")
+    if not isinstance(msgs, list) or not any(m.get("role") == "assistant" for m in msgs if isinstance(m, dict)):
+        return []
+    return [Example(msgs, str(obj.get("task") or ""), float(obj.get("score") or 0.0), source)]
+
+
+def _read_jsonl(path: Path) -> list[Example]:
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                raise UsageError(f"{path}:{n}: not valid JSON") from None
+            out += _from_json(obj, str(path))
+    return out
+
+
+def _read_hf(spec: str) -> list[Example]:
+    import datasets
+
+    name = spec[3:]
+    if Path(name).expanduser().is_dir():
+        ds = datasets.load_from_disk(str(Path(name).expanduser()))
+    else:
+        ds = datasets.load_dataset(name)
+    if isinstance(ds, datasets.DatasetDict):
+        ds = ds["train"] if "train" in ds else ds[next(iter(ds))]
+    if "messages" not in ds.column_names:
+        raise UsageError(f"{spec}: the dataset has no 'messages' column (has {', '.join(ds.column_names)})")
+    return [e for row in ds for e in _from_json(dict(row), spec)]
+
+
+def load_examples(specs: list[str]) -> list[Example]:
+    """Every example from JSONL files, run directories (their ``*.jsonl``) and ``hf:`` datasets."""
+    if not specs:
+        raise UsageError("sft.data is empty: give JSONL conversation files, run dirs, or hf:NAME datasets")
+    out: list[Example] = []
+    for spec in specs:
+        if spec.startswith("hf:"):
+            out += _read_hf(spec)
+            continue
+        p = Path(spec).expanduser()
+        if p.is_dir():
+            for f in sorted(p.rglob("*.jsonl")):
+                out += _read_jsonl(f)
+        elif p.is_file():
+            out += _read_jsonl(p)
+        else:
+            raise UsageError(f"sft.data: '{spec}' is neither a file, a directory nor hf:NAME")
+    return out
+
+
+# --------------------------------------------------------------------------- diversity
+def _shingles(code: str, n: int = 5) -> set[str]:
+    toks = _TOKEN_RE.findall(code)
+    if len(toks) < n:
+        return {" ".join(toks)} if toks else set()
+    return {" ".join(toks[i:i + n]) for i in range(len(toks) - n + 1)}
+
+
+def _features(code: str, dim: int = 512) -> torch.Tensor:
+    import zlib
+
+    v = torch.zeros(dim)
+    for s in _shingles(code, 3):
+        v[zlib.crc32(s.encode()) % dim] += 1.0
+    return v / v.norm().clamp(min=1e-9)
+
+
+def kmeans(x: torch.Tensor, k: int, seed: int = 0, iters: int = 20) -> torch.Tensor:
+    """x (N, D) → cluster id (N,) by Lloyd's algorithm from seeded distinct starting points."""
+    g = torch.Generator().manual_seed(seed)
+    k = min(k, x.shape[0])
+    centers = x[torch.randperm(x.shape[0], generator=g)[:k]].clone()  # (k, D)
+    assign = torch.zeros(x.shape[0], dtype=torch.long)
+    for _ in range(iters):
+        assign = torch.cdist(x, centers).argmin(dim=1)  # (N,)
+        for c in range(k):
+            members = x[assign == c]
+            if len(members):
+                centers[c] = members.mean(dim=0)
+    return assign
+
+
+def diversity_filter(examples: list[Example], threshold: float = 0.85, max_per_task: int = 8,
+                     clusters: int = 0, max_per_cluster: int = 0, seed: int = 0,
+                     num_perm: int = 128) -> tuple[list[Example], FilterReport]:
+    """Near-duplicate removal on code (MinHash LSH), a per-task cap, optional cluster caps."""
+    from datasketch import MinHash, MinHashLSH
+
+    rep = FilterReport(total=len(examples))
+    order = sorted(range(len(examples)), key=lambda i: -examples[i].score)  # best first, stable
+    # LSH proposes candidates at a looser threshold; the MinHash Jaccard estimate decides.
+    lsh = MinHashLSH(threshold=min(threshold, 0.7), num_perm=num_perm)
+    hashes: dict[str, MinHash] = {}
+    kept: list[int] = []
+    for i in order:
+        mh = MinHash(num_perm=num_perm, seed=seed)
+        for s in _shingles(examples[i].code):
+            mh.update(s.encode("utf-8"))
+        if any(mh.jaccard(hashes[k]) >= threshold for k in lsh.query(mh)):
+            rep.near_duplicates += 1
+            continue
+        hashes[str(i)] = mh
+        lsh.insert(str(i), mh)
+        kept.append(i)
+    per_task: dict[str, int] = {}
+    capped = []
+    for i in kept:
+        key = examples[i].task
+        if max_per_task and key and per_task.get(key, 0) >= max_per_task:
+            rep.over_task_cap += 1
+            continue
+        per_task[key] = per_task.get(key, 0) + 1
+        capped.append(i)
+    if clusters > 0 and len(capped) > 1:
+        feats = torch.stack([_features(examples[i].code) for i in capped])
+        assign = kmeans(feats, clusters, seed).tolist()
+        cap = max_per_cluster or math.ceil(len(capped) / min(clusters, len(capped)))
+        per_cluster: dict[int, int] = {}
+        final = []
+        for i, c in zip(capped, assign):
+            if per_cluster.get(c, 0) >= cap:
+                rep.over_cluster_cap += 1
+                continue
+            per_cluster[c] = per_cluster.get(c, 0) + 1
+            final.append(i)
+        rep.extra["cluster_sizes"] = sorted(per_cluster.values(), reverse=True)
+        capped = final
+    rep.kept = len(capped)
+    return [examples[i] for i in sorted(capped)], rep
+
+
+# --------------------------------------------------------------------------- tokens
+def encode_chat(tokenizer, messages: list[dict]) -> tuple[list[int], list[bool]]:
+    """Token ids and a mask that is true on assistant tokens (their end-of-turn marker included).
+
+    Each assistant turn is the text the chat template adds between the conversation so far
+    with a generation prompt and the conversation including that turn; text pieces are
+    tokenized separately, as prompt and completion are at generation time.
+    """
+    ids: list[int] = []
+    mask: list[bool] = []
+    done = ""
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant":
+            continue
+        prefix = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template(messages[:i + 1], tokenize=False)
+        if not prefix.startswith(done) or not full.startswith(prefix):
+            raise ValueError("chat template is not prefix-stable; cannot locate assistant tokens")
+        for text, train in ((prefix[len(done):], False), (full[len(prefix):], True)):
+            piece = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+            ids += piece
+            mask += [train] * len(piece)
+        done = full
+    return ids, mask
+
+
+def pack_examples(encoded: list[tuple[list[int], list[bool]]], max_len: int) -> list[Row]:
+    """First-fit packing of (ids, mask) pairs into rows of ≤ max_len (longer ones truncated)."""
+    items = [(ids[:max_len], mask[:max_len]) for ids, mask in encoded if any(mask[1:max_len])]
+    order = sorted(range(len(items)), key=lambda i: -len(items[i][0]))
+    bins: list[list[int]] = []
+    used: list[int] = []
+    for i in order:
+        n = len(items[i][0])
+        for b in range(len(bins)):
+            if used[b] + n <= max_len:
+                bins[b].append(i)
+                used[b] += n
+                break
+        else:
+            bins.append([i])
+            used.append(n)
+    rows = []
+    for b in bins:
+        ids, pos, loss_pos, targets = [], [], [], []
+        for i in b:
+            seq, mask = items[i]
+            start = len(ids)
+            ids += seq
+            pos += list(range(len(seq)))
+            for k in range(1, len(seq)):
+                if mask[k]:
+                    loss_pos.append(start + k - 1)
+                    targets.append(seq[k])
+        n = len(loss_pos)
+        rows.append(Row(input_ids=torch.tensor([ids]), position_ids=torch.tensor([pos]),
+                        loss_pos=torch.tensor(loss_pos), targets=torch.tensor(targets), adv=torch.ones(n),
+                        role=torch.ones(n, dtype=torch.long), seg=torch.zeros(n, dtype=torch.long),
+                        rollout_logp=torch.full((n,), float("nan")), samples=list(b)))
+    return rows
+
+
+# --------------------------------------------------------------------------- training
+def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
+    """Load, filter, pack and train; saves ``OUT/model`` and ``OUT/metrics.jsonl``."""
+    from accelerate import Accelerator
+
+    from .metrics_log import MetricsLog
+    from .modeling import load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
+    from .tiny_model import resolve_model
+    from .update import row_logprobs
+
+    s = cfg.sft
+    echo = echo or (lambda msg: None)
+    out_dir = Path(out or cfg.out)
+    examples = load_examples(list(s.data))  # bad data fails before a model is loaded
+    kept, rep = diversity_filter(examples, s.minhash_threshold, s.max_per_task, s.clusters, s.max_per_cluster,
+                                 s.seed)
+    if not kept:
+        raise UsageError(f"sft.data: no usable examples ({rep.total} read, none with an assistant turn kept)")
+    acc = Accelerator(mixed_precision=mixed_precision(s.bf16), cpu=not torch.cuda.is_available())
+    if acc.is_main_process:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        base = resolve_model(s.model, out_dir)
+    acc.wait_for_everyone()
+    if not acc.is_main_process:
+        base = resolve_model(s.model, out_dir)
+    torch.manual_seed(s.seed)
+    tokenizer = load_tokenizer(base)
+    model = load_model(base, lora_r=s.lora_r, bf16=s.bf16, grad_checkpointing=s.grad_checkpointing)
+    model.train()
+    opt = torch.optim.AdamW(trainable_parameters(model), lr=s.lr)
+    model, opt = acc.prepare(model, opt)
+    rows = pack_examples([encode_chat(tokenizer, e.messages) for e in kept], s.max_seq_len)
+    log = MetricsLog(out_dir) if acc.is_main_process else None
+    echo(f"sft: {rep.total} examples, {rep.near_duplicates} near duplicates, {rep.over_task_cap} over the "
+         f"per-task cap, {rep.over_cluster_cap} over cluster caps → {rep.kept} kept, {len(rows)} packed rows")
+    rng = random.Random(s.seed)
+    step, last_loss = 0, float("nan")
+    world, rank = acc.num_processes, acc.process_index
+    for epoch in range(s.epochs):
+        order = list(range(len(rows)))
+        rng.shuffle(order)
+        per_step = s.batch_rows * world
+        for start in range(0, len(order), per_step):
+            chunk = [rows[i] for i in order[start:start + per_step]]
+            mine = chunk[rank::world] or [chunk[0]]
+            weight = 1.0 if chunk[rank::world] else 0.0  # a rank without rows contributes nothing
+            local = sum(len(r.targets) for r in mine) * weight
+            denom = float(acc.reduce(torch.tensor([local], device=acc.device), reduction="sum").item())
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            total = 0.0
+            for i, row in enumerate(mine):
+                ctx = acc.no_sync(model) if (world > 1 and i < len(mine) - 1) else contextlib.nullcontext()
+                with ctx:
+                    lp = row_logprobs(model, row, acc.device, 1.0)
+                    loss = -lp.sum() * weight / max(denom, 1.0) * world
+                    acc.backward(loss)
+                total += float(-lp.detach().sum()) * weight
+            acc.clip_grad_norm_(trainable_parameters(model), 1.0)
+            opt.step()
+            step += 1
+            last_loss = float(acc.reduce(torch.tensor([total], device=acc.device), reduction="sum").item()) / max(denom, 1)
+            if log is not None:
+                log.write(step, {"epoch": epoch, "loss": last_loss, "tokens": denom,
+                                 "step_s": time.perf_counter() - t0})
+        echo(f"sft epoch {epoch + 1}/{s.epochs}: loss {last_loss:.4f}")
+    model_dir = out_dir / "model"
+    unwrapped = acc.unwrap_model(model)
+    state_dict = None if hasattr(unwrapped, "peft_config") else acc.get_state_dict(model)
+    if acc.is_main_process:
+        save_model(unwrapped, tokenizer, model_dir, state_dict=state_dict)
+        (out_dir / "sft_filter.json").write_text(json.dumps(rep.__dict__, indent=1))
+        log.close()
+    acc.wait_for_everyone()
+    return {"samples": rep.kept, "rows": len(rows), "steps": step, "loss": last_loss, "model_dir": str(model_dir),
+            "filter": rep.__dict__}
