@@ -46,7 +46,7 @@ class EvalConfig:
     baseline_compile: bool = opt(True, "also time a torch.compile baseline (cached)")
     compile_timeout_s: float = opt(180.0, "limit for building a candidate (CUDA/Triton)")
     run_timeout_s: float = opt(120.0, "limit for running the checks and timing once built")
-    precision_rel_l2: float = opt(1e-3, "rel-L2 error above this on float32 outputs is a precision downgrade")
+    precision_rel_l2: float = opt(4e-3, "rel-L2 error above this on float32 outputs is a precision downgrade (chained TF32 matmuls reach ~1.6e-3)")
     min_coverage: float = opt(0.1, "custom-kernel time share below this is 'lazy' (flagged)")
     implausible_speedup: float = opt(10.0, "speedups above this are re-verified in a fresh worker")
     wall_event_ratio: float = opt(1.5, "synchronized wall time above this x event time flags escaped work")

@@ -24,6 +24,7 @@ class Comparison:
     max_rel: float = 0.0
     rel_l2: float = 0.0
     float32: bool = False  # any float32 output (the precision guard applies)
+    low_mantissa_share: float = 0.0  # share of nonzero float32 outputs with the low 13 mantissa bits zero
     details: list[str] = field(default_factory=list)
 
 
@@ -57,6 +58,10 @@ def compare(ref: list, cand: list, atol: float, rtol: float) -> Comparison:
             return c
         if r.dtype == torch.float32:
             c.float32 = True
+            nz = x[x != 0]
+            if nz.numel() >= 64:
+                share = float(((nz.view(torch.int32) & 0x1FFF) == 0).float().mean())
+                c.low_mantissa_share = max(c.low_mantissa_share, share)
         if r.numel() == 0:
             continue
         if not torch.isfinite(x).all():

@@ -282,9 +282,10 @@ class Evaluator:
         leaves = out.get("leaves", {})
         cand = {k: [read_leaf(m) for m in v] for k, v in leaves.items()}
         res.trials = len(ref["refs"])
-        worst_abs, worst_rel, worst_l2, f32 = 0.0, 0.0, 0.0, False
+        worst_abs, worst_rel, worst_l2, f32, low_bits = 0.0, 0.0, 0.0, False, 0.0
         for i, r in enumerate(ref["refs"]):
             c = compare(*_aligned(r, cand.get(f"cand{i}", [])), cfg.atol, cfg.rtol)
+            low_bits = max(low_bits, c.low_mantissa_share)
             worst_abs, worst_rel = max(worst_abs, c.max_abs), max(worst_rel, c.max_rel)
             worst_l2, f32 = max(worst_l2, c.rel_l2), f32 or c.float32
             if not c.ok:
@@ -337,7 +338,7 @@ class Evaluator:
                 res.warnings.append("coverage_estimated: share of the reference's work not left to torch ops")
         if "no_custom_kernel" not in res.flags and "decoy_kernel" not in res.flags:
             self._flag(res, guards.coverage_flag(est, cfg.min_coverage, "custom kernels do an estimated"))
-        self._flag(res, guards.precision_flag(worst_l2, f32, cfg.precision_rel_l2))
+        self._flag(res, guards.precision_flag(worst_l2, f32, cfg.precision_rel_l2, low_bits))
 
     def _bf16_unverifiable(self, ref: dict, rep: static.StaticReport, res: EvalResult) -> bool:
         if self.on_gpu or rep.backend != "triton":
@@ -380,7 +381,8 @@ class Evaluator:
 
     def _reverify(self, task: Task, source: str, res: EvalResult) -> None:
         again = self._evaluate(task, source, seed_offset=17, fresh=True)
-        ok = again.correct and not again.flags and again.speedup is not None
+        ok = (again.trials_passed == again.trials > 0 and not again.error_kind and not again.flags
+              and again.speedup is not None)
         if ok and abs(math.log(again.speedup / res.speedup)) <= math.log(1.25):
             res.warnings.append(f"implausible_speedup: {res.speedup:.1f}x re-verified in a fresh worker ({again.speedup:.1f}x)")
         else:

@@ -68,8 +68,16 @@ def coverage_flag(coverage: float | None, min_coverage: float, what: str) -> lis
     return [("low_coverage", f"{what} {coverage:.1%} < {min_coverage:.0%}")]
 
 
-def precision_flag(rel_l2: float, float32: bool, limit: float) -> list[tuple[str, str]]:
-    if float32 and rel_l2 > limit:
+def precision_flag(rel_l2: float, float32: bool, limit: float, low_mantissa_share: float = 0.0) -> list[tuple[str, str]]:
+    """Two signs of half precision behind float32 outputs: values that are all exactly
+    representable in fp16/bf16 (the low 13 mantissa bits zero), or an error above what
+    chained TF32 matmuls give (``limit``)."""
+    if not float32:
+        return []
+    if low_mantissa_share > 0.98:
+        return [("precision_downgrade", f"{low_mantissa_share:.0%} of float32 outputs have their low 13 mantissa bits zero "
+                 "(values passed through a 16-bit type)")]
+    if rel_l2 > limit:
         return [("precision_downgrade", f"relative L2 error {rel_l2:.2e} > {limit:.0e} on float32 outputs")]
     return []
 
