@@ -45,7 +45,7 @@ TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_la
 def build_model_dir(path: Path, shape: dict, seed: int = 0) -> Path:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from davinci_kernel.rl.tiny_model import train_tokenizer
+    from davinci_kernel.llm.tiny import train_tokenizer
 
     tok = train_tokenizer(512)
     cfg = Qwen3Config(**shape, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)

@@ -31,7 +31,7 @@ from davinci_kernel.config import EvalConfig, RewardConfig, RolloutConfig, Skill
 from davinci_kernel.evaluate import Evaluator
 from davinci_kernel.llm.base import Backend, GenRequest
 from davinci_kernel.llm.hf_backend import HFBackend
-from davinci_kernel.llm.tiny import make_tiny_model
+from davinci_kernel.llm.tiny import build_tiny
 from davinci_kernel.records import Completion, Skill, Task
 from davinci_kernel.rollout import Context, GroupPlan, run_group
 from davinci_kernel.skills.admit import Admission
@@ -143,7 +143,7 @@ def main() -> None:
     import torch
 
     work = Path(tempfile.mkdtemp(prefix="dvk-bench-"))
-    backend = TinyThenScript(HFBackend(str(make_tiny_model(work / "tiny")), max_batch=64))
+    backend = TinyThenScript(HFBackend(str(build_tiny(work / "tiny")), max_batch=64))
     store = SkillStore(work / "lib.db")
     store.add(Skill(name="mask_tails", description="Mask the tail of elementwise loads", tags=["elementwise"],
                     content="## Motivation\nelementwise\n## Key Idea\nmask\n## Example\n```python\nm = offs < n\n```\n"),

@@ -21,7 +21,8 @@ from typing import Optional
 from .config import EvalConfig
 from .errors import UsageError
 from .records import EvalResult
-from .report.fastp import DEFAULT_PS, fastp_table
+from .report.fastp import fastp_table
+from .report.terminal import fastp_rich_table
 from .tasks import candidate_path, load_suite, reference_dir
 
 
@@ -104,7 +105,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     if json_out:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
-        print_fastp(table, Console())
+        Console().print(fastp_rich_table(table, "Fast_p (share of tasks correct and faster than eager by > p)"))
         Console().print(f"results: {results_path}")
     return summary
 
@@ -123,21 +124,3 @@ def _write_json(path: Path, obj) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(obj, indent=2, default=str))
     os.replace(tmp, path)
-
-
-def print_fastp(table: dict, console) -> None:
-    from rich.table import Table
-
-    t = Table(title="Fast_p (share of tasks correct and faster than eager by > p)")
-    t.add_column("level")
-    t.add_column("n", justify="right")
-    for p in DEFAULT_PS:
-        t.add_column("correct" if p == 0 else f"fast_{p:g}", justify="right")
-    t.add_column("geomean vs eager", justify="right")
-    t.add_column("vs compile", justify="right")
-    for lvl, row in table.items():
-        cells = [str(lvl), str(row["n"])] + [f"{row[f'fast_{p:g}']:.0%}" for p in DEFAULT_PS]
-        cells += [f"{row['geomean']:.2f}x" if row["geomean"] else "-",
-                  f"{row['geomean_compile']:.2f}x" if row["geomean_compile"] else "-"]
-        t.add_row(*cells)
-    console.print(t)

@@ -6,12 +6,12 @@ import torch
 from davinci_kernel.errors import UsageError
 from davinci_kernel.llm import GenRequest, make_backend
 from davinci_kernel.llm.scripted import ScriptedBackend
-from davinci_kernel.llm.tiny import make_tiny_model
+from davinci_kernel.llm.tiny import build_tiny
 
 
 @pytest.fixture(scope="module")
 def hf(tmp_path_factory):
-    path = make_tiny_model(tmp_path_factory.mktemp("tiny") / "m")
+    path = build_tiny(tmp_path_factory.mktemp("tiny") / "m")
     return make_backend(f"hf:{path}", max_batch=2)
 
 

@@ -14,12 +14,12 @@ import pytest
 
 from davinci_kernel.errors import UsageError
 from davinci_kernel.llm import GenRequest, make_backend
-from davinci_kernel.llm.tiny import make_tiny_model
+from davinci_kernel.llm.tiny import build_tiny
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-qwen3")
+    return build_tiny(tmp_path_factory.mktemp("tiny") / "tiny-qwen3")
 
 
 def _start(tiny_dir, *extra):

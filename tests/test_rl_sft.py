@@ -11,7 +11,7 @@ from davinci_kernel.errors import UsageError
 from davinci_kernel.records import Completion, EvalResult, Episode, TaskGroup, Turn
 from davinci_kernel.rl.sft import (Example, diversity_filter, encode_chat, load_examples, pack_examples,
                                    train_sft)
-from davinci_kernel.rl.tiny_model import resolve_model
+from davinci_kernel.llm.tiny import resolve_model
 
 
 def _conv(task, code, user="Write ModelNew."):

@@ -12,33 +12,13 @@ import socket
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
-RELU = '''"""Elementwise ReLU."""
-import torch
-import torch.nn as nn
+RELU = (Path(__file__).parent / "fixtures" / "tasks" / "relu.py").read_text()
 
-batch_size = 16
-dim = 256
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return []
-'''
-
-SCALE = RELU.replace("Elementwise ReLU.", "Scale by two.").replace("torch.relu(x)", "x * 2.0")
+SCALE = RELU.replace('"""ReLU.', '"""Scale by two.').replace("torch.relu(x)", "x * 2.0")
 
 SCRIPT = '''
 import os

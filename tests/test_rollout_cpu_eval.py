@@ -4,6 +4,8 @@ Rollout 0 writes a correct Triton ReLU; rollout 1 writes one that fails at run t
 gets the evaluator's feedback in its next turn.
 """
 
+from pathlib import Path
+
 import pytest
 
 from davinci_kernel.config import Config, EvalConfig
@@ -14,28 +16,7 @@ from davinci_kernel.rollout import collect_groups, validate_tasks
 from davinci_kernel.skills.admit import Admission
 from davinci_kernel.skills.store import SkillStore
 
-SOURCE = '''import torch
-import torch.nn as nn
-
-batch_size = 8
-dim = 300
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return []
-'''
+SOURCE = (Path(__file__).parent / "fixtures" / "tasks" / "relu.py").read_text()
 TASK = Task(name="level1/19_ReLU", level=1, problem_id=19, source=SOURCE)
 
 KERNEL = '''import torch

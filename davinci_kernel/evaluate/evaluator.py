@@ -11,6 +11,7 @@ Does not cover: running candidate code (worker.py) — this process never import
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -111,10 +112,9 @@ class Evaluator:
             res.error_msg = "CUDA C++ candidates (load_inline) need a GPU: run with --device cuda"
             return res
 
-        overrides = cpu_overrides(task.source) if (not self.on_gpu and cfg.cpu_small_shapes) else {}
-        variant = apply_overrides(task.source, overrides)
+        overrides, variant, perturb = _variant(task.source, not self.on_gpu and cfg.cpu_small_shapes,
+                                               cfg.perturb_shapes)
         seeds = [cfg.seed + 1000 * (i + 1) + seed_offset for i in range(cfg.trials)]
-        perturb = perturbations(variant) if cfg.perturb_shapes else []
         key = (task.hash, json.dumps(overrides, sort_keys=True), self.device.split(":")[0], tuple(seeds),
                json.dumps(perturb, sort_keys=True), cfg.seed)
         with self._ref_lock:
@@ -250,7 +250,7 @@ class Evaluator:
     def _store_reference(self, key: tuple, out: dict) -> dict:
         leaves = out.get("leaves", {})
         entry = {
-            "refs": [[read_leaf(m) for m in leaves[f"ref{i}"]] for i in range(len(key[3])) if f"ref{i}" in leaves],
+            "refs": [[read_leaf(m) for m in leaves[f"ref{i}"]] for i in range(len(leaves)) if f"ref{i}" in leaves],
             "out_meta": leaves.get("ref0"),
             "pref": [read_leaf(m) for m in leaves["pref"]] if "pref" in leaves else None,
             "perturb_used": out.get("perturb_used") if "pref" in leaves else None,
@@ -388,6 +388,14 @@ class Evaluator:
         else:
             got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
             self._flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh worker ({got})")])
+
+
+@functools.lru_cache(maxsize=256)
+def _variant(source: str, small: bool, perturb: bool) -> tuple[dict, str, list]:
+    """(size overrides, problem source at those sizes, perturbations to try), once per task."""
+    overrides = cpu_overrides(source) if small else {}
+    variant = apply_overrides(source, overrides)
+    return overrides, variant, (perturbations(variant) if perturb else [])
 
 
 def _values(leaves: list) -> list:

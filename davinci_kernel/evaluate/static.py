@@ -122,9 +122,10 @@ def check(source: str) -> StaticReport:
     if derives_from_model(classes["ModelNew"]):
         rep.flag("subclasses_reference", "ModelNew derives from the reference Model")
 
+    in_functions = _function_body_nodes(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Try):
-            if _in_function(tree, node):
+            if id(node) in in_functions:
                 rep.flag("try_except_fallback", f"try/except at line {node.lineno}: a kernel must not fall back on failure")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -167,14 +168,13 @@ def check(source: str) -> StaticReport:
     return rep
 
 
-def _in_function(tree: ast.AST, target: ast.AST) -> bool:
-    """True when ``target`` sits inside a function body (module-level import guards are allowed)."""
+def _function_body_nodes(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside function bodies (module-level import guards are allowed)."""
+    inside: set[int] = set()
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            for sub in ast.walk(fn):
-                if sub is target:
-                    return True
-    return False
+            inside.update(id(sub) for sub in ast.walk(fn))
+    return inside
 
 
 HARD_STATIC_FLAGS = ("subclasses_reference", "try_except_fallback", "threads", "subprocess",

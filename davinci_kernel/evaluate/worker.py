@@ -375,6 +375,7 @@ class Runner:
         from torch.utils.flop_counter import FlopCounterMode
 
         self.out["ref_mutates"] = False
+        self.out["ref_aliases"] = False
         for i, inputs in enumerate(self.pristine):
             args = _clone_args(inputs)
             with C.no_grad():
@@ -389,7 +390,6 @@ class Runner:
             for a, b in zip(args, inputs):
                 if _isinstance(a, C.Tensor) and not C.equal(a, b):
                     self.out["ref_mutates"] = True
-            self.out.setdefault("ref_aliases", False)
             if self._aliases(out, args):
                 self.out["ref_aliases"] = True
             self.save(f"ref{i}", out)
@@ -450,7 +450,6 @@ class Runner:
         return True
 
     def call_candidate(self, args, audit=None):
-        torch = self.torch
         threads_before = set(_threads())
         children_before = _children()
         if audit is not None:
@@ -471,7 +470,6 @@ class Runner:
         for leaf in _tensor_leaves(out) if _isinstance(out, (list, tuple, dict)) else [out]:
             if _isinstance(leaf, C.Tensor) and _type(leaf) is not C.Tensor:
                 self.flag("tensor_subclass", f"output is a {_type(leaf).__name__}, not a plain torch.Tensor")
-        del torch
         return out
 
     def check_phase(self) -> None:

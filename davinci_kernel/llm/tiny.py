@@ -1,64 +1,120 @@
-"""A tiny random chat model built locally, for smoke runs, tests and overhead benchmarks.
+"""Tiny Qwen3 models built from a config, for smoke runs and tests (no hub download).
 
-Covers: ``make_tiny_model(dir)`` writes a Qwen3-architecture causal LM (hidden 64,
-2 layers by default, about 100k parameters) with a byte-level BPE tokenizer trained in
-about a second by ``tokenizers`` and a ChatML-style chat template, loadable with
-``hf:DIR``. Nothing is downloaded. Does not cover: anything a real model is for; its
-replies are noise, which is exactly what format-error paths need.
+Covers: ``build_tiny(path, ...)``, which trains a byte-level BPE tokenizer in about a
+second with ``tokenizers``, gives it a chat template, initialises a Qwen3 model of a few
+hundred thousand parameters from a seed and saves both with ``save_pretrained``; and
+``resolve_model(spec, workdir)``, which turns a model spec into a local directory:
+``hf:PATH`` / a plain path (used as is) or ``tiny[:key=value,...]`` (built under
+``workdir`` once, keys: hidden, layers, heads, vocab, seed).
+
+Its replies are noise, which is what format-error paths and overhead benchmarks need.
+Does not cover: loading the model for training (``rl/trainer.py``) or generation (``hf_backend.py``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+from ..errors import UsageError
 
 CHAT_TEMPLATE = (
-    "{% for m in messages %}"
-    "{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 _CORPUS = [
-    "import torch\nimport triton\nimport triton.language as tl\n",
-    "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
-    "@triton.jit\ndef relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n",
+    "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n",
+    "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n",
+    "    def forward(self, x):\n        return torch.relu(x)\n",
+    "@triton.jit\ndef kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n",
     "    pid = tl.program_id(0)\n    offs = pid * BLOCK + tl.arange(0, BLOCK)\n",
     "    mask = offs < n\n    x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(y_ptr + offs, x, mask=mask)\n",
-    "select_skills update_skill_library think selected_skills new_skills name reason",
-    "You are an expert in GPU kernels. Write a faster kernel. The speedup was 1.5x.",
-    '{"name": "select_skills", "arguments": {"think": "", "selected_skills": []}}',
+    "select_skills think selected_skills name reason update_skill_library new_skills",
+    "You are an expert in GPU kernels. Write ModelNew with a fast Triton kernel.",
+    "Feedback: compiled, correct, speedup 1.5x, coverage 0.9. max diff 0.001. Error.",
+    "skill description scope general task_specific tags content Motivation Key Idea Example",
+    "system user assistant tool the a of to in is and for with on at by from as fused tiled",
 ]
 
+_DEFAULTS = {"hidden": 64, "layers": 2, "heads": 4, "vocab": 512, "seed": 0}
 
-def make_tiny_model(out_dir: str | Path, hidden: int = 64, layers: int = 2, vocab: int = 512,
-                    seed: int = 0) -> Path:
-    """Write a tiny model + tokenizer to ``out_dir`` (created) and return the path."""
-    import torch
+
+def parse_tiny_spec(spec: str) -> dict:
+    """``tiny`` / ``tiny:hidden=64,layers=2`` → build kwargs (unknown keys are a UsageError)."""
+    opts = dict(_DEFAULTS)
+    rest = spec.split(":", 1)[1] if ":" in spec else ""
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, _, value = item.partition("=")
+        if key not in opts or not value.isdigit():
+            raise UsageError(f"model spec '{spec}': '{item}' is not one of "
+                             f"{', '.join(f'{k}=INT' for k in opts)}")
+        opts[key] = int(value)
+    return opts
+
+
+def train_tokenizer(vocab: int = 512):
+    """A byte-level BPE tokenizer with the chat template, as a ``PreTrainedTokenizerFast``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator(_CORPUS * 20, trainer=trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
-                                  pad_token="<|endoftext|>", unk_token=None)
-    tok.chat_template = CHAT_TEMPLATE
-    tok.save_pretrained(str(out))
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   bos_token=None, unk_token=None)
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
 
-    torch.manual_seed(seed)
-    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                      head_dim=hidden // 4, max_position_embeddings=32768, tie_word_embeddings=True,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+
+def build_tiny(path: str | Path, hidden: int = 64, layers: int = 2, heads: int = 4, vocab: int = 512,
+               seed: int = 0) -> Path:
+    """Build and save a tiny Qwen3 + tokenizer at ``path`` (deterministic for a seed)."""
+    import torch
+    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+    path = Path(path)
+    tokenizer = train_tokenizer(vocab)
+    cfg = Qwen3Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2,
+                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
+                      head_dim=hidden // heads, max_position_embeddings=4096, tie_word_embeddings=True,
+                      eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                       bos_token_id=None)
-    model = Qwen3ForCausalLM(cfg)
-    model.generation_config = GenerationConfig(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    model.save_pretrained(str(out))
-    return out
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(cfg)
+    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id,
+                                               pad_token_id=tokenizer.pad_token_id)
+    tmp = path.with_name(path.name + ".tmp")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    tmp.rename(path)
+    return path
+
+
+def resolve_model(spec: str, workdir: Optional[str | Path] = None) -> Path:
+    """Model spec → local directory (building a tiny model under ``workdir`` when asked)."""
+    if not spec:
+        raise UsageError("no model given: set rl.model (or sft.model) to hf:PATH or tiny")
+    if spec == "tiny" or spec.startswith("tiny:"):
+        opts = parse_tiny_spec(spec)
+        name = "tiny-" + "-".join(f"{k}{v}" for k, v in opts.items())
+        target = Path(workdir or ".") / name
+        if not (target / "config.json").is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            build_tiny(target, **opts)
+        return target
+    path = spec[3:] if spec.startswith("hf:") else spec
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UsageError(f"model '{spec}': directory {p} not found (use hf:PATH to a saved "
+                         f"transformers model, or tiny for a smoke model)")
+    return p

@@ -291,7 +291,7 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
 
     from .metrics_log import MetricsLog
     from .modeling import load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
-    from .tiny_model import resolve_model
+    from ..llm.tiny import resolve_model
     from .update import row_logprobs
 
     s = cfg.sft

@@ -38,7 +38,7 @@ from .metrics_log import MetricsLog
 from .modeling import is_adapter_dir, load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
 from .rejection import apply_prs
 from .sequences import build_samples
-from .tiny_model import resolve_model
+from ..llm.tiny import resolve_model
 from .update import UpdateSettings, update
 
 log = logging.getLogger("davinci_kernel.rl")

@@ -87,16 +87,13 @@ def _print_optimize(out: dict, rundir) -> None:
 
 def _print_fastp(summary: dict, title: str) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    t = Table(title=title)
-    for col in ("turn", "level", "n", "correct", "fast_1", "fast_1.2", "fast_1.5", "fast_2", "geomean"):
-        t.add_column(col, justify="right")
+    from ..report.terminal import fastp_rich_table
+
+    con = Console()
+    con.print(title)
     for which, table in summary.items():
-        for lvl, row in table.items():
-            t.add_row(which, str(lvl), str(row["n"]), *[f"{100 * row[f'fast_{p}']:.1f}%" for p in ("0", "1", "1.2", "1.5", "2")],
-                      _fmt(row.get("geomean")))
-    Console().print(t)
+        con.print(fastp_rich_table(table, f"{which} turn"))
 
 
 def register(app: typer.Typer) -> None:

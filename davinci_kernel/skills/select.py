@@ -16,7 +16,6 @@ templates own it) or calling the model (the caller's ``rerank`` does).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -66,60 +65,11 @@ def _loads(text: str) -> Any:
         return None
 
 
-def _json_objects(text: str) -> list[Any]:
-    """JSON values found in ``text``: fenced blocks, <tool_call> blocks, then bare objects."""
-    found = []
-    for m in re.finditer(r"<tool_call>\s*(.*?)\s*</tool_call>", text, re.S):
-        found.append(_loads(m.group(1)))
-    for m in re.finditer(r"```(?:json|JSON)?\s*\n(.*?)```", text, re.S):
-        found.append(_loads(m.group(1)))
-    dec = json.JSONDecoder()
-    i = text.find("{")
-    while i != -1:
-        try:
-            obj, end = dec.raw_decode(text, i)
-            found.append(obj)
-            i = text.find("{", end)
-        except json.JSONDecodeError:
-            i = text.find("{", i + 1)
-    return [f for f in found if f is not None]
-
-
-def _arguments(obj: Any) -> Optional[dict]:
-    """The ``select_skills`` arguments inside one tool-call-shaped value, if any."""
-    if isinstance(obj, list):
-        for item in obj:
-            args = _arguments(item)
-            if args is not None:
-                return args
-        return None
-    if not isinstance(obj, dict):
-        return None
-    if "selected_skills" in obj:
-        return obj
-    if "function" in obj and isinstance(obj["function"], dict):  # OpenAI tool_calls entry
-        return _arguments(obj["function"])
-    if "tool_calls" in obj:
-        return _arguments(obj["tool_calls"])
-    for key in ("arguments", "parameters", "args", "input"):
-        if key in obj:
-            val = obj[key]
-            val = _loads(val) if isinstance(val, str) else val
-            if isinstance(val, dict) and obj.get("name", TOOL_NAME) == TOOL_NAME:
-                return _arguments(val) if "selected_skills" not in val else val
-    return None
-
-
 def parse_selection_detail(reply: Any, candidates: Sequence[Skill], max_selected: int = 3) -> ParsedSelection:
     """Everything the agent said: chosen names (valid, ≤ max), reasons, think, what was dropped."""
-    args = None
-    if isinstance(reply, (dict, list)):
-        args = _arguments(reply)
-    elif isinstance(reply, str):
-        for obj in _json_objects(reply):
-            args = _arguments(obj)
-            if args is not None:
-                break
+    from ..agents.extract import find_tool_call  # the one tool-call extractor (imported late: agents use this module)
+
+    args = find_tool_call(reply, TOOL_NAME, "selected_skills") if isinstance(reply, (str, dict, list)) else None
     if args is None:
         return ParsedSelection(error=f"no {TOOL_NAME} call with selected_skills found in the reply")
     raw = args.get("selected_skills")
