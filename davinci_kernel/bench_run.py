@@ -77,7 +77,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
 
     evaluator = _make_evaluator(backend, cfg, workers)
     meta = {"suite": suite, "candidates": str(cand_dir), "device": evaluator.device, "backend": backend,
-            "workers": evaluator.n_workers if hasattr(evaluator, "n_workers") else len(evaluator.pool),
+            "workers": evaluator.n_workers,
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "tasks": len(tasks),
             "missing": len(missing), "command": " ".join(sys.argv)}
     _write_json(run_dir / "run.json", meta)

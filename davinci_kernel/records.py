@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
-def _sha(text: str) -> str:
+def sha16(text: str) -> str:
+    """Short content hash (task sources, candidate sources, build-cache keys)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -63,7 +64,7 @@ class Task(_Record):
 
     @property
     def hash(self) -> str:
-        return _sha(self.source)
+        return sha16(self.source)
 
     @property
     def title(self) -> str:

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
 from ..config import EvalConfig
-from ..records import EvalResult, KernelTime, Task
+from ..records import EvalResult, KernelTime, Task, sha16
 from ..tasks.shapes import apply_overrides, cpu_overrides, perturbations
 from . import feedback as feedback_mod
 from . import guards, static
@@ -53,6 +53,10 @@ class Evaluator:
         self.ext_root = os.path.join(os.path.expanduser(self.cfg.cache_dir), "torch_extensions")
 
     # ------------------------------------------------------------------ public
+    @property
+    def n_workers(self) -> int:
+        return len(self.pool)
+
     def __enter__(self) -> "Evaluator":
         return self
 
@@ -88,7 +92,7 @@ class Evaluator:
             if progress is not None:
                 progress(i, results[i])
 
-        with ThreadPoolExecutor(max_workers=max(1, len(self.pool))) as ex:
+        with ThreadPoolExecutor(max_workers=max(1, self.n_workers)) as ex:
             list(ex.map(one, range(len(items))))
         return results  # type: ignore[return-value]
 
@@ -127,7 +131,7 @@ class Evaluator:
             "init_seed": cfg.seed, "need_ref": cached is None, "out_meta": cached["out_meta"] if cached else None,
             "perturb": [cached["perturb_used"]] if cached and cached.get("perturb_used") else perturb,
             "perturb_seed": cfg.seed + 7, "need_ref_perturb": cached is None or not cached.get("perturb_used"),
-            "shm_dir": shm_dir, "ext_dir": os.path.join(self.ext_root, static_hash(source)),
+            "shm_dir": shm_dir, "ext_dir": os.path.join(self.ext_root, sha16(source)),
             "timing_iters": cfg.timing_iters, "warmup_iters": cfg.warmup_iters, "l2_flush_mb": cfg.l2_flush_mb,
             "baseline_compile": cfg.baseline_compile,
         }
@@ -440,12 +444,6 @@ def _stale(out, earlier) -> bool:
                 for p, t in zip(prev, out)):
             return True
     return False
-
-
-def static_hash(source: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
 def evaluate(task: Task, source: str, cfg: Optional[EvalConfig] = None) -> EvalResult:
