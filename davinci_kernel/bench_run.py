@@ -105,8 +105,13 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     if json_out:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
-        Console().print(fastp_rich_table(table, "Fast_p (share of tasks correct and faster than eager by > p)"))
-        Console().print(f"results: {results_path}")
+        out = Console()
+        if not out.is_terminal:  # logs and pipes: room for the whole table
+            out = Console(width=120)
+        out.print(fastp_rich_table(table, "Fast_p (share of tasks correct and faster than eager by > p)"))
+        if not any(r.get("timing_available") for r in results):
+            out.print("timing unavailable on this device: Fast_p for p > 0 needs a GPU (--device cuda)")
+        out.print(f"results: {results_path}")
     return summary
 
 
