@@ -10,8 +10,11 @@
 (c) agreement: our clean eager time per task vs ``triton.testing.do_bench`` (median) on
     the same module and inputs.
 
-Usage: python bench/harness.py [--reps 10] [--cands 10] [--naive 20] [--throughput 50]
-Writes bench/results/harness.json (and $OUT/harness.json when OUT is set).
+Usage: python bench/harness.py [--parts throughput,repeat,agree] [--reps 10] [--cands 10]
+                               [--naive 20] [--throughput 50] [--out FILE]
+Writes bench/results/harness.json (or --out; also $OUT/<name> when OUT is set). The parts
+are independent, so two GPUs can run them side by side (CUDA_VISIBLE_DEVICES) and the
+JSON files be merged with ``--merge A.json B.json``.
 """
 
 from __future__ import annotations
@@ -101,15 +104,122 @@ def p95_dev(xs):
     return devs[min(len(devs) - 1, int(round(0.95 * (len(devs) - 1))))]
 
 
+def part_throughput(ev, tp_items, out: dict) -> None:
+    t0 = time.time()
+    res = ev.evaluate_many(tp_items)
+    ours_s = time.time() - t0
+    out["throughput"] = {"ours_candidates": len(tp_items), "ours_seconds": ours_s,
+                         "ours_per_min": 60 * len(tp_items) / ours_s, "ours_correct": sum(r.correct for r in res),
+                         "includes": "cold start: worker spawn, reference outputs, eager baselines, Triton JIT"}
+    phases: dict = {}
+    for r in res:
+        for k, v in r.phase_seconds.items():
+            phases[k] = phases.get(k, 0.0) + v
+    out["throughput"]["phase_seconds_total"] = {k: round(v, 2) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])}
+    out["throughput"]["per_task_seconds"] = {f"{i}:{r.task}": round(r.eval_seconds, 2) for i, r in enumerate(res)}
+    print(f"ours: {len(tp_items)} candidates in {ours_s:.1f}s; by phase: {out['throughput']['phase_seconds_total']}",
+          flush=True)
+
+
+def part_naive(tp_items, n_naive: int, out: dict) -> None:
+    if n_naive <= 0:
+        return
+    from davinci_kernel.tasks import REFERENCE_DIR, candidate_path
+
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "naive.py"
+        script.write_text(NAIVE)
+        t0 = time.time()
+        for t, _ in tp_items[:n_naive]:
+            subprocess.run([sys.executable, str(script), t.path, str(candidate_path(REFERENCE_DIR, t))],
+                           capture_output=True, timeout=300)
+        naive_s = time.time() - t0
+    n = min(n_naive, len(tp_items))
+    tp = out.setdefault("throughput", {})
+    tp.update(naive_candidates=n, naive_seconds=naive_s, naive_per_min=60 * n / naive_s)
+    if "ours_per_min" in tp:
+        tp["ratio"] = tp["ours_per_min"] / tp["naive_per_min"]
+
+
+def part_repeat(ev, pairs, reps: int, out: dict, save=lambda: None) -> None:
+    rows = []
+    for t, src in pairs:
+        sp = [r.speedup for r in (ev.evaluate(t, src) for _ in range(reps)) if r.speedup]
+        kb = [kernelbench_style(t, src) for _ in range(reps)]
+        row = {"task": t.name, "ours_median": statistics.median(sp) if sp else None,
+               "ours_p95_dev": p95_dev(sp) if len(sp) > 1 else None,
+               "kb_median": statistics.median(kb), "kb_p95_dev": p95_dev(kb), "ours": sp, "kb": kb}
+        rows.append(row)
+        print(f"{t.name:45s} ours ±{(row['ours_p95_dev'] or 0) * 100:5.2f}%  "
+              f"kernelbench-style ±{row['kb_p95_dev'] * 100:5.2f}%", flush=True)
+        _repeat_summary(rows, out)
+        save()  # a run cut short keeps the finished rows
+
+
+def _repeat_summary(rows: list, out: dict) -> None:
+    out["repeatability"] = rows
+    ours = [abs(x / r["ours_median"] - 1) for r in rows if r["ours"] for x in r["ours"]]
+    kb = [abs(x / r["kb_median"] - 1) for r in rows for x in r["kb"]]
+    out["repeatability_summary"] = {
+        "ours_p95_dev": sorted(ours)[int(0.95 * (len(ours) - 1))] if ours else None,
+        "kernelbench_style_p95_dev": sorted(kb)[int(0.95 * (len(kb) - 1))],
+    }
+
+
+def part_agree(ev, pairs, out: dict) -> None:
+    """Our clean eager time (the cached baseline) vs do_bench's median on the same module."""
+    import torch
+    import triton.testing
+
+    from davinci_kernel.evaluate.worker import _exec_source
+
+    rows = []
+    for t, src in pairs:
+        if not any(k.startswith(t.hash) for k in ev.baselines._data):
+            ev.evaluate(t, src)  # measures and caches the baseline
+        key = [k for k in ev.baselines._data if k.startswith(t.hash)]
+        if not key:
+            continue
+        ours_eager = ev.baselines._data[key[0]]["eager_ms"]
+        p = _exec_source(t.source, "agree_problem")
+        with torch.device("cuda"):
+            torch.manual_seed(42)
+            m = p.Model(*p.get_init_inputs())
+            torch.manual_seed(1)
+            x = p.get_inputs()
+        with torch.no_grad():
+            db = triton.testing.do_bench(lambda: m(*x), return_mode="median")
+        rows.append({"task": t.name, "ours_eager_ms": ours_eager, "do_bench_ms": db, "ratio": ours_eager / db})
+    out["agreement"] = rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--cands", type=int, default=10)
     ap.add_argument("--naive", type=int, default=20)
     ap.add_argument("--throughput", type=int, default=50)
+    ap.add_argument("--parts", default="throughput,repeat,agree")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "harness.json"))
+    ap.add_argument("--merge", nargs="+", help="merge these part files into --out and print the table")
     args = ap.parse_args()
+    if args.merge:
+        out = {}
+        for f in args.merge:
+            for k, v in json.loads(Path(f).read_text()).items():
+                if isinstance(v, dict) and isinstance(out.get(k), dict):
+                    out[k].update(v)
+                elif k == "command" and k in out:
+                    out[k] += " ; " + v
+                else:
+                    out.setdefault(k, v)
+        if "ours_per_min" in out.get("throughput", {}) and "naive_per_min" in out["throughput"]:
+            out["throughput"]["ratio"] = out["throughput"]["ours_per_min"] / out["throughput"]["naive_per_min"]
+        report(out)
+        write(out, Path(args.out))
+        return
+    parts = set(args.parts.split(","))
     import torch
-    import triton.testing
 
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
@@ -118,89 +228,47 @@ def main():
     tasks = [t for t in load_suite("builtin") if candidate_path(REFERENCE_DIR, t).is_file()]
     pairs = [(t, candidate_path(REFERENCE_DIR, t).read_text()) for t in tasks]
     out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "date": datetime.date.today().isoformat(), "tasks": len(tasks)}
-    cache = tempfile.mkdtemp(prefix="dvk-bench-cache-")
-    cfg = EvalConfig(device="cuda", cache_dir=cache, baseline_compile=False)
-
-    # (b) throughput, ours: first pass over the candidates (cold: references, baselines, Triton JIT).
+           "date": datetime.date.today().isoformat(), "tasks": len(tasks),
+           "command": " ".join(["python", *sys.argv])}
+    cfg = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"), baseline_compile=False)
     tp_items = [pairs[i % len(pairs)] for i in range(args.throughput)]
+    def save():
+        write(out, Path(args.out))
+
     with Evaluator(cfg, workers=1) as ev:
-        t0 = time.time()
-        res = ev.evaluate_many(tp_items)
-        ours_s = time.time() - t0
-        out["throughput"] = {"ours_candidates": len(tp_items), "ours_seconds": ours_s,
-                             "ours_per_min": 60 * len(tp_items) / ours_s,
-                             "ours_correct": sum(r.correct for r in res)}
-        print(f"ours: {len(tp_items)} candidates in {ours_s:.1f}s", flush=True)
+        if "throughput" in parts:
+            part_throughput(ev, tp_items, out)
+            save()
+        if "repeat" in parts:
+            part_repeat(ev, pairs[: args.cands], args.reps, out, save)
+        if "agree" in parts:
+            part_agree(ev, pairs, out)
+            save()
+    if "throughput" in parts:
+        part_naive(tp_items, args.naive, out)
+    report(out)
+    write(out, Path(args.out))
 
-        # (a) repeatability, ours.
-        rep_rows = []
-        for t, src in pairs[: args.cands]:
-            sp = []
-            for _ in range(args.reps):
-                r = ev.evaluate(t, src)
-                if r.speedup:
-                    sp.append(r.speedup)
-            kb = [kernelbench_style(t, src) for _ in range(args.reps)]
-            row = {"task": t.name, "ours_median": statistics.median(sp) if sp else None,
-                   "ours_p95_dev": p95_dev(sp) if len(sp) > 1 else None,
-                   "kb_median": statistics.median(kb), "kb_p95_dev": p95_dev(kb), "ours": sp, "kb": kb}
-            rep_rows.append(row)
-            print(f"{t.name:45s} ours ±{(row['ours_p95_dev'] or 0) * 100:5.2f}%  kernelbench-style ±{row['kb_p95_dev'] * 100:5.2f}%", flush=True)
-        out["repeatability"] = rep_rows
-        ours_devs = [d for r in rep_rows for d in ([abs(x / r["ours_median"] - 1) for x in r["ours"]] if r["ours"] else [])]
-        kb_devs = [abs(x / r["kb_median"] - 1) for r in rep_rows for x in r["kb"]]
-        out["repeatability_summary"] = {
-            "ours_p95_dev": sorted(ours_devs)[int(0.95 * (len(ours_devs) - 1))] if ours_devs else None,
-            "kernelbench_style_p95_dev": sorted(kb_devs)[int(0.95 * (len(kb_devs) - 1))],
-        }
 
-        # (c) agreement with do_bench on the clean eager baseline.
-        agree = []
-        for t, _ in pairs:
-            key = [k for k in ev.baselines._data if k.startswith(t.hash)]
-            if not key:
-                continue
-            ours_eager = ev.baselines._data[key[0]]["eager_ms"]
-            from davinci_kernel.evaluate.worker import _exec_source
-
-            p = _exec_source(t.source, "agree_problem")
-            with torch.device("cuda"):
-                torch.manual_seed(42)
-                m = p.Model(*p.get_init_inputs())
-                torch.manual_seed(1)
-                x = p.get_inputs()
-            with torch.no_grad():
-                db = triton.testing.do_bench(lambda: m(*x), return_mode="median")
-            agree.append({"task": t.name, "ours_eager_ms": ours_eager, "do_bench_ms": db, "ratio": ours_eager / db})
-        out["agreement"] = agree
-
-    # (b) throughput, naive: one fresh process per candidate.
-    with tempfile.TemporaryDirectory() as d:
-        script = Path(d) / "naive.py"
-        script.write_text(NAIVE)
-        t0 = time.time()
-        n = 0
-        for t, _ in tp_items[: args.naive]:
-            subprocess.run([sys.executable, str(script), t.path, str(candidate_path(REFERENCE_DIR, t))],
-                           capture_output=True, timeout=300)
-            n += 1
-        naive_s = time.time() - t0
-    out["throughput"].update(naive_candidates=n, naive_seconds=naive_s, naive_per_min=60 * n / naive_s)
-    out["throughput"]["ratio"] = out["throughput"]["ours_per_min"] / out["throughput"]["naive_per_min"]
-
-    print("\n== harness benchmark on", out["gpu"], "torch", out["torch"])
-    s = out["repeatability_summary"]
-    print(f"repeatability p95 |dev|: ours {s['ours_p95_dev'] * 100:.2f}%   kernelbench-style {s['kernelbench_style_p95_dev'] * 100:.2f}%")
-    tp = out["throughput"]
-    print(f"throughput: ours {tp['ours_per_min']:.1f}/min, naive {tp['naive_per_min']:.1f}/min  ->  {tp['ratio']:.2f}x")
-    for a in agree:
+def report(out: dict) -> None:
+    print("\n== harness benchmark on", out.get("gpu"), "torch", out.get("torch"))
+    s = out.get("repeatability_summary")
+    if s:
+        print(f"repeatability p95 |dev|: ours {s['ours_p95_dev'] * 100:.2f}%   "
+              f"kernelbench-style {s['kernelbench_style_p95_dev'] * 100:.2f}%")
+    tp = out.get("throughput")
+    if tp and "ratio" in tp:
+        print(f"throughput: ours {tp['ours_per_min']:.1f}/min, naive {tp['naive_per_min']:.1f}/min  ->  {tp['ratio']:.2f}x")
+    for a in out.get("agreement", []):
         print(f"agreement {a['task']:45s} ours {a['ours_eager_ms']:.4f} ms  do_bench {a['do_bench_ms']:.4f} ms  ratio {a['ratio']:.3f}")
+
+
+def write(out: dict, path: Path) -> None:
     text = json.dumps(out, indent=1)
-    (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
-    (ROOT / "bench" / "results" / "harness.json").write_text(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
     if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "harness.json").write_text(text)
+        Path(os.environ["OUT"], path.name).write_text(text)
 
 
 if __name__ == "__main__":

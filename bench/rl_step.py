@@ -14,12 +14,18 @@ Writes ``bench/results/rl_step.json`` and prints a table. Not a test.
 
     python bench/rl_step.py                 # H200: about 2-4 minutes
     python bench/rl_step.py --tiny          # CPU smoke of the same code path
+    torchrun --nproc_per_node 2 bench/rl_step.py --no-trl --full-steps 0 --out rl_step_ddp2.json
+                                            # the same global batch over 2 GPUs (DDP through accelerate)
+
+Under torchrun each process takes every world-th sequence of the same global batch; tokens/s
+counts the whole batch, memory is reported per GPU, and rank 0 writes the JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import sys
@@ -89,7 +95,8 @@ def bench_ours(path, samples, args) -> dict:
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
     model, opt = acc.prepare(model, opt)
     s = UpdateSettings(micro_batch_tokens=args.micro_batch_tokens, minibatches=1, mismatch="off")
-    tokens = sum(x.length for x in samples)
+    tokens = sum(x.length for x in samples)  # the global batch
+    samples = samples[acc.process_index::acc.num_processes]
     times = []
     for i in range(args.warmup + args.steps):
         _sync()
@@ -99,9 +106,17 @@ def bench_ours(path, samples, args) -> dict:
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+    out = _summary("davinci_kernel" + (f" DDP x{acc.num_processes}" if acc.num_processes > 1 else ""),
+                   times, tokens, peak)
+    if acc.num_processes > 1:
+        import torch.distributed as tdist
+
+        peaks = [None] * acc.num_processes
+        tdist.all_gather_object(peaks, peak)
+        out.update(world_size=acc.num_processes, peak_mem_gib_per_gpu=peaks)
     del model, opt
     _free()
-    return _summary("davinci_kernel", times, tokens, peak)
+    return out
 
 
 def bench_trl(path, samples, args) -> dict:
@@ -225,6 +240,10 @@ def main() -> None:
         args.batch, args.prompt_len, args.completion_len = 8, 48, 16
         args.micro_batch_tokens, args.steps, args.full_new_tokens = 256, 2, 8
     shape = TINY if args.tiny else QWEN3_05B
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        args.no_trl, args.full_steps = True, 0  # the side-by-side and trainer steps run on one GPU
+    rank = int(os.environ.get("RANK", "0"))
     with tempfile.TemporaryDirectory() as tmp:
         path = build_model_dir(Path(tmp) / "model", shape)
         n_params = sum(v.numel() for v in __import__("safetensors.torch", fromlist=["load_file"]).load_file(
@@ -240,6 +259,9 @@ def main() -> None:
             result["speedup_vs_trl"] = result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"]
         if args.full_steps > 0:
             result["full_steps"] = bench_full(path, args)
+    if rank != 0:
+        return
+    result["world_size"] = world
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

@@ -41,6 +41,8 @@ class EvalConfig:
     seed: int = opt(42, "base seed: model init seed and first input seed")
     timing: bool = opt(True, "time candidates (GPU only)")
     timing_iters: int = opt(50, "timed iterations per side (reference and candidate interleaved)")
+    timing_max_iters: int = opt(1000, "most timed iterations per side; short kernels get more than timing_iters")
+    timing_budget_s: float = opt(0.5, "aim for this much timed work per candidate (iterations grow up to timing_max_iters)")
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
     l2_flush_mb: int = opt(256, "size of the buffer written between timed calls")
     baseline_compile: bool = opt(True, "also time a torch.compile baseline (cached)")
@@ -220,6 +222,8 @@ def validate(cfg: Config) -> Config:
         ("eval.atol", cfg.eval.atol >= 0, "non-negative"),
         ("eval.rtol", cfg.eval.rtol >= 0, "non-negative"),
         ("eval.timing_iters", cfg.eval.timing_iters >= 3, "at least 3"),
+        ("eval.timing_max_iters", cfg.eval.timing_max_iters >= cfg.eval.timing_iters, "at least eval.timing_iters"),
+        ("eval.timing_budget_s", cfg.eval.timing_budget_s >= 0, "0 or more seconds"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),

@@ -145,6 +145,7 @@ class EvalResult(_Record):
     timing_available: bool = False
     verifiable: bool = True  # false when this device cannot check it (bf16 dot on CPU)
     eval_seconds: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # where eval_seconds went, by phase
     feedback: str = ""
 
     @property

@@ -1,7 +1,7 @@
 """Cache of clean eager and torch.compile timings of each task's reference.
 
-Covers: a JSON file keyed by (task hash, size variant, GPU name, torch version); the task
-hash fixes the problem text and so its dtypes. Written atomically; a corrupt file is
+Covers: a JSON file keyed by (task hash, size variant, GPU name, torch version, timing
+method); the task hash fixes the problem text and so its dtypes. Written atomically; a corrupt file is
 ignored (and rewritten). Does not cover: measuring (worker.Runner.baseline does that).
 """
 
@@ -27,7 +27,9 @@ class BaselineCache:
 
     @staticmethod
     def key(task_hash: str, overrides: dict, gpu: str, torch_version: str) -> str:
-        return f"{task_hash}|{json.dumps(overrides, sort_keys=True)}|{gpu}|{torch_version}"
+        from .timing import METHOD
+
+        return f"{task_hash}|{json.dumps(overrides, sort_keys=True)}|{gpu}|{torch_version}|{METHOD}"
 
     def get(self, key: str):
         with self._lock:

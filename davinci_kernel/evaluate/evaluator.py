@@ -75,7 +75,9 @@ class Evaluator:
             res = EvalResult(task=task.name, level=task.level, device=self.device, stage="harness",
                              error_kind="harness_error", error_msg=f"{type(e).__name__}: {e}")
         if res.speedup is not None and not res.flags and res.speedup > self.cfg.implausible_speedup:
+            t1 = time.monotonic()
             self._reverify(task, source, res)
+            res.phase_seconds["reverify"] = round(time.monotonic() - t1, 4)
         res.correct = (res.trials > 0 and res.trials_passed == res.trials and not res.error_kind
                        and not res.flags and res.verifiable)
         res.eval_seconds = time.monotonic() - t0
@@ -132,8 +134,7 @@ class Evaluator:
             "perturb": [cached["perturb_used"]] if cached and cached.get("perturb_used") else perturb,
             "perturb_seed": cfg.seed + 7, "need_ref_perturb": cached is None or not cached.get("perturb_used"),
             "shm_dir": shm_dir, "ext_dir": os.path.join(self.ext_root, sha16(source)),
-            "timing_iters": cfg.timing_iters, "warmup_iters": cfg.warmup_iters, "l2_flush_mb": cfg.l2_flush_mb,
-            "baseline_compile": cfg.baseline_compile,
+            **_timing_params(cfg),
         }
         try:
             h = self.pool.acquire()
@@ -141,12 +142,16 @@ class Evaluator:
             res.stage, res.error_kind, res.error_msg = "harness", "no_worker", f"no worker became ready: {e}"
             return res
         recycle = fresh
+        clock = _Clock(res.phase_seconds)
         try:
             if fresh:  # a brand-new process for re-verification
                 self.pool.release(h, recycle=True)
                 h = self.pool.acquire()
+            res.device = h.device or res.device  # the GPU that ran it
+            clock.mark("acquire")
             base = self._baseline(h, task, variant, overrides, seeds) if (self.on_gpu and cfg.timing) else None
-            recycle = self._run(h, job, task, res, rep, cached, key, base)
+            clock.mark("baseline")
+            recycle = self._run(h, job, task, res, rep, cached, key, base, clock)
         except WorkerTimeout as e:
             res.error_kind = "timeout"
             res.error_msg = f"{res.stage} did not finish: {e} (limit from eval.compile_timeout_s / eval.run_timeout_s)"
@@ -170,9 +175,7 @@ class Evaluator:
             return got
         h.send({"cmd": "baseline", "job": {"job_id": "baseline", "task_source": variant, "seeds": seeds[:3],
                                            "init_seed": self.cfg.seed, "device": h.device,
-                                           "timing_iters": self.cfg.timing_iters, "warmup_iters": self.cfg.warmup_iters,
-                                           "l2_flush_mb": self.cfg.l2_flush_mb,
-                                           "baseline_compile": self.cfg.baseline_compile}})
+                                           **_timing_params(self.cfg)}})
         msg = h.recv(self.cfg.compile_timeout_s + self.cfg.run_timeout_s)
         value = msg.get("result", {})
         if "eager_ms" in value:
@@ -180,7 +183,7 @@ class Evaluator:
         return value
 
     def _run(self, h: WorkerHandle, job: dict, task: Task, res: EvalResult, rep: static.StaticReport,
-             cached: Optional[dict], key: tuple, base: Optional[dict]) -> bool:
+             cached: Optional[dict], key: tuple, base: Optional[dict], clock: "_Clock") -> bool:
         """Drive one job on a worker. Returns True when the worker must be replaced."""
         cfg = self.cfg
         job["device"] = h.device
@@ -190,6 +193,7 @@ class Evaluator:
         while out is None:
             limit = cfg.compile_timeout_s if res.stage == "compile" else cfg.run_timeout_s
             msg = h.recv(limit)
+            clock.mark(res.stage)
             ev = msg.get("event")
             if ev == "ref_done":
                 res.stage = "compile"
@@ -207,6 +211,7 @@ class Evaluator:
         if cached is None:
             cached = self._store_reference(key, out)
         self._fetch_samples(h, out)
+        clock.mark("transfer")
         res.compiled = bool(out.get("compiled"))
         if out.get("error_kind"):
             res.stage = out.get("stage", res.stage)
@@ -216,6 +221,7 @@ class Evaluator:
             self._add_flags(res, out)
             return True
         self._judge_correctness(res, out, cached, rep)
+        clock.mark("compare")
         recycle = bool(res.flags) or bool(out.get("dirty"))
         want_timing = self.on_gpu and cfg.timing and res.trials_passed == res.trials and not res.flags
         if not want_timing:
@@ -226,8 +232,10 @@ class Evaluator:
         h.send({"cmd": "time"})
         res.stage = "timing"
         msg = h.recv(cfg.run_timeout_s)
+        clock.mark("timing")
         tout = msg.get("result", {})
         self._fetch_samples(h, tout)
+        clock.mark("transfer")
         h.send({"cmd": "done"})
         if tout.get("error_kind"):
             res.error_kind, res.error_msg = tout["error_kind"], tout.get("error_msg")
@@ -392,6 +400,24 @@ class Evaluator:
         else:
             got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
             self._flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh worker ({got})")])
+
+
+class _Clock:
+    """Adds the seconds since the last mark to ``phases[name]``."""
+
+    def __init__(self, phases: dict):
+        self.phases, self.t = phases, time.monotonic()
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(self.phases.get(name, 0.0) + now - self.t, 4)
+        self.t = now
+
+
+def _timing_params(cfg: EvalConfig) -> dict:
+    return {"timing_iters": cfg.timing_iters, "timing_max_iters": cfg.timing_max_iters,
+            "timing_budget_s": cfg.timing_budget_s, "warmup_iters": cfg.warmup_iters,
+            "l2_flush_mb": cfg.l2_flush_mb, "baseline_compile": cfg.baseline_compile}
 
 
 @functools.lru_cache(maxsize=256)

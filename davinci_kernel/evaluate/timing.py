@@ -1,33 +1,44 @@
 """GPU timing of reference and candidate, interleaved so that clock drift cancels.
 
-Covers: one timed call = L2 flush (write a large buffer), device-wide synchronize,
-start event, the call, end event, device-wide synchronize; both the event time and
-the synchronized wall time are kept, so work that escapes the current stream (side
-streams, threads) still shows in the wall time. Reference and candidate alternate
-call by call (order swapped every pair) over rotating input sets; the speedup is the
-median of per-pair ratios. Every callable used here was captured by the worker before
-the candidate was imported (``C``). Does not cover: CPU timing (the interpreter says
-nothing about speed) or deciding flags (the harness does that from these numbers).
+Covers: one timed call = device-wide synchronize, then (queued, no sync in between)
+flush event, L2 flush (write a large buffer), start event, the call, end event, then a
+device-wide synchronize. The flush keeps the GPU busy while the host launches the call,
+so host launch jitter is hidden behind it, as ``triton.testing.do_bench`` does; the
+synchronize around each call keeps calls from overlapping, so no work can be carried
+from one timed call into the next. Both the event time and the synchronized wall time
+(minus the flush) are kept, so work that escapes the current stream (side streams,
+threads) still shows in the wall time. Reference and candidate alternate call by call
+(order swapped every pair) over rotating input sets; the speedup is the median of
+per-pair ratios. Short kernels get more pairs: the number of pairs grows until the
+timed part takes about ``budget_s`` (between ``iters`` and ``max_iters``). Every
+callable used here was captured by the worker before the candidate was imported
+(``C``). Does not cover: CPU timing (the interpreter says nothing about speed) or
+deciding flags (the harness does that from these numbers).
 """
 
 from __future__ import annotations
 
 import statistics
 
+METHOD = "queued-flush-v2"  # part of the baseline cache key: change it when the timing method changes
+
 
 def _flush_buffer(C, dev, flush_mb: int):
     return C.empty(max(1, flush_mb) * (1 << 20) // 4, dtype=C.torch.int32, device=dev)
 
 
-def _timed_call(C, dev, fn, args, flush, start, end, perf):
-    C.fill_(flush, 1)
+def _timed_call(C, dev, fn, args, flush, ev, perf):
+    """ev = (flush_start, start, end) events. Returns (event ms, wall ms minus flush, output)."""
+    f0, start, end = ev
     C.sync(dev)
     t0 = perf()
+    C.record(f0)
+    C.fill_(flush, 1)
     C.record(start)
     out = fn(*args)
     C.record(end)
     C.sync(dev)
-    wall = (perf() - t0) * 1e3
+    wall = (perf() - t0) * 1e3 - C.elapsed(f0, start)
     return C.elapsed(start, end), wall, out
 
 
@@ -50,23 +61,35 @@ def _summary(xs: list[float]) -> dict:
     return {"median": med, "p10": p10, "p90": p90, "spread": (p90 - p10) / med if med > 0 else None}
 
 
-def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None) -> dict:
+def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> int:
+    """Timed iterations: enough to fill ``budget_s``, never fewer than ``iters`` nor more than ``max_iters``."""
+    if per_iter_ms <= 0:
+        return max(iters, max_iters)
+    return max(iters, min(max_iters, int(budget_s * 1e3 / per_iter_ms)))
+
+
+def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
+                max_iters: int | None = None, budget_s: float = 0.0) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks."""
     from .worker import _perf
 
     torch = C.torch
     flush = _flush_buffer(C, dev, flush_mb)
-    ev = [C.Event(enable_timing=True) for _ in range(4)]
+    evs = [C.Event(enable_timing=True) for _ in range(3)]
     n_sets = len(input_sets)
     with C.no_grad():
-        for i in range(max(1, warmup)):
+        per_pair_ms = 0.0
+        for i in range(max(1, warmup) + 1):  # the last, untimed pair sizes the run
             args = input_sets[i % n_sets]
-            r = ref_fn(*args)
+            t0 = _perf()
+            _, _, r = _timed_call(C, dev, ref_fn, args, flush, evs, _perf)
             if poison:
                 poison(r)
             del r
-            cand_fn(*args)
-        C.sync(dev)
+            _, _, o = _timed_call(C, dev, cand_fn, args, flush, evs, _perf)
+            del o
+            per_pair_ms = (_perf() - t0) * 1e3
+        iters = n_iters(per_pair_ms, iters, max_iters or iters, budget_s)
         overhead = _sync_overhead(C, dev, _perf)
         ref_ev, ref_wall, cand_ev, cand_wall, ratios = [], [], [], [], []
         last_outputs = {}
@@ -76,14 +99,14 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
             order = (0, 1) if i % 2 == 0 else (1, 0)
             for who in order:
                 if who == 0:
-                    e, w, out = _timed_call(C, dev, ref_fn, args, flush, ev[0], ev[1], _perf)
+                    e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf)
                     ref_ev.append(e)
                     ref_wall.append(w)
                     if poison:
                         poison(out)  # freed reference outputs must not be found by the candidate
                     del out
                 else:
-                    e, w, out = _timed_call(C, dev, cand_fn, args, flush, ev[2], ev[3], _perf)
+                    e, w, out = _timed_call(C, dev, cand_fn, args, flush, evs, _perf)
                     cand_ev.append(e)
                     cand_wall.append(w)
                     if i >= iters - n_sets:
@@ -100,19 +123,24 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     }
 
 
-def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int) -> float:
+def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
+         max_iters: int | None = None, budget_s: float = 0.0) -> float:
     """Median event time of one callable (the cached eager / torch.compile baselines)."""
     from .worker import _perf
 
     flush = _flush_buffer(C, dev, flush_mb)
-    start, end = C.Event(enable_timing=True), C.Event(enable_timing=True)
+    evs = [C.Event(enable_timing=True) for _ in range(3)]
     times = []
     with C.no_grad():
-        for i in range(max(1, warmup)):
-            fn(*input_sets[i % len(input_sets)])
-        C.sync(dev)
+        per_call_ms = 0.0
+        for i in range(max(1, warmup) + 1):  # the last, untimed call sizes the run
+            t0 = _perf()
+            _, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf)
+            del out
+            per_call_ms = (_perf() - t0) * 1e3
+        iters = n_iters(per_call_ms, iters, max_iters or iters, budget_s / 2)
         for i in range(iters):
-            e, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, start, end, _perf)
+            e, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf)
             del out
             times.append(e)
     del flush

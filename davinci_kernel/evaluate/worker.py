@@ -573,6 +573,7 @@ class Runner:
         cand_fn = self.cand_model
         res = timing.interleaved(C, self.dev, ref_fn, cand_fn, sets, iters=j.timing_iters,
                                  warmup=j.warmup_iters, flush_mb=j.l2_flush_mb,
+                                 max_iters=j.timing_max_iters, budget_s=j.timing_budget_s,
                                  poison=self._poison_outputs)
         last = res.pop("last_outputs")
         for i, out in last.items():
@@ -592,12 +593,14 @@ class Runner:
         model = self.build(self.ref_mod, "Model", init)
         sets = [self.gen_inputs(self.ref_mod, s) for s in j.seeds]
         res = {"eager_ms": timing.solo(C, self.dev, model, sets, iters=j.timing_iters,
-                                       warmup=j.warmup_iters, flush_mb=j.l2_flush_mb)}
+                                       warmup=j.warmup_iters, flush_mb=j.l2_flush_mb,
+                                       max_iters=j.timing_max_iters, budget_s=j.timing_budget_s)}
         if j.baseline_compile:
             try:
                 compiled = self.torch.compile(model)
                 res["compile_ms"] = timing.solo(C, self.dev, compiled, sets, iters=j.timing_iters,
-                                                warmup=max(3, j.warmup_iters), flush_mb=j.l2_flush_mb)
+                                                warmup=max(3, j.warmup_iters), flush_mb=j.l2_flush_mb,
+                                                max_iters=j.timing_max_iters, budget_s=j.timing_budget_s)
             except Exception as e:  # noqa: BLE001 - compile baseline optional
                 res["compile_error"] = f"{_type(e).__name__}: {str(e)[:200]}"
         return res

@@ -67,8 +67,13 @@ def cpu_overrides(source: str) -> dict[str, int]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def _perturb_value(v: int) -> int:
-    # Smaller (cheaper to check) and odd-ish, so power-of-two assumptions break too.
+def _perturb_value(v: int, up: bool = True) -> int:
+    # Odd-ish, so power-of-two and divisibility assumptions break too. Larger first: a
+    # kernel whose grid or loop bound is baked in then leaves output elements unwritten,
+    # which the comparison sees for certain; at a smaller size the same kernel writes out
+    # of bounds, which may go unnoticed on CPU.
+    if up:
+        return (v + v // 4 + 1) | 1
     if v <= 2:
         return v + 1
     return max(2, v - v // 4 - 1)
@@ -78,8 +83,9 @@ def perturbations(source: str, base: Optional[dict[str, int]] = None) -> list[di
     """Candidate overrides for the shape re-check, most informative first.
 
     A task may name the sizes to change (``PERTURB = ["batch_size", "dim"]``); else
-    every non-structural integer constant ≥ 2 is a candidate. The first variant changes
-    them all, the following ones one at a time (used when the reference rejects the first).
+    every non-structural integer constant ≥ 2 is a candidate. The first variant makes
+    them all larger, the following ones one at a time, then all smaller (the later ones
+    are used only when the reference rejects the earlier).
     """
     consts = int_constants(source)
     if base:
@@ -95,4 +101,5 @@ def perturbations(source: str, base: Optional[dict[str, int]] = None) -> list[di
     variants = [{n: _perturb_value(consts[n]) for n in names}]
     if len(names) > 1:
         variants += [{n: _perturb_value(consts[n])} for n in names]
+    variants.append({n: _perturb_value(consts[n], up=False) for n in names})
     return variants
