@@ -19,7 +19,7 @@ def softmax_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, BLOCK: tl.c
         tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def softmax(x: torch.Tensor, num_warps: int = 16, stages: int = 2, programs_per_sm: int = 2) -> torch.Tensor:
+def softmax(x: torch.Tensor, num_warps: int = 16, stages: int = 3, programs_per_sm: int = 8) -> torch.Tensor:
     assert x.dim() == 2
     x = x.contiguous()
     n_rows, n_cols = x.shape

@@ -25,7 +25,7 @@ def mean_dim1_kernel(x_ptr, y_ptr, R, D, stride_xb, stride_xr, stride_xd, stride
     tl.store(y_ptr + b * stride_yb + offs_d * stride_yd, mean.to(y_ptr.dtype.element_ty), mask=d_ok)
 
 
-def mean_dim1(x: torch.Tensor, block_r: int = 16, block_d: int = 128, stages: int = 3,
+def mean_dim1(x: torch.Tensor, block_r: int = 16, block_d: int = 512, stages: int = 4,
               num_warps: int = 4) -> torch.Tensor:
     assert x.dim() == 3
     B, R, D = x.shape
