@@ -68,7 +68,7 @@ def read_leaf(meta: dict):
         return {"values": read_leaf({k: v for k, v in meta.items() if k != "sampled"}),
                 "seed": meta["seed"], "full_shape": meta["full_shape"]}
     raw = np.fromfile(meta["path"], dtype=_RAW[meta["dtype"]])
-    t = torch.from_numpy(raw.copy())
+    t = torch.from_numpy(raw)  # a fresh array nobody else holds: no second copy
     if meta["dtype"] == "bfloat16":
         t = t.view(torch.int16).view(torch.bfloat16)
     return t.reshape(meta["shape"])

@@ -462,9 +462,10 @@ class Runner:
             with C.no_grad():
                 out = self.cand_model(*args)
         self.sync()
-        new_threads = set(_threads()) - threads_before
+        new_threads = _outliving(threads_before)
         if new_threads:
-            self.flag("threads", f"{_len(new_threads)} new thread(s) alive after forward")
+            self.flag("threads", f"{_len(new_threads)} new thread(s) alive after forward: "
+                                 f"{', '.join(new_threads[:4])}")
         if _children() - children_before:
             self.flag("subprocess", "forward started child processes")
         for leaf in _tensor_leaves(out) if _isinstance(out, (list, tuple, dict)) else [out]:
@@ -610,6 +611,15 @@ def _threads():
     import threading
 
     return [t.ident for t in threading.enumerate() if t.is_alive()]
+
+
+def _outliving(before: set) -> list:
+    """Names of threads started since ``before`` and still alive: work may be left running
+    behind the returned output. No grace period: waiting would let such work finish."""
+    import threading
+
+    return [f"{t.name} ({_type(t).__name__})" for t in threading.enumerate()
+            if t.is_alive() and t.ident not in before]
 
 
 def _children() -> set:
