@@ -44,6 +44,8 @@ from davinci_kernel.rl.update import UpdateSettings, update  # noqa: E402
 QWEN3_05B = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=24,
                  num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
                  max_position_embeddings=32768)
+SMALL = dict(vocab_size=512, hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=64, tie_word_embeddings=True, max_position_embeddings=4096)
 TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, max_position_embeddings=4096)
 
@@ -85,7 +87,7 @@ def load(path: Path, grad_ckpt: bool):
     return model
 
 
-def bench_ours(path, samples, args) -> dict:
+def bench_ours(path, samples, args, layout: str = "padded") -> dict:
     from accelerate import Accelerator
 
     from davinci_kernel.rl.modeling import mixed_precision
@@ -94,7 +96,7 @@ def bench_ours(path, samples, args) -> dict:
     model = load(path, not args.no_grad_ckpt)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
     model, opt = acc.prepare(model, opt)
-    s = UpdateSettings(micro_batch_tokens=args.micro_batch_tokens, minibatches=1, mismatch="off")
+    s = UpdateSettings(micro_batch_tokens=args.micro_batch_tokens, minibatches=1, mismatch="off", layout=layout)
     tokens = sum(x.length for x in samples)  # the global batch
     samples = samples[acc.process_index::acc.num_processes]
     times = []
@@ -106,7 +108,7 @@ def bench_ours(path, samples, args) -> dict:
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
-    out = _summary("davinci_kernel" + (f" DDP x{acc.num_processes}" if acc.num_processes > 1 else ""),
+    out = _summary(f"davinci_kernel {layout}" + (f" DDP x{acc.num_processes}" if acc.num_processes > 1 else ""),
                    times, tokens, peak)
     if acc.num_processes > 1:
         import torch.distributed as tdist
@@ -131,6 +133,8 @@ def bench_trl(path, samples, args) -> dict:
     try:
         torch.cuda.reset_peak_memory_stats() if torch.cuda.is_available() else None
         model = load(path, False)
+        if not args.no_grad_ckpt:  # TRL's Trainer turns it on only inside train(); match ours here
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         tok = load_tokenizer(path)
         seq = samples[0].length
         rows = max(1, args.micro_batch_tokens // seq)
@@ -231,6 +235,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--no-grad-ckpt", action="store_true")
     ap.add_argument("--no-trl", action="store_true")
+    ap.add_argument("--layouts", default="padded,packed",
+                    help="micro-batch layouts to time, the first is 'ours' (padded | packed)")
+    ap.add_argument("--small", action="store_true", help="a CPU-sized model with long sequences (layout effects)")
     ap.add_argument("--full-steps", type=int, default=2, help="whole trainer steps (0 = skip)")
     ap.add_argument("--full-new-tokens", type=int, default=256)
     ap.add_argument("--env", default="synthetic", choices=("synthetic", "rollout"))
@@ -239,7 +246,11 @@ def main() -> None:
     if args.tiny:
         args.batch, args.prompt_len, args.completion_len = 8, 48, 16
         args.micro_batch_tokens, args.steps, args.full_new_tokens = 256, 2, 8
-    shape = TINY if args.tiny else QWEN3_05B
+    args.layouts = [x for x in args.layouts.split(",") if x]
+    if args.small:
+        args.batch, args.prompt_len, args.completion_len = 16, 256, 256
+        args.micro_batch_tokens, args.steps, args.full_new_tokens = 4096, 2, 8
+    shape = TINY if args.tiny else (SMALL if args.small else QWEN3_05B)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
         args.no_trl, args.full_steps = True, 0  # the side-by-side and trainer steps run on one GPU
@@ -249,11 +260,14 @@ def main() -> None:
         n_params = sum(v.numel() for v in __import__("safetensors.torch", fromlist=["load_file"]).load_file(
             str(path / "model.safetensors")).values())
         samples = make_batch(args.batch, args.prompt_len, args.completion_len, shape["vocab_size"])
-        result = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor(),
+        result = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available()
+                  else f"CPU, {os.cpu_count()} cores ({platform.machine()})",
                   "torch": torch.__version__, "params": n_params, "shape": shape,
                   "batch": {"sequences": args.batch, "prompt_len": args.prompt_len,
                             "completion_len": args.completion_len, "micro_batch_tokens": args.micro_batch_tokens},
-                  "ours": bench_ours(path, samples, args)}
+                  "ours": bench_ours(path, samples, args, args.layouts[0])}
+        for extra in args.layouts[1:]:
+            result[f"ours_{extra}"] = bench_ours(path, samples, args, extra)
         result["trl"] = {"skipped": "--no-trl"} if args.no_trl else bench_trl(path, samples, args)
         if "tokens_per_s" in result["trl"]:
             result["speedup_vs_trl"] = result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"]
@@ -266,7 +280,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(f"{'update':<28}{'step s':>10}{'tokens/s':>14}{'peak GiB':>10}")
-    for key in ("ours", "trl"):
+    for key in ("ours", *(f"ours_{x}" for x in args.layouts[1:]), "trl"):
         r = result[key]
         if "tokens_per_s" in r:
             print(f"{r['name']:<28}{r['step_s_median']:>10.3f}{r['tokens_per_s']:>14.0f}"

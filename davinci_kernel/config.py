@@ -119,6 +119,8 @@ class RLConfig:
     bf16: bool = opt(True, "bf16 weights and compute where supported")
     grad_checkpointing: bool = opt(True, "gradient checkpointing")
     micro_batch_tokens: int = opt(8192, "tokens per micro-batch")
+    micro_batch_layout: str = opt("padded", "padded: (B, L) right-padded batches (fused causal attention); "
+                                            "packed: one concatenated row (efficient only with flash-attention varlen)")
     save_every: int = opt(1, "checkpoint every N steps")
     eval_every: int = opt(10, "validation Fast_p every N steps")
     seed: int = opt(0, "data order and sampling seed")
@@ -235,6 +237,7 @@ def validate(cfg: Config) -> Config:
         ("rl.steps", cfg.rl.steps >= 1, "at least 1"),
         ("rl.minibatches", cfg.rl.minibatches >= 1, "at least 1"),
         ("rl.micro_batch_tokens", cfg.rl.micro_batch_tokens >= 16, "at least 16"),
+        ("rl.micro_batch_layout", cfg.rl.micro_batch_layout in ("padded", "packed"), "padded or packed"),
         ("rl.lora_r", cfg.rl.lora_r >= 0, "non-negative"),
         ("rl.clip_low", 0 <= cfg.rl.clip_low < 1, "in [0, 1)"),
         ("rl.clip_high", cfg.rl.clip_high >= 0, "non-negative"),

@@ -30,22 +30,27 @@ def test_shape_recheck_tries_larger_sizes_first():
     assert variants[-1]["batch_size"] < 5 and variants[-1]["dim"] < 300  # fallback when the reference rejects
 
 
-def test_reference_softmax_long_rows_take_the_online_path(monkeypatch):
-    """Rows wider than the on-chip block (as at the shape re-check's larger sizes) use the loop."""
-    import importlib.util
-
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # CPU tensors through the interpreter
-
-    import torch
+def test_reference_softmax_long_rows_take_the_online_path():
+    """Rows wider than the on-chip block (as at the shape re-check's larger sizes) use the loop.
+    Run in a fresh interpreter-mode process: the interpreter must be on before triton loads."""
+    import os
+    import subprocess
+    import sys
 
     from davinci_kernel.tasks import REFERENCE_DIR
 
-    spec = importlib.util.spec_from_file_location("ref_softmax_units", REFERENCE_DIR / "level1" / "3_Softmax.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    x = torch.randn(5, 301) * 3.0
-    for max_block in (64, 16384):
-        torch.testing.assert_close(mod.softmax(x, max_block=max_block), torch.softmax(x, dim=1), atol=1e-5, rtol=1e-5)
+    code = (
+        "import importlib.util, torch\n"
+        f"spec = importlib.util.spec_from_file_location('ref_softmax', {str(REFERENCE_DIR / 'level1' / '3_Softmax.py')!r})\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "x = torch.randn(5, 301) * 3.0\n"
+        "for mb in (64, 16384):\n"
+        "    torch.testing.assert_close(mod.softmax(x, max_block=mb), torch.softmax(x, dim=1), atol=1e-5, rtol=1e-5)\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-2000:]
 
 
 def test_stale_sees_sampled_outputs_of_one_fetch():

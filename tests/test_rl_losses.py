@@ -60,3 +60,49 @@ def test_pack_masks_prompts_and_restarts_positions():
     assert sorted(r.targets.tolist()) == [13, 14, 21, 22, 23]
     assert r.position_ids[0].tolist().count(0) == 2
     assert len(pack([s1, s2], max_tokens=5)) == 2
+
+
+def test_batch_right_pads_and_points_loss_positions_at_completions():
+    from davinci_kernel.rl.sequences import batch
+
+    s1 = Sample("policy", [10, 11, 12], [13, 14], 1.0, [-0.1, -0.2])
+    s2 = Sample("select", [20], [21, 22, 23], -1.0)
+    s3 = Sample("policy", [30, 31, 32, 33, 34], [35], 0.5)
+    rows = batch([s1, s2, s3], max_tokens=11)  # longest first: 6 (2 × 6 > 11) | 5, 4 (2 × 5 ≤ 11)
+    assert [r.input_ids.shape for r in rows] == [(1, 6), (2, 5)]
+    r = rows[1]
+    flat = r.input_ids.reshape(-1).tolist()
+    for p, t in zip(r.loss_pos.tolist(), r.targets.tolist()):
+        assert flat[p + 1] == t  # next token of each loss position is its target
+    assert sorted(r.targets.tolist()) == [13, 14, 21, 22, 23]
+    assert r.tokens == 9 and r.input_ids[1, 4].item() == 0  # padding is not counted
+
+
+@pytest.mark.parametrize("lengths", [[(5, 3), (2, 4), (7, 1)], [(4, 4), (4, 4)]])
+def test_layouts_give_the_same_logprobs(tmp_path, lengths):
+    """Padded (B, L) batches, packed rows and one sample at a time agree on a real model."""
+    from davinci_kernel.llm.tiny import build_tiny
+    from davinci_kernel.rl.modeling import load_model
+    from davinci_kernel.rl.sequences import batch
+    from davinci_kernel.rl.update import row_logprobs
+
+    torch.manual_seed(0)
+    model = load_model(build_tiny(tmp_path / "m"), bf16=False, grad_checkpointing=False).eval()
+    g = torch.Generator().manual_seed(1)
+    samples = [Sample("policy", torch.randint(5, 300, (p,), generator=g).tolist(),
+                      torch.randint(5, 300, (c,), generator=g).tolist(), 1.0) for p, c in lengths]
+
+    def by_sample(rows):
+        out = {}
+        with torch.no_grad():
+            for r in rows:
+                lp = row_logprobs(model, r, "cpu", 1.0)
+                for i in set(r.seg.tolist()):
+                    out[i] = lp[r.seg == i]
+        return out
+
+    alone = {i: by_sample(pack([s], 64))[0] for i, s in enumerate(samples)}  # one sample per forward
+    for rows in (batch(samples, 64), pack(samples, 64)):
+        got = by_sample(rows)
+        for i in range(len(samples)):
+            torch.testing.assert_close(got[i], alone[i], atol=1e-5, rtol=1e-5)

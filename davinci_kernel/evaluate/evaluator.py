@@ -260,18 +260,36 @@ class Evaluator:
 
     # ------------------------------------------------------------------ judging
     def _store_reference(self, key: tuple, out: dict) -> dict:
+        """Cache the reference outputs of a task: their files move out of the job's folder
+        into the cache's own and are mapped, not copied (5 trials of a 512 MB output would
+        otherwise be read into fresh harness memory)."""
         leaves = out.get("leaves", {})
+        home = os.path.join(self.tmp_root, "refs", uuid.uuid4().hex[:12])
+        os.makedirs(home)
+
+        moved: dict[str, str] = {}  # a file several leaves name moves once
+
+        def keep(m: dict):
+            if m.get("kind") == "tensor" and m.get("path") and not m.get("sampled"):
+                if m["path"] not in moved:
+                    moved[m["path"]] = os.path.join(home, f"{len(moved)}.bin")
+                    os.replace(m["path"], moved[m["path"]])
+                return read_leaf({**m, "path": moved[m["path"]]}, mapped=True)
+            return read_leaf(m)
+
         entry = {
-            "refs": [[read_leaf(m) for m in leaves[f"ref{i}"]] for i in range(len(leaves)) if f"ref{i}" in leaves],
+            "refs": [[keep(m) for m in leaves[f"ref{i}"]] for i in range(len(leaves)) if f"ref{i}" in leaves],
+            "home": home,
             "out_meta": leaves.get("ref0"),
-            "pref": [read_leaf(m) for m in leaves["pref"]] if "pref" in leaves else None,
+            "pref": [keep(m) for m in leaves["pref"]] if "pref" in leaves else None,
             "perturb_used": out.get("perturb_used") if "pref" in leaves else None,
             "ref_work": out.get("ref_work"), "ref_mutates": out.get("ref_mutates", False),
             "ref_aliases": out.get("ref_aliases", False),
         }
         with self._ref_lock:
             if len(self._ref_cache) >= _REF_CACHE_MAX:
-                self._ref_cache.pop(next(iter(self._ref_cache)))
+                old = self._ref_cache.pop(next(iter(self._ref_cache)))
+                shutil.rmtree(old["home"], ignore_errors=True)  # mapped pages live on until unmapped
             self._ref_cache[key] = entry
         return entry
 
@@ -292,7 +310,8 @@ class Evaluator:
     def _judge_correctness(self, res: EvalResult, out: dict, ref: dict, rep: static.StaticReport) -> None:
         cfg = self.cfg
         leaves = out.get("leaves", {})
-        cand = {k: [read_leaf(m) for m in v] for k, v in leaves.items()}
+        # the reference's own leaves ("ref*", "pref") are in the cache already: never read them twice
+        cand = {k: [read_leaf(m) for m in v] for k, v in leaves.items() if not k.startswith(("ref", "pref"))}
         res.trials = len(ref["refs"])
         worst_abs, worst_rel, worst_l2, f32, low_bits = 0.0, 0.0, 0.0, False, 0.0
         for i, r in enumerate(ref["refs"]):

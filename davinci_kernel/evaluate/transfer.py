@@ -58,8 +58,12 @@ def write_leaf(torch, leaf, path: str) -> dict:
     return {"kind": "tensor", "dtype": name, "shape": list(t.shape), "path": path}
 
 
-def read_leaf(meta: dict):
-    """Harness side: a description → a plain CPU tensor (or the scalar)."""
+def read_leaf(meta: dict, mapped: bool = False):
+    """Harness side: a description → a plain CPU tensor (or the scalar).
+
+    ``mapped``: the tensor maps the file copy-on-write (``torch.from_file``, private)
+    instead of reading it: no copy and no fresh memory for a large cached reference,
+    as long as the file stays (its pages are the tensor's)."""
     import torch
 
     if meta["kind"] != "tensor":
@@ -67,6 +71,14 @@ def read_leaf(meta: dict):
     if meta.get("sampled"):
         return {"values": read_leaf({k: v for k, v in meta.items() if k != "sampled"}),
                 "seed": meta["seed"], "full_shape": meta["full_shape"]}
+    if mapped:
+        n = 1
+        for d in meta["shape"]:
+            n *= int(d)
+        if n == 0:
+            return torch.empty(meta["shape"], dtype=getattr(torch, meta["dtype"]))
+        t = torch.from_file(meta["path"], shared=False, size=n, dtype=getattr(torch, meta["dtype"]))
+        return t.reshape(meta["shape"])
     raw = np.fromfile(meta["path"], dtype=_RAW[meta["dtype"]])
     t = torch.from_numpy(raw)  # a fresh array nobody else holds: no second copy
     if meta["dtype"] == "bfloat16":

@@ -1,11 +1,19 @@
-"""From task groups to packed training rows.
+"""From task groups to training micro-batches.
 
 Covers: turning every kept, non-zero-advantage turn of every role into a ``Sample``
 (prompt token ids, completion token ids, advantage, rollout log-probs), splitting the
-samples into mini-batches, and packing them into rows of at most ``max_tokens`` tokens.
-A packed row restarts ``position_ids`` at 0 for each sample; with no attention mask,
-transformers turns that into a block-diagonal causal mask, so samples never see each
-other. Loss positions are the positions whose next token is a completion token: prompt
+samples into mini-batches, and laying them out as micro-batches of at most ``max_tokens``
+tokens, in one of two ways:
+
+- ``batch`` (padded, the default): a (B, L) batch of right-padded samples of similar
+  length. Right padding under a causal mask never reaches a real token, so no attention
+  mask is passed and SDPA runs its fused causal kernels; attention costs Σ B·L².
+- ``pack``: samples concatenated into one (1, L) row with ``position_ids`` restarting at
+  0 for each; transformers turns that into a block-diagonal causal mask, so samples never
+  see each other. Without flash-attention's variable-length kernels that mask is dense:
+  attention costs L² over the whole row, several times the padded layout's.
+
+Loss positions are the positions whose next token is a completion token: prompt
 and environment-feedback tokens (earlier turns and their feedback live in the prompt)
 are never trained on.
 
@@ -40,21 +48,22 @@ class Sample:
 
 @dataclass
 class Row:
-    """One packed micro-batch row; loss tensors are flat over its K loss positions."""
+    """One micro-batch; loss tensors are flat over its K loss positions."""
 
-    input_ids: torch.Tensor  # (1, L)
-    position_ids: torch.Tensor  # (1, L)
-    loss_pos: torch.Tensor  # (K,) positions whose logits predict a completion token
+    input_ids: torch.Tensor  # (B, L): B = 1 when packed
+    position_ids: torch.Tensor  # (B, L)
+    loss_pos: torch.Tensor  # (K,) flat positions b·L + t whose logits predict a completion token
     targets: torch.Tensor  # (K,) the completion tokens
     adv: torch.Tensor  # (K,)
     role: torch.Tensor  # (K,) ROLE_ID
     seg: torch.Tensor  # (K,) index of the sample in the mini-batch
     rollout_logp: torch.Tensor  # (K,) nan where the rollout gave none
     samples: list[int] = field(default_factory=list)
+    real_tokens: int = 0  # tokens that are not padding (0: all of them)
 
     @property
     def tokens(self) -> int:
-        return int(self.input_ids.shape[1])
+        return self.real_tokens or int(self.input_ids.numel())
 
 
 def render_prompt(tokenizer, messages: list[dict]) -> list[int]:
@@ -125,6 +134,54 @@ def pack(samples: list[Sample], max_tokens: int) -> list[Row]:
             bins.append([i])
             used.append(n)
     return [_row(samples, b) for b in bins]
+
+
+def batch(samples: list[Sample], max_tokens: int) -> list[Row]:
+    """Longest first, consecutive samples while B × (longest length) ≤ ``max_tokens``;
+    each group becomes a right-padded (B, L) row (a longer sample gets its own)."""
+    order = sorted(range(len(samples)), key=lambda i: -samples[i].length)
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and (len(groups[-1]) + 1) * samples[groups[-1][0]].length <= max_tokens:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return [_padded_row(samples, g) for g in groups]
+
+
+def _padded_row(samples: list[Sample], idx: list[int]) -> Row:
+    width = max(samples[i].length for i in idx)
+    ids = torch.zeros(len(idx), width, dtype=torch.long)  # right padding: never attended by real tokens
+    loss_pos, targets, adv, role, seg, rlp = [], [], [], [], [], []
+    for b, i in enumerate(idx):
+        s = samples[i]
+        seq = s.prompt_ids + s.completion_ids
+        ids[b, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+        p0 = b * width + len(s.prompt_ids) - 1  # logits here predict the first completion token
+        for k, tok in enumerate(s.completion_ids):
+            loss_pos.append(p0 + k)
+            targets.append(tok)
+            adv.append(s.advantage)
+            role.append(ROLE_ID[s.role] if s.role in ROLE_ID else ROLE_ID["policy"])
+            seg.append(i)
+            rlp.append(s.rollout_logprobs[k] if s.rollout_logprobs is not None else float("nan"))
+    return Row(
+        input_ids=ids,
+        position_ids=torch.arange(width, dtype=torch.long).expand(len(idx), width).clone(),
+        loss_pos=torch.tensor(loss_pos, dtype=torch.long),
+        targets=torch.tensor(targets, dtype=torch.long),
+        adv=torch.tensor(adv, dtype=torch.float32),
+        role=torch.tensor(role, dtype=torch.long),
+        seg=torch.tensor(seg, dtype=torch.long),
+        rollout_logp=torch.tensor(rlp, dtype=torch.float32),
+        samples=list(idx),
+        real_tokens=sum(samples[i].length for i in idx),
+    )
+
+
+def layout(samples: list[Sample], max_tokens: int, how: str = "padded") -> list[Row]:
+    """Micro-batches in the chosen layout: ``padded`` (``batch``) or ``packed`` (``pack``)."""
+    return pack(samples, max_tokens) if how == "packed" else batch(samples, max_tokens)
 
 
 def _row(samples: list[Sample], idx: list[int]) -> Row:

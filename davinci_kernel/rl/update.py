@@ -22,7 +22,7 @@ import torch
 
 from .losses import RoleStats, pg_token_loss, token_logprobs
 from .rejection import segment_mismatch_keep
-from .sequences import Row, Sample, pack, split_minibatches
+from .sequences import Row, Sample, layout, split_minibatches
 
 
 @dataclass
@@ -35,18 +35,28 @@ class UpdateSettings:
     grad_clip: float = 1.0
     micro_batch_tokens: int = 8192
     minibatches: int = 1
+    layout: str = "padded"  # padded | packed (see sequences.py)
 
     @classmethod
     def from_config(cls, cfg) -> "UpdateSettings":
         return cls(cfg.rl.clip_low, cfg.rl.clip_high, cfg.rollout.temperature, cfg.rl.mismatch, cfg.rl.tis_cap,
-                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches)
+                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches, cfg.rl.micro_batch_layout)
 
 
 def row_logprobs(model, row: Row, device, temperature: float) -> torch.Tensor:
-    """Log-probs (K,) of the row's completion tokens; logits only at those positions."""
-    out = model(input_ids=row.input_ids.to(device), position_ids=row.position_ids.to(device),
-                logits_to_keep=row.loss_pos.to(device), use_cache=False)
-    return token_logprobs(out.logits[0], row.targets.to(device), temperature)
+    """Log-probs (K,) of the row's completion tokens; logits only at the needed positions."""
+    ids = row.input_ids.to(device)
+    n, width = ids.shape
+    loss_pos = row.loss_pos.to(device)
+    if n == 1:
+        out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=loss_pos,
+                    use_cache=False)
+        return token_logprobs(out.logits[0], row.targets.to(device), temperature)
+    b, t = loss_pos // width, loss_pos % width  # (K,), (K,)
+    keep = torch.unique(t)  # (P,) sorted columns any sample needs
+    out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=keep, use_cache=False)
+    logits = out.logits[b, torch.searchsorted(keep, t)]  # (B, P, V) → (K, V)
+    return token_logprobs(logits, row.targets.to(device), temperature)
 
 
 def _dummy_row() -> Row:
@@ -130,7 +140,7 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
     t0 = time.perf_counter()
     packed = []
     for mini in minis:
-        rows = pack(mini, s.micro_batch_tokens)
+        rows = layout(mini, s.micro_batch_tokens, s.layout)
         rows += [_dummy_row() for _ in range(dist.max(len(rows)) - len(rows))]
         packed.append(rows)
     olds: list[list[Optional[torch.Tensor]]] = []
