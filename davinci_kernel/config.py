@@ -142,10 +142,11 @@ class SFTConfig:
     epochs: int = opt(4, "epochs")
     max_per_task: int = opt(8, "diversity filter: samples kept per task")
     minhash_threshold: float = opt(0.85, "diversity filter: Jaccard above this is a near duplicate")
-    max_seq_len: int = opt(8192, "packing length")
+    max_seq_len: int = opt(8192, "tokens per micro-batch (and the longest example kept whole)")
+    micro_batch_layout: str = opt("padded", "padded: (B, L) right-padded batches; packed: concatenated rows")
     lora_r: int = opt(0, "LoRA rank (0 = full fine-tuning)")
     seed: int = opt(0, "seed")
-    batch_rows: int = opt(4, "packed rows of max_seq_len tokens per optimizer step")
+    batch_rows: int = opt(4, "micro-batches of max_seq_len tokens per optimizer step")
     clusters: int = opt(0, "diversity filter: k-means clusters over code features (0 = off)")
     max_per_cluster: int = opt(0, "diversity filter: samples kept per cluster (0 = no cap)")
     bf16: bool = opt(True, "bf16 compute where supported")
@@ -244,6 +245,7 @@ def validate(cfg: Config) -> Config:
         ("rl.save_every", cfg.rl.save_every >= 1, "at least 1"),
         ("rl.keep_checkpoints", cfg.rl.keep_checkpoints >= 1, "at least 1"),
         ("sft.max_seq_len", cfg.sft.max_seq_len >= 16, "at least 16"),
+        ("sft.micro_batch_layout", cfg.sft.micro_batch_layout in ("padded", "packed"), "padded or packed"),
         ("sft.minhash_threshold", 0 < cfg.sft.minhash_threshold <= 1, "in (0, 1]"),
     ]
     for name, ok, allowed in checks:

@@ -82,11 +82,17 @@ def test_assistant_only_mask_and_packing(tmp_path):
     trained = tok.decode([t for t, m in zip(ids, mask) if m])
     assert trained == "ANSWER one<|im_end|>\nANSWER two<|im_end|>\n"
     assert tok.decode(ids) == tok.apply_chat_template(msgs, tokenize=False)
-    rows = pack_examples([(ids, mask), (ids, mask)], max_len=len(ids) * 2)
+    rows = pack_examples([(ids, mask), (ids, mask)], max_len=len(ids) * 2, layout="packed")
     assert len(rows) == 1 and rows[0].position_ids[0].tolist().count(0) == 2
     r = rows[0]
     assert all(r.input_ids[0, p + 1] == t for p, t in zip(r.loss_pos.tolist(), r.targets.tolist()))
     assert len(r.targets) == 2 * sum(mask[1:])
+    rows = pack_examples([(ids, mask), (ids[:-3], mask[:-3])], max_len=len(ids) * 2)  # padded (B, L)
+    assert len(rows) == 1 and tuple(rows[0].input_ids.shape) == (2, len(ids))
+    r = rows[0]
+    flat = r.input_ids.reshape(-1)
+    assert all(flat[p + 1] == t for p, t in zip(r.loss_pos.tolist(), r.targets.tolist()))
+    assert len(r.targets) == sum(mask[1:]) + sum(mask[1:-3]) and r.tokens == 2 * len(ids) - 3
 
 
 def test_sft_training_lowers_loss(data, tmp_path):

@@ -10,8 +10,9 @@ Covers:
   of the last assistant message (datasketch LSH at ``minhash_threshold``), a cap per task
   (best speedup first), and optional k-means clustering of hashed code-shingle features
   with a cap per cluster;
-- tokenization with a loss mask on assistant tokens only (``encode_chat``), packing into
-  rows of ``max_seq_len`` with position ids restarting per example, and training
+- tokenization with a loss mask on assistant tokens only (``encode_chat``), micro-batches of
+  ``max_seq_len`` tokens (right-padded (B, L) batches, or packed rows with position ids
+  restarting per example: ``sft.micro_batch_layout``), and training
   (AdamW, LoRA option, bf16 where supported, gradient checkpointing, accelerate).
 
 Does not cover: RL (``trainer.py``) or producing trajectories (``rollout/``).
@@ -248,10 +249,14 @@ def encode_chat(tokenizer, messages: list[dict]) -> tuple[list[int], list[bool]]
     return ids, mask
 
 
-def pack_examples(encoded: list[tuple[list[int], list[bool]]], max_len: int) -> list[Row]:
-    """First-fit packing of (ids, mask) pairs into rows of ≤ max_len (longer ones truncated)."""
+def pack_examples(encoded: list[tuple[list[int], list[bool]]], max_len: int, layout: str = "padded") -> list[Row]:
+    """(ids, mask) pairs (longer than max_len: truncated) into micro-batches of ≤ max_len tokens:
+    right-padded (B, L) batches (``padded``) or first-fit packed single rows (``packed``); see
+    ``sequences.py`` for why padded is the default."""
     items = [(ids[:max_len], mask[:max_len]) for ids, mask in encoded if any(mask[1:max_len])]
     order = sorted(range(len(items)), key=lambda i: -len(items[i][0]))
+    if layout == "padded":
+        return _padded_examples(items, order, max_len)
     bins: list[list[int]] = []
     used: list[int] = []
     for i in order:
@@ -281,6 +286,34 @@ def pack_examples(encoded: list[tuple[list[int], list[bool]]], max_len: int) -> 
                         loss_pos=torch.tensor(loss_pos), targets=torch.tensor(targets), adv=torch.ones(n),
                         role=torch.ones(n, dtype=torch.long), seg=torch.zeros(n, dtype=torch.long),
                         rollout_logp=torch.full((n,), float("nan")), samples=list(b)))
+    return rows
+
+
+def _padded_examples(items: list[tuple[list[int], list[bool]]], order: list[int], max_len: int) -> list[Row]:
+    groups: list[list[int]] = []
+    for i in order:  # longest first: a group's first item sets its width
+        if groups and (len(groups[-1]) + 1) * len(items[groups[-1][0]][0]) <= max_len:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    rows = []
+    for g in groups:
+        width = len(items[g[0]][0])
+        ids = torch.zeros(len(g), width, dtype=torch.long)  # right padding: never attended by real tokens
+        loss_pos, targets = [], []
+        for b, i in enumerate(g):
+            seq, mask = items[i]
+            ids[b, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+            for k in range(1, len(seq)):
+                if mask[k]:
+                    loss_pos.append(b * width + k - 1)
+                    targets.append(seq[k])
+        n = len(loss_pos)
+        rows.append(Row(input_ids=ids, position_ids=torch.arange(width).expand(len(g), width).clone(),
+                        loss_pos=torch.tensor(loss_pos), targets=torch.tensor(targets), adv=torch.ones(n),
+                        role=torch.ones(n, dtype=torch.long), seg=torch.zeros(n, dtype=torch.long),
+                        rollout_logp=torch.full((n,), float("nan")), samples=list(g),
+                        real_tokens=sum(len(items[i][0]) for i in g)))
     return rows
 
 
@@ -315,7 +348,7 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
     model.train()
     opt = torch.optim.AdamW(trainable_parameters(model), lr=s.lr)
     model, opt = acc.prepare(model, opt)
-    rows = pack_examples([encode_chat(tokenizer, e.messages) for e in kept], s.max_seq_len)
+    rows = pack_examples([encode_chat(tokenizer, e.messages) for e in kept], s.max_seq_len, s.micro_batch_layout)
     log = MetricsLog(out_dir) if acc.is_main_process else None
     echo(f"sft: {rep.total} examples, {rep.near_duplicates} near duplicates, {rep.over_task_cap} over the "
          f"per-task cap, {rep.over_cluster_cap} over cluster caps → {rep.kept} kept, {len(rows)} packed rows")
