@@ -43,6 +43,7 @@ class EvalConfig:
     timing_iters: int = opt(50, "timed iterations per side (reference and candidate interleaved)")
     timing_max_iters: int = opt(1000, "most timed iterations per side; short kernels get more than timing_iters")
     timing_budget_s: float = opt(0.5, "aim for this much timed work per candidate (iterations grow up to timing_max_iters)")
+    timing_placements: int = opt(4, "timed blocks, each on fresh copies of the inputs (other addresses)")
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
     l2_flush_mb: int = opt(256, "size of the buffer written between timed calls")
     baseline_compile: bool = opt(True, "also time a torch.compile baseline (cached)")
@@ -227,6 +228,7 @@ def validate(cfg: Config) -> Config:
         ("eval.timing_iters", cfg.eval.timing_iters >= 3, "at least 3"),
         ("eval.timing_max_iters", cfg.eval.timing_max_iters >= cfg.eval.timing_iters, "at least eval.timing_iters"),
         ("eval.timing_budget_s", cfg.eval.timing_budget_s >= 0, "0 or more seconds"),
+        ("eval.timing_placements", cfg.eval.timing_placements >= 1, "at least 1"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),

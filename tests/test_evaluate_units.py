@@ -66,3 +66,63 @@ def test_stale_sees_sampled_outputs_of_one_fetch():
     assert _stale(same, [a])
     assert not _stale(other, [a])
     assert _stale([v.clone()], [[v]]) and not _stale([v + 1], [[v]])
+
+
+class _HostClock:
+    """Test double for the worker's captured CUDA calls: events read the host clock."""
+
+    import torch as torch
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.t = 0.0
+
+    @staticmethod
+    def record(ev):
+        import time
+
+        ev.t = time.perf_counter()
+
+    @staticmethod
+    def elapsed(a, b):
+        return (b.t - a.t) * 1e3
+
+    empty = staticmethod(torch.empty)
+    fill_ = staticmethod(torch.Tensor.fill_)
+    no_grad = staticmethod(torch.no_grad)
+
+    @staticmethod
+    def sync(dev):
+        return None
+
+
+def test_interleaved_timing_moves_inputs_between_blocks():
+    import torch
+
+    from davinci_kernel.evaluate import timing
+
+    seen = set()
+    calls = {"reclone": 0}
+
+    def ref(x):
+        seen.add(x.data_ptr())
+        return x * 2
+
+    def cand(x):
+        seen.add(x.data_ptr())
+        return x + x
+
+    def reclone(args):
+        calls["reclone"] += 1
+        return [a.clone() for a in args]
+
+    sets = [[torch.randn(64)], [torch.randn(64)]]
+    res = timing.interleaved(_HostClock, "cpu", ref, cand, sets, iters=12, warmup=1, flush_mb=1,
+                             placements=4, reclone=reclone)
+    assert res["iters"] == 12 and res["placements"] == 4
+    assert calls["reclone"] == 3 * len(sets)  # before blocks 2, 3 and 4
+    # each block's copies are made while the previous ones live; block 4 may reuse block 2's freed memory
+    assert len(seen) >= 3 * len(sets)
+    assert set(res["last_outputs"]) == {0, 1} and res["speedup"] > 0
+    for k, out in res["last_outputs"].items():
+        torch.testing.assert_close(out, sets[k][0] * 2)

@@ -437,7 +437,8 @@ class _Clock:
 
 def _timing_params(cfg: EvalConfig) -> dict:
     return {"timing_iters": cfg.timing_iters, "timing_max_iters": cfg.timing_max_iters,
-            "timing_budget_s": cfg.timing_budget_s, "warmup_iters": cfg.warmup_iters,
+            "timing_budget_s": cfg.timing_budget_s, "timing_placements": cfg.timing_placements,
+            "warmup_iters": cfg.warmup_iters,
             "l2_flush_mb": cfg.l2_flush_mb, "baseline_compile": cfg.baseline_compile}
 
 

@@ -9,7 +9,8 @@ from one timed call into the next. Both the event time and the synchronized wall
 (minus the flush) are kept, so work that escapes the current stream (side streams,
 threads) still shows in the wall time. Reference and candidate alternate call by call
 (order swapped every pair) over rotating input sets; the speedup is the median of
-per-pair ratios. Short kernels get more pairs: the number of pairs grows until the
+per-pair ratios; the pairs are split into blocks, each on fresh copies of the inputs, so
+one evaluation averages over several memory placements. Short kernels get more pairs: the number of pairs grows until the
 timed part takes about ``budget_s`` (between ``iters`` and ``max_iters``). Every
 callable used here was captured by the worker before the candidate was imported
 (``C``). Does not cover: CPU timing (the interpreter says nothing about speed) or
@@ -69,8 +70,14 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 
 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
-                max_iters: int | None = None, budget_s: float = 0.0) -> dict:
-    """Alternate reference and candidate calls; returns medians, spreads and wall checks."""
+                max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None) -> dict:
+    """Alternate reference and candidate calls; returns medians, spreads and wall checks.
+
+    ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
+    timed pairs are split into that many blocks and each block runs on fresh copies of
+    the inputs, made while the previous copies still exist, so every block sees other
+    addresses. Where a kernel's speed depends on where its tensors landed, one
+    evaluation then averages over several placements instead of drawing one."""
     from .worker import _perf
 
     torch = C.torch
@@ -93,7 +100,11 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         overhead = _sync_overhead(C, dev, _perf)
         ref_ev, ref_wall, cand_ev, cand_wall, ratios = [], [], [], [], []
         last_outputs = {}
+        block = -(-iters // max(1, placements)) if reclone is not None else iters
         for i in range(iters):
+            if i and i % block == 0:
+                fresh = [reclone(a) for a in input_sets]  # allocated while the old copies live
+                input_sets = fresh
             k = i % n_sets
             args = input_sets[k]
             order = (0, 1) if i % 2 == 0 else (1, 0)
@@ -119,7 +130,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         "ref": _summary(ref_ev), "cand": _summary(cand_ev),
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
         "speedup": statistics.median(ratios), "sync_overhead_ms": overhead,
-        "iters": iters, "last_outputs": last_outputs,
+        "iters": iters, "placements": -(-iters // block), "last_outputs": last_outputs,
     }
 
 

@@ -575,6 +575,7 @@ class Runner:
         res = timing.interleaved(C, self.dev, ref_fn, cand_fn, sets, iters=j.timing_iters,
                                  warmup=j.warmup_iters, flush_mb=j.l2_flush_mb,
                                  max_iters=j.timing_max_iters, budget_s=j.timing_budget_s,
+                                 placements=j.timing_placements, reclone=_clone_args,
                                  poison=self._poison_outputs)
         last = res.pop("last_outputs")
         for i, out in last.items():
