@@ -56,6 +56,7 @@ class EvalConfig:
     perturb_shapes: bool = opt(True, "re-check correctness at perturbed module-level sizes")
     cpu_small_shapes: bool = opt(True, "on CPU use the task's CPU_SHAPES overrides")
     max_jobs_per_worker: int = opt(200, "recycle a worker after this many candidates")
+    spare_workers: int = opt(1, "started, idle workers per GPU that replace a recycled worker at once (none on CPU)")
     cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")
 
 

@@ -45,7 +45,8 @@ class Evaluator:
         self.device = resolve_device(self.cfg.device)
         self.on_gpu = self.device.startswith("cuda")
         self.pool = pool or LocalPool(default_slots(self.device, workers),
-                                      max_jobs_per_worker=self.cfg.max_jobs_per_worker)
+                                      max_jobs_per_worker=self.cfg.max_jobs_per_worker,
+                                      spares=self.cfg.spare_workers if self.on_gpu else 0)
         self.baselines = BaselineCache(self.cfg.cache_dir)
         self._ref_cache: dict = {}
         self._ref_lock = threading.Lock()
@@ -144,9 +145,8 @@ class Evaluator:
         recycle = fresh
         clock = _Clock(res.phase_seconds)
         try:
-            if fresh:  # a brand-new process for re-verification
-                self.pool.release(h, recycle=True)
-                h = self.pool.acquire()
+            if fresh:  # a process that has never run a job, for re-verification
+                h = self.pool.fresh(h)
             res.device = h.device or res.device  # the GPU that ran it
             clock.mark("acquire")
             base = self._baseline(h, task, variant, overrides, seeds) if (self.on_gpu and cfg.timing) else None
@@ -210,6 +210,8 @@ class Evaluator:
             return True
         if cached is None:
             cached = self._store_reference(key, out)
+        elif not cached.get("perturb_used") and "pref" in out.get("leaves", {}):
+            self._store_perturbed(cached, out)  # an earlier candidate stopped before the shape re-check
         self._fetch_samples(h, out)
         clock.mark("transfer")
         res.compiled = bool(out.get("compiled"))
@@ -266,17 +268,7 @@ class Evaluator:
         leaves = out.get("leaves", {})
         home = os.path.join(self.tmp_root, "refs", uuid.uuid4().hex[:12])
         os.makedirs(home)
-
-        moved: dict[str, str] = {}  # a file several leaves name moves once
-
-        def keep(m: dict):
-            if m.get("kind") == "tensor" and m.get("path") and not m.get("sampled"):
-                if m["path"] not in moved:
-                    moved[m["path"]] = os.path.join(home, f"{len(moved)}.bin")
-                    os.replace(m["path"], moved[m["path"]])
-                return read_leaf({**m, "path": moved[m["path"]]}, mapped=True)
-            return read_leaf(m)
-
+        keep = _keeper(home)
         entry = {
             "refs": [[keep(m) for m in leaves[f"ref{i}"]] for i in range(len(leaves)) if f"ref{i}" in leaves],
             "home": home,
@@ -292,6 +284,12 @@ class Evaluator:
                 shutil.rmtree(old["home"], ignore_errors=True)  # mapped pages live on until unmapped
             self._ref_cache[key] = entry
         return entry
+
+    def _store_perturbed(self, entry: dict, out: dict) -> None:
+        keep = _keeper(entry["home"])
+        pref = [keep(m) for m in out["leaves"]["pref"]]
+        with self._ref_lock:
+            entry["pref"], entry["perturb_used"] = pref, out.get("perturb_used")
 
     def _add_flags(self, res: EvalResult, out: dict) -> None:
         for f in out.get("flags", []):
@@ -421,6 +419,22 @@ class Evaluator:
         else:
             got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
             self._flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh worker ({got})")])
+
+
+def _keeper(home: str) -> Callable[[dict], object]:
+    """Reads a reference leaf for the cache: a tensor file moves into ``home`` (once, however
+    many leaves name it) and is mapped, not copied."""
+    moved: dict[str, str] = {}
+
+    def keep(m: dict):
+        if m.get("kind") == "tensor" and m.get("path") and not m.get("sampled"):
+            if m["path"] not in moved:
+                moved[m["path"]] = os.path.join(home, f"{uuid.uuid4().hex[:8]}.bin")
+                os.replace(m["path"], moved[m["path"]])
+            return read_leaf({**m, "path": moved[m["path"]]}, mapped=True)
+        return read_leaf(m)
+
+    return keep
 
 
 class _Clock:

@@ -131,7 +131,11 @@ class WorkerHandle:
 class LocalPool:
     """Workers for a list of device slots (e.g. ["cuda:0", "cuda:1"] or ["cpu", "cpu"])."""
 
-    def __init__(self, slots: list[str], log_dir: Optional[str] = None, max_jobs_per_worker: int = 200):
+    def __init__(self, slots: list[str], log_dir: Optional[str] = None, max_jobs_per_worker: int = 200,
+                 spares: int = 0):
+        """``spares``: workers kept started and idle per device, so that replacing a worker
+        (after a flagged or crashed candidate, or for a fresh-process re-verification)
+        does not wait for a new process to import torch and set up the device."""
         self.slots = list(slots)
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="dvk-workers-")
         self.max_jobs = max_jobs_per_worker
@@ -142,6 +146,10 @@ class LocalPool:
         self._closed = False
         for i, dev in enumerate(self.slots):
             self._free.put(self._spawn(dev, i))
+        self._spares: dict[str, "queue.Queue[WorkerHandle]"] = {dev: queue.Queue() for dev in dict.fromkeys(slots)}
+        for dev, q in self._spares.items():
+            for _ in range(spares):
+                q.put(self._spawn(dev, len(self._all)))
 
     def _spawn(self, device: str, slot: int) -> WorkerHandle:
         h = WorkerHandle(device, self.log_dir, slot)
@@ -160,14 +168,36 @@ class LocalPool:
             h.stop()
             return
         if recycle or h.jobs >= self.max_jobs or not h.proc.is_alive():
-            h.kill()
-            with self._lock:
-                if h in self._all:
-                    self._all.remove(h)
-                self.replaced += 1
-            self._free.put(self._spawn(h.device, h.slot))  # starts now; becomes ready in the background
+            self._retire(h)
+            self._free.put(self._replacement(h))  # a spare, or one that starts now and gets ready meanwhile
         else:
             self._free.put(h)
+
+    def fresh(self, h: WorkerHandle) -> WorkerHandle:
+        """Swap an acquired worker for one that has never run a job, for the caller to use."""
+        self._retire(h)
+        new = self._replacement(h)
+        new.wait_ready()
+        return new
+
+    def _retire(self, h: WorkerHandle) -> None:
+        h.kill()
+        with self._lock:
+            if h in self._all:
+                self._all.remove(h)
+            self.replaced += 1
+
+    def _replacement(self, h: WorkerHandle) -> WorkerHandle:
+        q = self._spares.get(h.device)
+        try:
+            spare = q.get_nowait() if q is not None else None
+        except queue.Empty:
+            spare = None
+        if spare is None:
+            return self._spawn(h.device, h.slot)
+        spare.slot = h.slot
+        q.put(self._spawn(h.device, len(self._all)))  # the next spare starts now
+        return spare
 
     def close(self) -> None:
         self._closed = True
