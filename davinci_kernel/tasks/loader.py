@@ -65,7 +65,8 @@ def check_problem_source(source: str) -> Optional[str]:
 
 
 def load_dir(root: str | Path, suite: str, level: Optional[int] = None) -> list[Task]:
-    """Every ``levelN/<id>_<Name>.py`` under ``root``, sorted by level then id."""
+    """Every ``levelN/<id>_<Name>.py`` under ``root`` (superseded ``*_OLD.py`` versions and
+    files not named ``<id>_<Name>.py`` skipped), sorted by level then id."""
     root = Path(root).expanduser()
     if not root.is_dir():
         raise SuiteError(f"suite directory not found: {root}")
@@ -84,7 +85,8 @@ def load_dir(root: str | Path, suite: str, level: Optional[int] = None) -> list[
         if level is not None and int(m.group(1)) != level:
             continue
         for f in d.glob("*.py"):
-            if _FILE_RE.match(f.name):
+            # KernelBench keeps a problem's pre-fix version beside it as <id>_<Name>_OLD.py
+            if _FILE_RE.match(f.name) and not f.stem.endswith("_OLD"):
                 tasks.append(load_task_file(f, suite=suite, root=root))
     tasks.sort(key=lambda t: (t.level, t.problem_id, t.name))
     return tasks
