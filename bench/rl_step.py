@@ -92,7 +92,8 @@ def bench_ours(path, samples, args, layout: str = "padded") -> dict:
 
     from davinci_kernel.rl.modeling import mixed_precision
 
-    acc = Accelerator(mixed_precision=mixed_precision(True), cpu=not torch.cuda.is_available())
+    # bf16 where TRL gets it too (its side uses bf16=torch.cuda.is_available())
+    acc = Accelerator(mixed_precision=mixed_precision(torch.cuda.is_available()), cpu=not torch.cuda.is_available())
     model = load(path, not args.no_grad_ckpt)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
     model, opt = acc.prepare(model, opt)
@@ -265,20 +266,28 @@ def main() -> None:
                   "torch": torch.__version__, "params": n_params, "shape": shape,
                   "batch": {"sequences": args.batch, "prompt_len": args.prompt_len,
                             "completion_len": args.completion_len, "micro_batch_tokens": args.micro_batch_tokens},
-                  "ours": bench_ours(path, samples, args, args.layouts[0])}
+                  "world_size": world, "date": time.strftime("%Y-%m-%d")}
+        out = Path(args.out)
+
+        def save() -> None:  # after every part: a run cut short keeps what it measured
+            if rank == 0:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps(result, indent=2))
+
+        result["ours"] = bench_ours(path, samples, args, args.layouts[0])
+        save()
         for extra in args.layouts[1:]:
             result[f"ours_{extra}"] = bench_ours(path, samples, args, extra)
+            save()
         result["trl"] = {"skipped": "--no-trl"} if args.no_trl else bench_trl(path, samples, args)
         if "tokens_per_s" in result["trl"]:
             result["speedup_vs_trl"] = result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"]
+        save()
         if args.full_steps > 0:
             result["full_steps"] = bench_full(path, args)
+            save()
     if rank != 0:
         return
-    result["world_size"] = world
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
     print(f"{'update':<28}{'step s':>10}{'tokens/s':>14}{'peak GiB':>10}")
     for key in ("ours", *(f"ours_{x}" for x in args.layouts[1:]), "trl"):
         r = result[key]
