@@ -152,21 +152,28 @@ def main() -> None:
     rc = RolloutConfig(k_schemes=args.k, n_rollouts=args.n, turns=args.turns, s_summaries=2,
                        max_new_tokens=args.max_new_tokens)
     plan = GroupPlan(k_schemes=args.k, null_scheme=True, n_rollouts=args.n, turns=args.turns)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    runs: list[dict] = []
+
+    def report_of(device: str) -> dict:
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]} if runs else {}
+        gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() and device.startswith("cuda") else "none"
+        return {"benchmark": "rollout_overhead", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                "device": device, "gpu": gpu, "torch": torch.__version__, "python": platform.python_version(),
+                "k": args.k, "n": args.n, "turns": args.turns, "max_new_tokens": args.max_new_tokens,
+                "target_share": 0.05, "median": med, "runs": runs}
+
     with Evaluator(EvalConfig(device=args.device), workers=args.workers) as ev:
         ctx = Context(backend, ev, rc, RewardConfig(), SkillsConfig())
         one_group(ctx, task, plan, store)  # warm-up: worker start, compilation, baselines
-        runs = [one_group(ctx, task, plan, store) for _ in range(args.repeats)]
         device = ev.device
+        for _ in range(args.repeats):
+            runs.append(one_group(ctx, task, plan, store))
+            out.write_text(json.dumps(report_of(device), indent=2) + "\n")  # a run cut short keeps its groups
     store.close()
-
-    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() and device.startswith("cuda") else "none"
-    report = {"benchmark": "rollout_overhead", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "device": device, "gpu": gpu, "torch": torch.__version__, "python": platform.python_version(),
-              "k": args.k, "n": args.n, "turns": args.turns, "max_new_tokens": args.max_new_tokens,
-              "target_share": 0.05, "median": med, "runs": runs}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    report = report_of(device)
+    med, gpu = report["median"], report["gpu"]
     out.write_text(json.dumps(report, indent=2) + "\n")
 
     from rich.console import Console

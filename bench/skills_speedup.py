@@ -112,6 +112,10 @@ def main() -> None:
         sys.exit("skills_speedup.py needs a CUDA GPU (CPU examples are checked by tests/test_skills_seed.py)")
     flush = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
     rows = []
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+              "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "iters": args.iters,
+              "results": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dvk_speedup_") as tmp:
         sys.path.insert(0, tmp)
         for skill, extra, _ in load_sources():
@@ -122,10 +126,8 @@ def main() -> None:
             row["seconds"] = round(time.perf_counter() - t0, 1)
             rows.append(row)
             print(json.dumps(row), flush=True)
+            args.out.write_text(json.dumps(result, indent=2))  # a run cut short keeps the finished skills
             torch.cuda.empty_cache()
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "python": platform.python_version(), "iters": args.iters, "results": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     ok = [r for r in rows if r["correct"] and r["speedup"]]
     if ok:
