@@ -83,3 +83,41 @@ def test_hanging_kernel_times_out(tmp_path):
     res = evaluate(fixture_task("relu"), src, cfg)
     assert not res.correct and res.error_kind == "timeout", (res.error_kind, res.error_msg)
     assert "did not finish" in res.error_msg
+
+
+def test_shape_recheck_survives_an_earlier_candidate_that_stopped_early():
+    """The task's first candidate fails before the shape re-check, so the cached reference has
+    no perturbed outputs yet; the next candidate must still be re-checked (and caught)."""
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    broken = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        raise ValueError('no')\n"
+    cheat = FIXTURES / "cheats" / "hardcoded_shape.py"
+    with Evaluator(EvalConfig(device="cpu"), workers=1) as ev:
+        first = ev.evaluate(fixture_task("relu"), broken)
+        assert not first.correct and first.stage == "correctness"
+        res = ev.evaluate(fixture_task("relu"), cheat.read_text())
+    assert res.correct is False and "shape_hardcoding" in res.flags, (res.flags, res.warnings)
+
+
+def test_reference_cache_maps_files_and_evicts_them(monkeypatch):
+    """Cached reference outputs live as mapped files in the cache's folder; an evicted task's
+    folder is removed and the task is recomputed correctly when it comes back."""
+    import os
+
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.evaluate import evaluator as ev_mod
+
+    monkeypatch.setattr(ev_mod, "_REF_CACHE_MAX", 1)
+    relu = (FIXTURES / "legit" / "relu_triton.py").read_text()
+    mm = (FIXTURES / "legit" / "matmul_relu_triton.py").read_text()
+    with Evaluator(EvalConfig(device="cpu"), workers=1) as ev:
+        assert ev.evaluate(fixture_task("relu"), relu).correct
+        (entry,) = ev._ref_cache.values()
+        home = entry["home"]
+        assert os.listdir(home) and entry["refs"][0][0].numel() == 5 * 300
+        assert ev.evaluate(fixture_task("matmul_relu"), mm).correct
+        assert not os.path.exists(home) and len(ev._ref_cache) == 1  # evicted with its files
+        again = ev.evaluate(fixture_task("relu"), relu)
+        assert again.correct, (again.error_kind, again.error_msg)
