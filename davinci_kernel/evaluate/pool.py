@@ -11,6 +11,7 @@ what a job does (worker.py) or how results are judged (evaluator.py).
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import queue
@@ -18,6 +19,8 @@ import tempfile
 import threading
 import time
 from typing import Optional
+
+_SPAWNED = itertools.count()  # makes every worker's log file name unique
 
 
 class WorkerTimeout(Exception):
@@ -52,7 +55,7 @@ class WorkerHandle:
         self.jobs = 0
         self.info: dict = {}
         self.conn, child = self._ctx.Pipe(duplex=True)
-        self.log_path = os.path.join(log_dir, f"worker-{slot}-{int(time.time() * 1e3)}.log")
+        self.log_path = os.path.join(log_dir, f"worker-{slot}-{int(time.time() * 1e3)}-{next(_SPAWNED)}.log")
         self.proc = self._ctx.Process(target=worker.main, args=(child, device, default_env(device), self.log_path),
                                       daemon=True)
         self.proc.start()
