@@ -233,6 +233,7 @@ def main():
            "date": datetime.date.today().isoformat(), "tasks": len(tasks),
            "command": " ".join(["python", *sys.argv])}
     cfg = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"), baseline_compile=False)
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")  # our workers start cold too
     tp_items = [pairs[i % len(pairs)] for i in range(args.throughput)]
     def save():
         write(out, Path(args.out))
