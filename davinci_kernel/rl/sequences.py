@@ -118,65 +118,71 @@ def split_minibatches(samples: list[Sample], n: int) -> list[list[Sample]]:
     return [m for m in out if m]
 
 
-def pack(samples: list[Sample], max_tokens: int) -> list[Row]:
-    """First-fit-decreasing packing into rows of ≤ ``max_tokens`` (a longer sample gets its own row)."""
-    order = sorted(range(len(samples)), key=lambda i: -samples[i].length)
+def first_fit(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """First-fit-decreasing bins of indices whose lengths sum to ≤ ``max_tokens`` (a longer
+    one gets its own bin)."""
     bins: list[list[int]] = []
     used: list[int] = []
-    for i in order:
-        n = samples[i].length
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
         for b in range(len(bins)):
-            if used[b] + n <= max_tokens:
+            if used[b] + lengths[i] <= max_tokens:
                 bins[b].append(i)
-                used[b] += n
+                used[b] += lengths[i]
                 break
         else:
             bins.append([i])
-            used.append(n)
-    return [_row(samples, b) for b in bins]
+            used.append(lengths[i])
+    return bins
 
 
-def batch(samples: list[Sample], max_tokens: int) -> list[Row]:
-    """Longest first, consecutive samples while B × (longest length) ≤ ``max_tokens``;
-    each group becomes a right-padded (B, L) row (a longer sample gets its own)."""
-    order = sorted(range(len(samples)), key=lambda i: -samples[i].length)
+def length_groups(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Longest first, consecutive indices while B × (the group's longest length) ≤ ``max_tokens``
+    (a longer one gets its own group)."""
     groups: list[list[int]] = []
-    for i in order:
-        if groups and (len(groups[-1]) + 1) * samples[groups[-1][0]].length <= max_tokens:
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if groups and (len(groups[-1]) + 1) * lengths[groups[-1][0]] <= max_tokens:
             groups[-1].append(i)
         else:
             groups.append([i])
-    return [_padded_row(samples, g) for g in groups]
+    return groups
 
 
-def _padded_row(samples: list[Sample], idx: list[int]) -> Row:
-    width = max(samples[i].length for i in idx)
-    ids = torch.zeros(len(idx), width, dtype=torch.long)  # right padding: never attended by real tokens
-    loss_pos, targets, adv, role, seg, rlp = [], [], [], [], [], []
-    for b, i in enumerate(idx):
-        s = samples[i]
-        seq = s.prompt_ids + s.completion_ids
-        ids[b, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-        p0 = b * width + len(s.prompt_ids) - 1  # logits here predict the first completion token
-        for k, tok in enumerate(s.completion_ids):
-            loss_pos.append(p0 + k)
-            targets.append(tok)
-            adv.append(s.advantage)
-            role.append(ROLE_ID[s.role] if s.role in ROLE_ID else ROLE_ID["policy"])
-            seg.append(i)
-            rlp.append(s.rollout_logprobs[k] if s.rollout_logprobs is not None else float("nan"))
-    return Row(
-        input_ids=ids,
-        position_ids=torch.arange(width, dtype=torch.long).expand(len(idx), width).clone(),
-        loss_pos=torch.tensor(loss_pos, dtype=torch.long),
-        targets=torch.tensor(targets, dtype=torch.long),
-        adv=torch.tensor(adv, dtype=torch.float32),
-        role=torch.tensor(role, dtype=torch.long),
-        seg=torch.tensor(seg, dtype=torch.long),
-        rollout_logp=torch.tensor(rlp, dtype=torch.float32),
-        samples=list(idx),
-        real_tokens=sum(samples[i].length for i in idx),
-    )
+def assemble(seqs: list[list[int]], trained: list[Iterable[int]], padded: bool):
+    """Token ids and positions of ``seqs`` as one micro-batch, and where each trained token is.
+
+    ``padded``: a (B, L) batch, right-padded with 0, positions 0..L-1 on every row (pads
+    continue the count, so no row looks packed). Else one (1, ΣL) row, positions restarting
+    per sequence. ``trained[j]`` holds indices k ≥ 1 of ``seqs[j]`` whose token is predicted
+    by the logits at position k − 1. Returns ids, positions, and per trained token its flat
+    logit position, its target and (j, k)."""
+    lens = [len(x) for x in seqs]
+    width = max(lens) if padded else sum(lens)
+    n_rows = len(seqs) if padded else 1
+    ids = torch.zeros(n_rows * width, dtype=torch.long)
+    pos = torch.zeros(n_rows * width, dtype=torch.long)
+    loss_pos, targets, owner = [], [], []
+    start = 0
+    for j, seq in enumerate(seqs):
+        ids[start:start + len(seq)] = torch.tensor(seq, dtype=torch.long)
+        span = width if padded else len(seq)
+        pos[start:start + span] = torch.arange(span)
+        for k in trained[j]:
+            loss_pos.append(start + k - 1)
+            targets.append(seq[k])
+            owner.append((j, k))
+        start += span
+    return (ids.view(n_rows, width), pos.view(n_rows, width), torch.tensor(loss_pos, dtype=torch.long),
+            torch.tensor(targets, dtype=torch.long), owner)
+
+
+def pack(samples: list[Sample], max_tokens: int) -> list[Row]:
+    """First-fit-decreasing packing into single rows of ≤ ``max_tokens``."""
+    return [_row(samples, b, padded=False) for b in first_fit([s.length for s in samples], max_tokens)]
+
+
+def batch(samples: list[Sample], max_tokens: int) -> list[Row]:
+    """Right-padded (B, L) batches of similar length with B × L ≤ ``max_tokens``."""
+    return [_row(samples, g, padded=True) for g in length_groups([s.length for s in samples], max_tokens)]
 
 
 def layout(samples: list[Sample], max_tokens: int, how: str = "padded") -> list[Row]:
@@ -184,30 +190,25 @@ def layout(samples: list[Sample], max_tokens: int, how: str = "padded") -> list[
     return pack(samples, max_tokens) if how == "packed" else batch(samples, max_tokens)
 
 
-def _row(samples: list[Sample], idx: list[int]) -> Row:
-    ids, pos, loss_pos, targets, adv, role, seg, rlp = [], [], [], [], [], [], [], []
-    for i in idx:
-        s = samples[i]
-        start = len(ids)
-        seq = s.prompt_ids + s.completion_ids
-        ids += seq
-        pos += list(range(len(seq)))
-        p0 = start + len(s.prompt_ids) - 1  # logits here predict the first completion token
-        for k, tok in enumerate(s.completion_ids):
-            loss_pos.append(p0 + k)
-            targets.append(tok)
-            adv.append(s.advantage)
-            role.append(ROLE_ID[s.role] if s.role in ROLE_ID else ROLE_ID["policy"])
-            seg.append(i)
-            rlp.append(s.rollout_logprobs[k] if s.rollout_logprobs is not None else float("nan"))
+def _row(samples: list[Sample], idx: list[int], padded: bool) -> Row:
+    chosen = [samples[i] for i in idx]
+    ids, pos, loss_pos, targets, owner = assemble(
+        [s.prompt_ids + s.completion_ids for s in chosen],
+        [range(len(s.prompt_ids), s.length) for s in chosen], padded)
+    adv, role, seg, rlp = [], [], [], []
+    for j, k in owner:
+        s = chosen[j]
+        adv.append(s.advantage)
+        role.append(ROLE_ID[s.role] if s.role in ROLE_ID else ROLE_ID["policy"])
+        seg.append(idx[j])
+        c = k - len(s.prompt_ids)  # index in the completion
+        rlp.append(s.rollout_logprobs[c] if s.rollout_logprobs is not None else float("nan"))
     return Row(
-        input_ids=torch.tensor([ids], dtype=torch.long),
-        position_ids=torch.tensor([pos], dtype=torch.long),
-        loss_pos=torch.tensor(loss_pos, dtype=torch.long),
-        targets=torch.tensor(targets, dtype=torch.long),
+        input_ids=ids, position_ids=pos, loss_pos=loss_pos, targets=targets,
         adv=torch.tensor(adv, dtype=torch.float32),
         role=torch.tensor(role, dtype=torch.long),
         seg=torch.tensor(seg, dtype=torch.long),
         rollout_logp=torch.tensor(rlp, dtype=torch.float32),
         samples=list(idx),
+        real_tokens=sum(s.length for s in chosen),
     )

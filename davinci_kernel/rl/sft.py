@@ -34,7 +34,7 @@ import torch
 
 from ..errors import UsageError
 from ..records import TaskGroup
-from .sequences import Row
+from .sequences import Row, assemble, first_fit, length_groups
 
 _CODE_RE = re.compile(r"```(?:python|py|cuda|cpp|c\+\+)?\s*\n(.*?)```", re.S)
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -254,66 +254,17 @@ def pack_examples(encoded: list[tuple[list[int], list[bool]]], max_len: int, lay
     right-padded (B, L) batches (``padded``) or first-fit packed single rows (``packed``); see
     ``sequences.py`` for why padded is the default."""
     items = [(ids[:max_len], mask[:max_len]) for ids, mask in encoded if any(mask[1:max_len])]
-    order = sorted(range(len(items)), key=lambda i: -len(items[i][0]))
-    if layout == "padded":
-        return _padded_examples(items, order, max_len)
-    bins: list[list[int]] = []
-    used: list[int] = []
-    for i in order:
-        n = len(items[i][0])
-        for b in range(len(bins)):
-            if used[b] + n <= max_len:
-                bins[b].append(i)
-                used[b] += n
-                break
-        else:
-            bins.append([i])
-            used.append(n)
+    lengths = [len(seq) for seq, _ in items]
+    padded = layout == "padded"
     rows = []
-    for b in bins:
-        ids, pos, loss_pos, targets = [], [], [], []
-        for i in b:
-            seq, mask = items[i]
-            start = len(ids)
-            ids += seq
-            pos += list(range(len(seq)))
-            for k in range(1, len(seq)):
-                if mask[k]:
-                    loss_pos.append(start + k - 1)
-                    targets.append(seq[k])
+    for g in (length_groups if padded else first_fit)(lengths, max_len):
+        ids, pos, loss_pos, targets, _ = assemble(
+            [items[i][0] for i in g], [[k for k in range(1, lengths[i]) if items[i][1][k]] for i in g], padded)
         n = len(loss_pos)
-        rows.append(Row(input_ids=torch.tensor([ids]), position_ids=torch.tensor([pos]),
-                        loss_pos=torch.tensor(loss_pos), targets=torch.tensor(targets), adv=torch.ones(n),
-                        role=torch.ones(n, dtype=torch.long), seg=torch.zeros(n, dtype=torch.long),
-                        rollout_logp=torch.full((n,), float("nan")), samples=list(b)))
-    return rows
-
-
-def _padded_examples(items: list[tuple[list[int], list[bool]]], order: list[int], max_len: int) -> list[Row]:
-    groups: list[list[int]] = []
-    for i in order:  # longest first: a group's first item sets its width
-        if groups and (len(groups[-1]) + 1) * len(items[groups[-1][0]][0]) <= max_len:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    rows = []
-    for g in groups:
-        width = len(items[g[0]][0])
-        ids = torch.zeros(len(g), width, dtype=torch.long)  # right padding: never attended by real tokens
-        loss_pos, targets = [], []
-        for b, i in enumerate(g):
-            seq, mask = items[i]
-            ids[b, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-            for k in range(1, len(seq)):
-                if mask[k]:
-                    loss_pos.append(b * width + k - 1)
-                    targets.append(seq[k])
-        n = len(loss_pos)
-        rows.append(Row(input_ids=ids, position_ids=torch.arange(width).expand(len(g), width).clone(),
-                        loss_pos=torch.tensor(loss_pos), targets=torch.tensor(targets), adv=torch.ones(n),
+        rows.append(Row(input_ids=ids, position_ids=pos, loss_pos=loss_pos, targets=targets, adv=torch.ones(n),
                         role=torch.ones(n, dtype=torch.long), seg=torch.zeros(n, dtype=torch.long),
                         rollout_logp=torch.full((n,), float("nan")), samples=list(g),
-                        real_tokens=sum(len(items[i][0]) for i in g)))
+                        real_tokens=sum(lengths[i] for i in g)))
     return rows
 
 
