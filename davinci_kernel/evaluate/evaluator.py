@@ -469,12 +469,20 @@ def _values(leaves: list) -> list:
     return [x["values"] if isinstance(x, dict) and "values" in x else x for x in leaves]
 
 
+@functools.lru_cache(maxsize=16)
+def _sample_indices(numel: int, seed: int):
+    """One fetch's indices, drawn once however many trials and re-checks compare at them."""
+    import torch
+
+    from .transfer import sample_indices
+
+    return sample_indices(torch, numel, seed)
+
+
 def _aligned(ref_leaves: list, cand_leaves: list) -> tuple[list, list]:
     """Pair reference leaves with candidate leaves; a sampled candidate leaf is compared with
     the reference at the same indices (after its full shape and dtype are checked)."""
     import torch
-
-    from .transfer import sample_indices
 
     refs, cands = [], []
     for i, x in enumerate(cand_leaves):
@@ -482,7 +490,7 @@ def _aligned(ref_leaves: list, cand_leaves: list) -> tuple[list, list]:
         if isinstance(x, dict) and "values" in x:
             shape = tuple(x["full_shape"])
             if isinstance(r, torch.Tensor) and tuple(r.shape) == shape and r.dtype == x["values"].dtype:
-                refs.append(r.reshape(-1)[sample_indices(torch, r.numel(), x["seed"])])
+                refs.append(r.reshape(-1)[_sample_indices(r.numel(), x["seed"])])
                 cands.append(x["values"])
             else:  # let compare() report the shape/dtype mismatch without materializing anything
                 refs.append(r)
@@ -499,29 +507,21 @@ def _stale(out, earlier) -> bool:
 
     Sampled GPU outputs of one fetch share their indices (one seed), so their samples
     compare like whole tensors."""
-    def plain(x):
+    import torch
+
+    def plain(x):  # (what the values are of, the values)
         if isinstance(x, dict) and "values" in x:
-            return ("sample", x["seed"], tuple(x["full_shape"])), x["values"]
+            return (x["seed"], tuple(x["full_shape"])), x["values"]
         return None, x
 
     def same(p, t) -> bool:
         (kp, vp), (kt, vt) = plain(p), plain(t)
-        return (kp == kt and _is_tensor(vp) and _is_tensor(vt) and vp.shape == vt.shape
-                and vp.dtype == vt.dtype and _torch().equal(vp, vt))
+        return (kp == kt and isinstance(vp, torch.Tensor) and vp.shape == vt.shape and vp.dtype == vt.dtype
+                and torch.equal(vp, vt))
 
-    if not out or not all(_is_tensor(plain(t)[1]) for t in out):
+    if not out or not all(isinstance(plain(t)[1], torch.Tensor) for t in out):
         return False
     return any(prev and len(prev) == len(out) and all(same(p, t) for p, t in zip(prev, out)) for prev in earlier)
-
-
-def _torch():
-    import torch
-
-    return torch
-
-
-def _is_tensor(x) -> bool:
-    return isinstance(x, _torch().Tensor)
 
 
 def evaluate(task: Task, source: str, cfg: Optional[EvalConfig] = None) -> EvalResult:

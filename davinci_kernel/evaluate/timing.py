@@ -85,17 +85,22 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
     n_sets = len(input_sets)
+
+    def run_ref(args):
+        e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf)
+        if poison:
+            poison(out)  # freed reference outputs must not be found by the candidate
+        return e, w
+
+    def run_cand(args):
+        return _timed_call(C, dev, cand_fn, args, flush, evs, _perf)
+
     with C.no_grad():
         per_pair_ms = 0.0
         for i in range(max(1, warmup) + 1):  # the last, untimed pair sizes the run
-            args = input_sets[i % n_sets]
             t0 = _perf()
-            _, _, r = _timed_call(C, dev, ref_fn, args, flush, evs, _perf)
-            if poison:
-                poison(r)
-            del r
-            _, _, o = _timed_call(C, dev, cand_fn, args, flush, evs, _perf)
-            del o
+            run_ref(input_sets[i % n_sets])
+            run_cand(input_sets[i % n_sets])
             per_pair_ms = (_perf() - t0) * 1e3
         iters = n_iters(per_pair_ms, iters, max_iters or iters, budget_s)
         overhead = _sync_overhead(C, dev, _perf)
@@ -103,29 +108,23 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         last_outputs = {}
         block = -(-iters // max(1, placements)) if reclone is not None else iters
         for i in range(iters):
-            if i and i % block == 0:
-                fresh = [reclone(a) for a in input_sets]  # allocated while the old copies live
-                input_sets = fresh
+            if i and i % block == 0:  # the new copies are allocated while the old ones live
+                input_sets = [reclone(a) for a in input_sets]
             k = i % n_sets
-            args = input_sets[k]
-            order = (0, 1) if i % 2 == 0 else (1, 0)
-            for who in order:
+            for who in ((0, 1) if i % 2 == 0 else (1, 0)):
                 if who == 0:
-                    e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf)
+                    e, w = run_ref(input_sets[k])
                     ref_ev.append(e)
                     ref_wall.append(w)
-                    if poison:
-                        poison(out)  # freed reference outputs must not be found by the candidate
-                    del out
                 else:
-                    e, w, out = _timed_call(C, dev, cand_fn, args, flush, evs, _perf)
+                    e, w, out = run_cand(input_sets[k])
                     cand_ev.append(e)
                     cand_wall.append(w)
                     if i >= iters - n_sets:
                         last_outputs[k] = out
                     del out
             ratios.append(ref_ev[-1] / cand_ev[-1] if cand_ev[-1] > 0 else float("inf"))
-    del flush
+    flush = None  # the closures hold it too: drop it before returning the cached blocks
     torch.cuda.empty_cache()
     return {
         "ref": _summary(ref_ev), "cand": _summary(cand_ev),

@@ -12,6 +12,7 @@ comparing (see correctness.py).
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -72,9 +73,7 @@ def read_leaf(meta: dict, mapped: bool = False):
         return {"values": read_leaf({k: v for k, v in meta.items() if k != "sampled"}),
                 "seed": meta["seed"], "full_shape": meta["full_shape"]}
     if mapped:
-        n = 1
-        for d in meta["shape"]:
-            n *= int(d)
+        n = math.prod(meta["shape"])
         if n == 0:
             return torch.empty(meta["shape"], dtype=getattr(torch, meta["dtype"]))
         t = torch.from_file(meta["path"], shared=False, size=n, dtype=getattr(torch, meta["dtype"]))
