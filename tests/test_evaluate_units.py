@@ -126,3 +126,23 @@ def test_interleaved_timing_moves_inputs_between_blocks():
     assert set(res["last_outputs"]) == {0, 1} and res["speedup"] > 0
     for k, out in res["last_outputs"].items():
         torch.testing.assert_close(out, sets[k][0] * 2)
+
+
+def _wall_timing(ev, wall, paired):
+    t = {"cand": {"median": ev}, "cand_wall": {"median": wall}, "sync_overhead_ms": 0.01}
+    if paired is not None:
+        t["wall_excess_vs_ref_ms"] = paired
+    return t
+
+
+@pytest.mark.parametrize("ev,wall,paired,flagged", [
+    (0.030, 0.045, 0.001, False),  # clean: wall close to event time
+    (0.030, 0.120, 0.002, False),  # loaded host: the reference beside it lost as much host time
+    (0.030, 0.120, 0.075, True),   # work escaped the stream: only the candidate's wall time grew
+    (1.000, 3.010, 2.000, True),   # a large kernel whose work ran mostly on a side stream
+    (0.030, 0.120, None, True),    # no paired numbers (older timing dicts): the plain rule
+])
+def test_side_stream_flag_is_paired_with_the_reference(ev, wall, paired, flagged):
+    from davinci_kernel.evaluate.guards import side_stream_flag
+
+    assert bool(side_stream_flag(_wall_timing(ev, wall, paired), 1.5)) is flagged

@@ -83,11 +83,19 @@ def precision_flag(rel_l2: float, float32: bool, limit: float, low_mantissa_shar
 
 
 def side_stream_flag(timing: dict, ratio: float, slack_ms: float = 0.02) -> list[tuple[str, str]]:
-    """Device-synchronized wall time far above event time: work escaped the timed stream."""
+    """Device-synchronized wall time far above event time: work escaped the timed stream.
+
+    Both must hold: the candidate's wall time exceeds ``ratio`` x its event time, and its
+    wall-minus-event excess exceeds the reference's, measured pair by pair beside it, by
+    as much. A loaded host (slow launches and wake-ups) inflates the reference's excess
+    alike, so it alone never flags a legitimate kernel."""
     ev = timing["cand"]["median"]
     wall = timing["cand_wall"]["median"] - timing.get("sync_overhead_ms", 0.0)
-    if wall > ratio * ev + slack_ms:
-        return [("side_stream", f"synchronized wall time {wall:.3f} ms vs event time {ev:.3f} ms")]
+    allowed = (ratio - 1.0) * ev + slack_ms
+    paired = timing.get("wall_excess_vs_ref_ms")
+    if wall - ev > allowed and (paired is None or paired > allowed):
+        extra = "" if paired is None else f"; {paired:.3f} ms more than the reference's"
+        return [("side_stream", f"synchronized wall time {wall:.3f} ms vs event time {ev:.3f} ms{extra}")]
     return []
 
 

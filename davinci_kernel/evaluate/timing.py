@@ -7,7 +7,8 @@ so host launch jitter is hidden behind it, as ``triton.testing.do_bench`` does; 
 synchronize around each call keeps calls from overlapping, so no work can be carried
 from one timed call into the next. Both the event time and the synchronized wall time
 (minus the flush) are kept, so work that escapes the current stream (side streams,
-threads) still shows in the wall time. Reference and candidate alternate call by call
+threads) still shows in the wall time; the candidate's wall-minus-event excess is also
+taken pair by pair against the reference's, so host load alone cancels. Reference and candidate alternate call by call
 (order swapped every pair) over rotating input sets; the speedup is the median of
 per-pair ratios; the pairs are split into blocks, each on fresh copies of the inputs,
 so one evaluation averages over several memory placements. Short kernels get more
@@ -126,9 +127,13 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
             ratios.append(ref_ev[-1] / cand_ev[-1] if cand_ev[-1] > 0 else float("inf"))
     flush = None  # the closures hold it too: drop it before returning the cached blocks
     torch.cuda.empty_cache()
+    # host time beyond the event time, candidate minus the reference beside it (pair by pair):
+    # host load slows both alike and cancels here; work that escaped the stream does not
+    excess = [(cw - ce) - (rw - re) for cw, ce, rw, re in zip(cand_wall, cand_ev, ref_wall, ref_ev)]
     return {
         "ref": _summary(ref_ev), "cand": _summary(cand_ev),
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
+        "wall_excess_vs_ref_ms": statistics.median(excess),
         "speedup": statistics.median(ratios), "sync_overhead_ms": overhead,
         "iters": iters, "placements": -(-iters // block), "last_outputs": last_outputs,
     }
