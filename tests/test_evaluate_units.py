@@ -146,3 +146,15 @@ def test_side_stream_flag_is_paired_with_the_reference(ev, wall, paired, flagged
     from davinci_kernel.evaluate.guards import side_stream_flag
 
     assert bool(side_stream_flag(_wall_timing(ev, wall, paired), 1.5)) is flagged
+
+
+@pytest.mark.parametrize("speedup,eager,compiled,ref,want_rt,want_x", [
+    (2.0, 1.0, 0.5, 1.0, 0.5, 1.0),    # compile halves eager: a 2x kernel only ties it
+    (2.0, 1.0, 2.0, 1.1, 2.2, 4.0),    # compile slower than eager: the kernel gains more
+    (9.55, 3.437, 0.278, 3.43, 0.2774, 0.7725),  # RMSNorm fp16 on the H200: behind torch.compile
+])
+def test_speedup_vs_compile(speedup, eager, compiled, ref, want_rt, want_x):
+    from davinci_kernel.evaluate.baselines import vs_compile
+
+    rt, x = vs_compile(speedup, eager, compiled, ref)
+    assert rt == pytest.approx(want_rt, rel=1e-3) and x == pytest.approx(want_x, rel=1e-3)

@@ -13,6 +13,16 @@ import threading
 from pathlib import Path
 
 
+def vs_compile(speedup: float, eager_ms: float, compile_ms: float, ref_ms: float) -> tuple[float, float]:
+    """(torch.compile runtime beside this run, speedup vs torch.compile).
+
+    ``speedup`` = eager / candidate, measured pair by pair beside the reference; the cached
+    baselines give compile / eager, so  vs compile = speedup * compile_ms / eager_ms, and
+    the compile runtime is scaled to this run's reference time ``ref_ms``."""
+    ratio = compile_ms / eager_ms  # < 1 when torch.compile beats eager
+    return ref_ms * ratio, speedup * ratio
+
+
 class BaselineCache:
     def __init__(self, cache_dir: str):
         self.path = Path(os.path.expanduser(cache_dir)) / "baselines.json"

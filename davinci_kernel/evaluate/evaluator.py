@@ -28,7 +28,7 @@ from ..records import EvalResult, KernelTime, Task, sha16
 from ..tasks.shapes import apply_overrides, cpu_overrides, perturbations
 from . import feedback as feedback_mod
 from . import guards, static
-from .baselines import BaselineCache
+from .baselines import BaselineCache, vs_compile
 from .correctness import compare
 from .pool import LocalPool, WorkerDied, WorkerHandle, WorkerTimeout, default_slots, resolve_device
 from .transfer import read_leaf, shm_root
@@ -395,8 +395,8 @@ class Evaluator:
         res.ref_runtime_ms = t["ref"]["median"]
         res.speedup = t["speedup"]
         if base and base.get("eager_ms") and base.get("compile_ms"):
-            res.compile_runtime_ms = base["compile_ms"] * res.ref_runtime_ms / base["eager_ms"]
-            res.speedup_compile = res.speedup * base["eager_ms"] / base["compile_ms"]
+            res.compile_runtime_ms, res.speedup_compile = vs_compile(
+                res.speedup, base["eager_ms"], base["compile_ms"], res.ref_runtime_ms)
         self._flag(res, guards.side_stream_flag(t, cfg.wall_event_ratio))
         self._flag(res, guards.reference_slowed_flag(res.ref_runtime_ms, (base or {}).get("eager_ms")))
         prof = out.get("kernels") or {}
