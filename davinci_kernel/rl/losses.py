@@ -20,13 +20,50 @@ ROLES = ("select", "policy", "summary", "verify")
 ROLE_ID = {r: i for i, r in enumerate(ROLES)}
 
 
+CHUNK_ELEMENTS = 1 << 27  # float32 logits worked on at once (512 MiB)
+
+
+class _ChunkedLogProb(torch.autograd.Function):
+    """log softmax(logits / T)[target] row chunk by row chunk, in float32.
+
+    Saves only the logits (their own dtype) and one log-sum-exp per row; the backward
+    rebuilds softmax chunk by chunk. A float32 copy of (K, V) logits is never whole in
+    memory: for K = 8k tokens of a 152k vocabulary that copy alone is 5 GB, and autograd's
+    plain version keeps several."""
+
+    @staticmethod
+    def forward(ctx, logits, targets, temperature: float):  # (K, V), (K,) → (K,)
+        k, v = logits.shape
+        step = max(1, CHUNK_ELEMENTS // max(1, v))
+        out = torch.empty(k, dtype=torch.float32, device=logits.device)
+        lse = torch.empty(k, dtype=torch.float32, device=logits.device)
+        for i in range(0, k, step):
+            x = logits[i:i + step].float() / temperature  # (c, V)
+            lse[i:i + step] = torch.logsumexp(x, dim=-1)
+            out[i:i + step] = x.gather(-1, targets[i:i + step, None]).squeeze(-1) - lse[i:i + step]
+        ctx.save_for_backward(logits, targets, lse)
+        ctx.temperature, ctx.step = temperature, step
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):  # (K,) → (K, V)
+        logits, targets, lse = ctx.saved_tensors
+        t, step = ctx.temperature, ctx.step
+        grad = torch.empty_like(logits)
+        for i in range(0, logits.shape[0], step):
+            g = grad_out[i:i + step, None].float()  # (c, 1)
+            p = torch.exp(logits[i:i + step].float() / t - lse[i:i + step, None])  # (c, V) softmax
+            gi = -p * g
+            gi.scatter_add_(-1, targets[i:i + step, None], g)  # d/dx (x_y − lse) = onehot − p
+            grad[i:i + step] = gi / t
+        return grad, None, None
+
+
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """logits (..., V), targets (...) → log π(target) (...) in float32, at ``temperature``."""
-    x = logits.float()
-    if temperature != 1.0:
-        x = x / temperature
-    picked = x.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (...)
-    return picked - torch.logsumexp(x, dim=-1)  # (...)
+    v = logits.shape[-1]
+    out = _ChunkedLogProb.apply(logits.reshape(-1, v), targets.reshape(-1), float(temperature))  # (K,)
+    return out.reshape(targets.shape)  # (...)
 
 
 def pg_token_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
