@@ -137,3 +137,39 @@ def test_layouts_give_the_same_logprobs(tmp_path, lengths):
         got = by_sample(rows)
         for i in range(len(samples)):
             torch.testing.assert_close(got[i], alone[i], atol=1e-5, rtol=1e-5)
+
+
+def test_output_head_sees_only_needed_rows(tmp_path, monkeypatch):
+    """Padded rows: the head computes logits for the K loss tokens only, and values and
+    gradients equal gathering them out of the full (B, P, V) block."""
+    import davinci_kernel.rl.update as update
+    from davinci_kernel.llm.tiny import build_tiny
+    from davinci_kernel.rl.modeling import load_model
+    from davinci_kernel.rl.sequences import batch
+
+    torch.manual_seed(0)
+    model = load_model(build_tiny(tmp_path / "m"), bf16=False, grad_checkpointing=False)
+    g = torch.Generator().manual_seed(2)
+    samples = [Sample("policy", torch.randint(5, 300, (p,), generator=g).tolist(),
+                      torch.randint(5, 300, (c,), generator=g).tolist(), 1.0) for p, c in [(6, 3), (2, 5), (3, 2)]]
+    (row,) = batch(samples, 64)
+    assert row.input_ids.shape[0] == 3
+    seen = []
+    hook = update._output_head(model).register_forward_hook(lambda m, a, o: seen.append(tuple(a[0].shape)))
+
+    def run():
+        model.zero_grad()
+        lp = update.row_logprobs(model, row, "cpu", 0.8)
+        lp.sum().backward()
+        return lp.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    lp_hooked, grads_hooked = run()
+    monkeypatch.setattr(update, "_output_head", lambda m: None)
+    lp_plain, grads_plain = run()
+    hook.remove()
+    k = len(row.targets)
+    assert seen[0] == (1, k, model.config.hidden_size) and seen[1][0] == 3  # hooked: K rows; plain: (B, P, H)
+    torch.testing.assert_close(lp_hooked, lp_plain, atol=1e-5, rtol=1e-5)
+    assert len(grads_hooked) == len(grads_plain)
+    for a, b in zip(grads_hooked, grads_plain):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)

@@ -43,6 +43,37 @@ class UpdateSettings:
                    cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches, cfg.rl.micro_batch_layout)
 
 
+def _output_head(model):
+    """The output embedding (lm_head) under any DDP / FSDP / peft wrapping, or None."""
+    inner = model
+    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
+        inner = inner.module
+    get = getattr(inner, "get_output_embeddings", None)
+    head = get() if callable(get) else None
+    return head if isinstance(head, torch.nn.Module) else None
+
+
+@contextlib.contextmanager
+def _head_sees_only(model, b: torch.Tensor, p: torch.Tensor):
+    """While active, the output head gets only hidden rows (b, p) of its (B, P, H) input, as
+    one (1, K, H) batch: logits are computed for the K needed tokens, not for B x P, and no
+    (K, V) copy is gathered out of a (B, P, V) block. A pre-hook, so the forward still runs
+    through every wrapper (DDP's gradient bookkeeping included)."""
+    head = _output_head(model)
+    if head is None:
+        yield False
+        return
+
+    def pre(_mod, args):
+        return (args[0][b, p].unsqueeze(0),) + tuple(args[1:])  # (B, P, H) → (1, K, H)
+
+    handle = head.register_forward_pre_hook(pre)
+    try:
+        yield True
+    finally:
+        handle.remove()
+
+
 def row_logprobs(model, row: Row, device, temperature: float) -> torch.Tensor:
     """Log-probs (K,) of the row's completion tokens; logits only at the needed positions."""
     ids = row.input_ids.to(device)
@@ -54,8 +85,10 @@ def row_logprobs(model, row: Row, device, temperature: float) -> torch.Tensor:
         return token_logprobs(out.logits[0], row.targets.to(device), temperature)
     b, t = loss_pos // width, loss_pos % width  # (K,), (K,)
     keep = torch.unique(t)  # (P,) sorted columns any sample needs
-    out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=keep, use_cache=False)
-    logits = out.logits[b, torch.searchsorted(keep, t)]  # (B, P, V) → (K, V)
+    p = torch.searchsorted(keep, t)  # (K,) each token's column among the kept ones
+    with _head_sees_only(model, b, p) as hooked:
+        out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=keep, use_cache=False)
+    logits = out.logits[0] if hooked else out.logits[b, p]  # (K, V)
     return token_logprobs(logits, row.targets.to(device), temperature)
 
 
