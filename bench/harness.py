@@ -23,6 +23,7 @@ import argparse
 import datetime
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -231,6 +232,7 @@ def main():
     pairs = [(t, candidate_path(REFERENCE_DIR, t).read_text()) for t in tasks]
     out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "date": datetime.date.today().isoformat(), "tasks": len(tasks),
+           "os_kernel": platform.release(),  # which sandbox runtime: page faults cost very differently
            "command": " ".join(["python", *sys.argv])}
     cfg = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"), baseline_compile=False)
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")  # our workers start cold too

@@ -8,15 +8,15 @@ synchronize around each call keeps calls from overlapping, so no work can be car
 from one timed call into the next. Both the event time and the synchronized wall time
 (minus the flush) are kept, so work that escapes the current stream (side streams,
 threads) still shows in the wall time; the candidate's wall-minus-event excess is also
-taken pair by pair against the reference's, so host load alone cancels. Reference and candidate alternate call by call
-(order swapped every pair) over rotating input sets; the speedup is the median of
-per-pair ratios; the pairs are split into blocks, each on fresh copies of the inputs,
-so one evaluation averages over several memory placements. Short kernels get more
-pairs: the number grows until the timed part takes about ``budget_s`` (between
-``iters`` and ``max_iters``). Every
-callable used here was captured by the worker before the candidate was imported
-(``C``). Does not cover: CPU timing (the interpreter says nothing about speed) or
-deciding flags (the harness does that from these numbers).
+taken pair by pair against the reference's, so host load alone cancels. Reference and
+candidate alternate call by call (order swapped every pair) over rotating input sets;
+the speedup is the median of per-pair ratios; the pairs are split into blocks, each on
+fresh copies of the inputs, so one evaluation averages over several memory placements.
+Short kernels get more pairs: the number grows until the timed part takes about
+``budget_s`` (between ``iters`` and ``max_iters``). Every callable used here was captured
+by the worker before the candidate was imported (``C``). Does not cover: CPU timing (the
+interpreter says nothing about speed) or deciding flags (the harness does that from
+these numbers).
 """
 
 from __future__ import annotations
