@@ -10,7 +10,10 @@
 (c) agreement: our clean eager time per task vs ``triton.testing.do_bench`` (median) on
     the same module and inputs.
 
-Usage: python bench/harness.py [--parts throughput,repeat,agree] [--reps 10] [--cands 10]
+(d) variants (on request): the widest-spread tasks evaluated under timing variants (one
+    placement, a GPU busy-wait lead, a longer budget), with per-placement speedups.
+
+Usage: python bench/harness.py [--parts throughput,repeat,agree,variants] [--reps 10] [--cands 10]
                                [--naive 20] [--throughput 50] [--out FILE]
 Writes bench/results/harness.json (or --out; also $OUT/<name> when OUT is set). The parts
 are independent, so two GPUs can run them side by side (CUDA_VISIBLE_DEVICES) and the
@@ -20,6 +23,7 @@ JSON files be merged with ``--merge A.json B.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -147,16 +151,57 @@ def part_naive(tp_items, n_naive: int, out: dict) -> None:
 def part_repeat(ev, pairs, reps: int, out: dict, save=lambda: None) -> None:
     rows = []
     for t, src in pairs:
-        sp = [r.speedup for r in (ev.evaluate(t, src) for _ in range(reps)) if r.speedup]
+        res = [r for r in (ev.evaluate(t, src) for _ in range(reps)) if r.speedup]
+        sp = [r.speedup for r in res]
         kb = [kernelbench_style(t, src) for _ in range(reps)]
         row = {"task": t.name, "ours_median": statistics.median(sp) if sp else None,
                "ours_p95_dev": p95_dev(sp) if len(sp) > 1 else None,
-               "kb_median": statistics.median(kb), "kb_p95_dev": p95_dev(kb), "ours": sp, "kb": kb}
+               "kb_median": statistics.median(kb), "kb_p95_dev": p95_dev(kb), "ours": sp, "kb": kb,
+               "ours_blocks": [r.timing_detail.get("block_speedups") for r in res]}
         rows.append(row)
         print(f"{t.name:45s} ours ±{(row['ours_p95_dev'] or 0) * 100:5.2f}%  "
               f"kernelbench-style ±{row['kb_p95_dev'] * 100:5.2f}%", flush=True)
         _repeat_summary(rows, out)
         save()  # a run cut short keeps the finished rows
+
+
+VARIANTS = {  # name -> EvalConfig fields: what each evaluation of the variants part changes
+    "default": {},
+    "one_placement": {"timing_placements": 1},
+    "lead_100us": {"timing_lead_us": 100.0},
+    "budget_2s": {"timing_budget_s": 2.0, "timing_max_iters": 4000},
+}
+
+
+def part_variants(pairs, reps: int, names: list[str], out: dict, save=lambda: None, device: str = "cuda") -> None:
+    """Where does the spread come from? The same candidates under timing variants, each in
+    a fresh pool: per evaluation the speedup and its per-placement block speedups (a spread
+    inside one evaluation points to memory placement; a spread only between evaluations,
+    to the process or the GPU state)."""
+    import tempfile as _tf
+
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    rows = out.setdefault("variants", [])
+    for name in names:
+        cfg = EvalConfig(device=device, cache_dir=_tf.mkdtemp(prefix="dvk-bench-var-"), baseline_compile=False,
+                         **VARIANTS[name])
+        with Evaluator(cfg, workers=1) as ev:
+            for t, src in pairs:
+                res = [r for r in (ev.evaluate(t, src) for _ in range(reps)) if r.speedup]
+                sp = [r.speedup for r in res]
+                blocks = [r.timing_detail.get("block_speedups") or [] for r in res]
+                inside = [max(b) / min(b) - 1 for b in blocks if len(b) > 1 and min(b) > 0]
+                row = {"variant": name, "task": t.name, "speedups": sp, "blocks": blocks,
+                       "p95_dev": p95_dev(sp) if len(sp) > 1 else None,
+                       "max_block_spread": max(inside) if inside else None,
+                       "eval_seconds": [r.eval_seconds for r in res]}
+                rows.append(row)
+                print(f"{name:14s} {t.name:35s} p95 ±{(row['p95_dev'] or 0) * 100:5.2f}%  "
+                      f"within-evaluation block spread {(row['max_block_spread'] or 0) * 100:5.2f}%  "
+                      f"speedups {' '.join(f'{x:.3f}' for x in sp)}", flush=True)
+                save()
 
 
 def _repeat_summary(rows: list, out: dict) -> None:
@@ -202,7 +247,11 @@ def main():
     ap.add_argument("--cands", type=int, default=10)
     ap.add_argument("--naive", type=int, default=20)
     ap.add_argument("--throughput", type=int, default=50)
-    ap.add_argument("--parts", default="throughput,repeat,agree")
+    ap.add_argument("--parts", default="throughput,repeat,agree",
+                    help="any of throughput, repeat, agree, variants (timing variants on --variant-tasks)")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"variants part: any of {', '.join(VARIANTS)}")
+    ap.add_argument("--variant-tasks", default="level1/3_Softmax,level1/4_LayerNorm",
+                    help="variants part: task names (the widest spreads in the repeat part)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "harness.json"))
     ap.add_argument("--merge", nargs="+", help="merge these part files into --out and print the table")
     args = ap.parse_args()
@@ -222,6 +271,13 @@ def main():
         write(out, Path(args.out))
         return
     parts = set(args.parts.split(","))
+    known = {"throughput", "repeat", "agree", "variants"}
+    names = [v for v in args.variants.split(",") if v]
+    bad = sorted(parts - known) + [v for v in names if v not in VARIANTS]
+    if bad:
+        print(f"harness.py: unknown part or variant: {', '.join(bad)} (parts: {', '.join(sorted(known))}; "
+              f"variants: {', '.join(VARIANTS)})", file=sys.stderr)
+        sys.exit(2)
     import torch
 
     from davinci_kernel.config import EvalConfig
@@ -240,7 +296,7 @@ def main():
     def save():
         write(out, Path(args.out))
 
-    with Evaluator(cfg, workers=1) as ev:
+    with (Evaluator(cfg, workers=1) if parts & {"throughput", "repeat", "agree"} else contextlib.nullcontext()) as ev:
         if "throughput" in parts:
             part_throughput(ev, tp_items, out)
             save()
@@ -249,6 +305,9 @@ def main():
         if "agree" in parts:
             part_agree(ev, pairs, out)
             save()
+    if "variants" in parts:
+        wanted = set(args.variant_tasks.split(","))
+        part_variants([p for p in pairs if p[0].name in wanted], args.reps, names, out, save)
     if "throughput" in parts:
         part_naive(tp_items, args.naive, out)
     report(out)
@@ -264,6 +323,9 @@ def report(out: dict) -> None:
     tp = out.get("throughput")
     if tp and "ratio" in tp:
         print(f"throughput: ours {tp['ours_per_min']:.1f}/min, naive {tp['naive_per_min']:.1f}/min  ->  {tp['ratio']:.2f}x")
+    for v in out.get("variants", []):
+        print(f"variant {v['variant']:14s} {v['task']:35s} p95 ±{(v['p95_dev'] or 0) * 100:5.2f}%  "
+              f"within-evaluation block spread {(v['max_block_spread'] or 0) * 100:5.2f}%")
     for a in out.get("agreement", []):
         print(f"agreement {a['task']:45s} ours {a['ours_eager_ms']:.4f} ms  do_bench {a['do_bench_ms']:.4f} ms  ratio {a['ratio']:.3f}")
 

@@ -44,6 +44,8 @@ class EvalConfig:
     timing_max_iters: int = opt(1000, "most timed iterations per side; short kernels get more than timing_iters")
     timing_budget_s: float = opt(0.5, "aim for this much timed work per candidate (iterations grow up to timing_max_iters)")
     timing_placements: int = opt(4, "timed blocks, each on fresh copies of the inputs (other addresses)")
+    timing_lead_us: float = opt(0.0, "GPU busy-wait queued after the L2 flush, before each timed call's start event "
+                                "(microseconds): the host has then launched the whole call before timing starts; 0 = off")
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
     l2_flush_mb: int = opt(256, "size of the buffer written between timed calls")
     baseline_compile: bool = opt(True, "also time a torch.compile baseline (cached)")
@@ -230,6 +232,7 @@ def validate(cfg: Config) -> Config:
         ("eval.timing_max_iters", cfg.eval.timing_max_iters >= cfg.eval.timing_iters, "at least eval.timing_iters"),
         ("eval.timing_budget_s", cfg.eval.timing_budget_s >= 0, "0 or more seconds"),
         ("eval.timing_placements", cfg.eval.timing_placements >= 1, "at least 1"),
+        ("eval.timing_lead_us", 0 <= cfg.eval.timing_lead_us <= 10000, "0 to 10000 microseconds"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),

@@ -146,6 +146,7 @@ class EvalResult(_Record):
     verifiable: bool = True  # false when this device cannot check it (bf16 dot on CPU)
     eval_seconds: float = 0.0
     phase_seconds: dict[str, float] = field(default_factory=dict)  # where eval_seconds went, by phase
+    timing_detail: dict[str, Any] = field(default_factory=dict)  # iters, placements, per-placement speedups, wall checks
     feedback: str = ""
 
     @property

@@ -119,7 +119,8 @@ def test_interleaved_timing_moves_inputs_between_blocks():
     sets = [[torch.randn(64)], [torch.randn(64)]]
     res = timing.interleaved(_HostClock, "cpu", ref, cand, sets, iters=12, warmup=1, flush_mb=1,
                              placements=4, reclone=reclone)
-    assert res["iters"] == 12 and res["placements"] == 4
+    assert res["iters"] == 12 and res["placements"] == 4 and len(res["block_speedups"]) == 4
+    assert res["lead_us"] == 0.0  # no busy-wait to lead with on this double
     assert calls["reclone"] == 3 * len(sets)  # before blocks 2, 3 and 4
     # each block's copies are made while the previous ones live; block 4 may reuse block 2's freed memory
     assert len(seen) >= 3 * len(sets)
@@ -158,3 +159,41 @@ def test_speedup_vs_compile(speedup, eager, compiled, ref, want_rt, want_x):
 
     rt, x = vs_compile(speedup, eager, compiled, ref)
     assert rt == pytest.approx(want_rt, rel=1e-3) and x == pytest.approx(want_x, rel=1e-3)
+
+
+class _SleepingClock(_HostClock):
+    """The host-clock double with a busy-wait of "cycles" at 1 GHz (one cycle = 1 ns)."""
+
+    slept: list = []
+
+    @staticmethod
+    def sleep(cycles):
+        import time
+
+        _SleepingClock.slept.append(cycles)
+        end = time.perf_counter() + cycles * 1e-9
+        while time.perf_counter() < end:
+            pass
+
+
+def test_timing_lead_is_calibrated_and_never_timed():
+    """The lead busy-wait is sized from a measured clock rate and sits between the flush
+    and the start event: neither the event time nor the wall time (minus flush) holds it."""
+    import time
+
+    import torch
+
+    from davinci_kernel.evaluate import timing
+
+    cycles = timing.lead_cycles(_SleepingClock, "cpu", 2000.0)  # 2 ms
+    assert 1_000_000 <= cycles <= 3_000_000
+    assert timing.lead_cycles(_SleepingClock, "cpu", 0.0) == 0 and timing.lead_cycles(_HostClock, "cpu", 50.0) == 0
+    _SleepingClock.slept.clear()
+    evs = [_SleepingClock.Event() for _ in range(3)]
+    flush = torch.empty(16, dtype=torch.int32)
+    t0 = time.perf_counter()
+    ev_ms, wall_ms, out = timing._timed_call(_SleepingClock, "cpu", lambda x: x + 1, [torch.ones(4)], flush, evs,
+                                             time.perf_counter, cycles)
+    took_ms = (time.perf_counter() - t0) * 1e3
+    assert _SleepingClock.slept == [cycles] and took_ms >= 1.0
+    assert ev_ms < 1.0 and wall_ms < 1.0 and torch.equal(out, torch.full((4,), 2.0))

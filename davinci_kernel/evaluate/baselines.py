@@ -36,10 +36,11 @@ class BaselineCache:
             return {}
 
     @staticmethod
-    def key(task_hash: str, overrides: dict, gpu: str, torch_version: str) -> str:
+    def key(task_hash: str, overrides: dict, gpu: str, torch_version: str, method_extra: str = "") -> str:
         from .timing import METHOD
 
-        return f"{task_hash}|{json.dumps(overrides, sort_keys=True)}|{gpu}|{torch_version}|{METHOD}"
+        method = f"{METHOD}+{method_extra}" if method_extra else METHOD
+        return f"{task_hash}|{json.dumps(overrides, sort_keys=True)}|{gpu}|{torch_version}|{method}"
 
     def get(self, key: str):
         with self._lock:

@@ -169,7 +169,8 @@ class Evaluator:
         return res
 
     def _baseline(self, h: WorkerHandle, task: Task, variant: str, overrides: dict, seeds: list[int]) -> Optional[dict]:
-        key = BaselineCache.key(task.hash, overrides, h.info.get("gpu", "?"), h.info.get("torch", "?"))
+        key = BaselineCache.key(task.hash, overrides, h.info.get("gpu", "?"), h.info.get("torch", "?"),
+                                f"lead{self.cfg.timing_lead_us:g}" if self.cfg.timing_lead_us else "")
         got = self.baselines.get(key)
         if got is not None:
             return got
@@ -394,6 +395,9 @@ class Evaluator:
         res.runtime_spread = t["cand"]["spread"]
         res.ref_runtime_ms = t["ref"]["median"]
         res.speedup = t["speedup"]
+        res.timing_detail = {k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
+                                               "sync_overhead_ms", "lead_us") if k in t}
+        res.timing_detail["ref_spread"] = t["ref"]["spread"]
         if base and base.get("eager_ms") and base.get("compile_ms"):
             res.compile_runtime_ms, res.speedup_compile = vs_compile(
                 res.speedup, base["eager_ms"], base["compile_ms"], res.ref_runtime_ms)
@@ -452,6 +456,7 @@ class _Clock:
 def _timing_params(cfg: EvalConfig) -> dict:
     return {"timing_iters": cfg.timing_iters, "timing_max_iters": cfg.timing_max_iters,
             "timing_budget_s": cfg.timing_budget_s, "timing_placements": cfg.timing_placements,
+            "timing_lead_us": cfg.timing_lead_us,
             "warmup_iters": cfg.warmup_iters,
             "l2_flush_mb": cfg.l2_flush_mb, "baseline_compile": cfg.baseline_compile}
 

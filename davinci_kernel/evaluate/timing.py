@@ -13,7 +13,8 @@ candidate alternate call by call (order swapped every pair) over rotating input 
 the speedup is the median of per-pair ratios; the pairs are split into blocks, each on
 fresh copies of the inputs, so one evaluation averages over several memory placements.
 Short kernels get more pairs: the number grows until the timed part takes about
-``budget_s`` (between ``iters`` and ``max_iters``). Every callable used here was captured
+``budget_s`` (between ``iters`` and ``max_iters``). Optionally (``lead_us``) a GPU
+busy-wait after the flush gives a slow host more time to queue the call. Every callable used here was captured
 by the worker before the candidate was imported (``C``). Does not cover: CPU timing (the
 interpreter says nothing about speed) or deciding flags (the harness does that from
 these numbers).
@@ -30,13 +31,38 @@ def _flush_buffer(C, dev, flush_mb: int):
     return C.empty(max(1, flush_mb) * (1 << 20) // 4, dtype=C.torch.int32, device=dev)
 
 
-def _timed_call(C, dev, fn, args, flush, ev, perf):
-    """ev = (flush_start, start, end) events. Returns (event ms, wall ms minus flush, output)."""
+def lead_cycles(C, dev, lead_us: float) -> int:
+    """GPU clock cycles that busy-wait about ``lead_us`` microseconds (0: off, or no
+    ``torch.cuda._sleep`` to wait with). Measured on the device itself, since the clock
+    it counts varies by GPU and boost state."""
+    sleep = getattr(C, "sleep", None)
+    if lead_us <= 0 or sleep is None:
+        return 0
+    a, b = C.Event(enable_timing=True), C.Event(enable_timing=True)
+    probe, per_us = 200_000, None
+    for _ in range(2):  # the first also warms the clocks up
+        C.sync(dev)
+        C.record(a)
+        sleep(probe)
+        C.record(b)
+        C.sync(dev)
+        ms = C.elapsed(a, b)
+        per_us = probe / (ms * 1e3) if ms > 0 else None
+    return int(lead_us * per_us) if per_us else 0
+
+
+def _timed_call(C, dev, fn, args, flush, ev, perf, lead: int = 0):
+    """ev = (flush_start, start, end) events. Returns (event ms, wall ms minus flush, output).
+
+    ``lead`` > 0: that many cycles of GPU busy-wait after the flush, so the start event is
+    reached only after the host has (most likely) queued the whole call."""
     f0, start, end = ev
     C.sync(dev)
     t0 = perf()
     C.record(f0)
     C.fill_(flush, 1)
+    if lead:
+        C.sleep(lead)
     C.record(start)
     out = fn(*args)
     C.record(end)
@@ -72,7 +98,8 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 
 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
-                max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None) -> dict:
+                max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None,
+                lead_us: float = 0.0) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks.
 
     ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
@@ -86,15 +113,16 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
     n_sets = len(input_sets)
+    lead = lead_cycles(C, dev, lead_us)
 
     def run_ref(args):
-        e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf)
+        e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf, lead)
         if poison:
             poison(out)  # freed reference outputs must not be found by the candidate
         return e, w
 
     def run_cand(args):
-        return _timed_call(C, dev, cand_fn, args, flush, evs, _perf)
+        return _timed_call(C, dev, cand_fn, args, flush, evs, _perf, lead)
 
     with C.no_grad():
         per_pair_ms = 0.0
@@ -130,7 +158,10 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     # host time beyond the event time, candidate minus the reference beside it (pair by pair):
     # host load slows both alike and cancels here; work that escaped the stream does not
     excess = [(cw - ce) - (rw - re) for cw, ce, rw, re in zip(cand_wall, cand_ev, ref_wall, ref_ev)]
+    # one speedup per placement block: they differ when speed depends on where tensors landed
+    blocks = [statistics.median(ratios[k:k + block]) for k in range(0, len(ratios), block)]
     return {
+        "block_speedups": blocks, "lead_us": lead_us if lead else 0.0,
         "ref": _summary(ref_ev), "cand": _summary(cand_ev),
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
         "wall_excess_vs_ref_ms": statistics.median(excess),
@@ -140,23 +171,24 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
 
 
 def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
-         max_iters: int | None = None, budget_s: float = 0.0) -> float:
+         max_iters: int | None = None, budget_s: float = 0.0, lead_us: float = 0.0) -> float:
     """Median event time of one callable (the cached eager / torch.compile baselines)."""
     from .worker import _perf
 
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
+    lead = lead_cycles(C, dev, lead_us)
     times = []
     with C.no_grad():
         per_call_ms = 0.0
         for i in range(max(1, warmup) + 1):  # the last, untimed call sizes the run
             t0 = _perf()
-            _, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf)
+            _, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead)
             del out
             per_call_ms = (_perf() - t0) * 1e3
         iters = n_iters(per_call_ms, iters, max_iters or iters, budget_s / 2)
         for i in range(iters):
-            e, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf)
+            e, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead)
             del out
             times.append(e)
     del flush

@@ -65,6 +65,7 @@ def _capture(torch):
         c.record = torch.cuda.Event.record
         c.elapsed = torch.cuda.Event.elapsed_time
         c.empty_cache = torch.cuda.empty_cache
+        c.sleep = getattr(torch.cuda, "_sleep", None)  # a GPU busy-wait of N clock cycles
     return c
 
 
@@ -575,6 +576,7 @@ class Runner:
         res = timing.interleaved(C, self.dev, ref_fn, cand_fn, sets, iters=j.timing_iters,
                                  warmup=j.warmup_iters, flush_mb=j.l2_flush_mb,
                                  max_iters=j.timing_max_iters, budget_s=j.timing_budget_s,
+                                 lead_us=_getattr(j, "timing_lead_us", 0.0),
                                  placements=j.timing_placements, reclone=_clone_args,
                                  poison=self._poison_outputs)
         last = res.pop("last_outputs")
@@ -596,13 +598,15 @@ class Runner:
         sets = [self.gen_inputs(self.ref_mod, s) for s in j.seeds]
         res = {"eager_ms": timing.solo(C, self.dev, model, sets, iters=j.timing_iters,
                                        warmup=j.warmup_iters, flush_mb=j.l2_flush_mb,
-                                       max_iters=j.timing_max_iters, budget_s=j.timing_budget_s)}
+                                       max_iters=j.timing_max_iters, budget_s=j.timing_budget_s,
+                                       lead_us=_getattr(j, "timing_lead_us", 0.0))}
         if j.baseline_compile:
             try:
                 compiled = self.torch.compile(model)
                 res["compile_ms"] = timing.solo(C, self.dev, compiled, sets, iters=j.timing_iters,
                                                 warmup=max(3, j.warmup_iters), flush_mb=j.l2_flush_mb,
-                                                max_iters=j.timing_max_iters, budget_s=j.timing_budget_s)
+                                                max_iters=j.timing_max_iters, budget_s=j.timing_budget_s,
+                                                lead_us=_getattr(j, "timing_lead_us", 0.0))
             except Exception as e:  # noqa: BLE001 - compile baseline optional
                 res["compile_error"] = f"{_type(e).__name__}: {str(e)[:200]}"
         return res
