@@ -14,7 +14,7 @@
     placement, a GPU busy-wait lead, a longer budget), with per-placement speedups.
 
 Usage: python bench/harness.py [--parts throughput,repeat,agree,variants] [--reps 10] [--cands 10]
-                               [--naive 20] [--throughput 50] [--out FILE]
+                               [--naive 20] [--throughput 50] [--workers-per-gpu 1,2] [--out FILE]
 Writes bench/results/harness.json (or --out; also $OUT/<name> when OUT is set). The parts
 are independent, so two GPUs can run them side by side (CUDA_VISIBLE_DEVICES) and the
 JSON files be merged with ``--merge A.json B.json``.
@@ -246,6 +246,8 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--cands", type=int, default=10)
     ap.add_argument("--naive", type=int, default=20)
+    ap.add_argument("--workers-per-gpu", default="1",
+                    help="throughput part: ours with each of these worker counts per GPU, cold each time (e.g. 1,2)")
     ap.add_argument("--throughput", type=int, default=50)
     ap.add_argument("--parts", default="throughput,repeat,agree",
                     help="any of throughput, repeat, agree, variants (timing variants on --variant-tasks)")
@@ -274,9 +276,10 @@ def main():
     known = {"throughput", "repeat", "agree", "variants"}
     names = [v for v in args.variants.split(",") if v]
     bad = sorted(parts - known) + [v for v in names if v not in VARIANTS]
+    bad += [x for x in args.workers_per_gpu.split(",") if x and not (x.isdigit() and 1 <= int(x) <= 16)]
     if bad:
-        print(f"harness.py: unknown part or variant: {', '.join(bad)} (parts: {', '.join(sorted(known))}; "
-              f"variants: {', '.join(VARIANTS)})", file=sys.stderr)
+        print(f"harness.py: unknown part, variant or worker count: {', '.join(bad)} (parts: {', '.join(sorted(known))}; "
+              f"variants: {', '.join(VARIANTS)}; workers per GPU: 1 to 16)", file=sys.stderr)
         sys.exit(2)
     import torch
 
@@ -290,7 +293,9 @@ def main():
            "date": datetime.date.today().isoformat(), "tasks": len(tasks),
            "os_kernel": platform.release(),  # which sandbox runtime: page faults cost very differently
            "command": " ".join(["python", *sys.argv])}
-    cfg = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"), baseline_compile=False)
+    per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x]
+    cfg = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"), baseline_compile=False,
+                     workers_per_gpu=per_gpu[0])
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")  # our workers start cold too
     tp_items = [pairs[i % len(pairs)] for i in range(args.throughput)]
     def save():
@@ -299,11 +304,26 @@ def main():
     with (Evaluator(cfg, workers=1) if parts & {"throughput", "repeat", "agree"} else contextlib.nullcontext()) as ev:
         if "throughput" in parts:
             part_throughput(ev, tp_items, out)
+            out["throughput"]["workers_per_gpu"] = per_gpu[0]
             save()
         if "repeat" in parts:
             part_repeat(ev, pairs[: args.cands], args.reps, out, save)
         if "agree" in parts:
             part_agree(ev, pairs, out)
+            save()
+    if "throughput" in parts and len(per_gpu) > 1:  # the same candidates, cold again, more workers per GPU
+        scaling = out["throughput"].setdefault("by_workers_per_gpu", {
+            str(per_gpu[0]): {"per_min": out["throughput"]["ours_per_min"], "seconds": out["throughput"]["ours_seconds"]}})
+        for n in per_gpu[1:]:
+            os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")
+            cfg_n = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"),
+                               baseline_compile=False, workers_per_gpu=n)
+            with Evaluator(cfg_n) as ev_n:
+                sub: dict = {}
+                part_throughput(ev_n, tp_items, sub)
+            scaling[str(n)] = {"per_min": sub["throughput"]["ours_per_min"], "seconds": sub["throughput"]["ours_seconds"],
+                               "correct": sub["throughput"]["ours_correct"],
+                               "phase_seconds_total": sub["throughput"]["phase_seconds_total"]}
             save()
     if "variants" in parts:
         wanted = set(args.variant_tasks.split(","))
@@ -323,6 +343,9 @@ def report(out: dict) -> None:
     tp = out.get("throughput")
     if tp and "ratio" in tp:
         print(f"throughput: ours {tp['ours_per_min']:.1f}/min, naive {tp['naive_per_min']:.1f}/min  ->  {tp['ratio']:.2f}x")
+    for n, v in (tp or {}).get("by_workers_per_gpu", {}).items():
+        vs = f"  ->  {v['per_min'] / tp['naive_per_min']:.2f}x naive" if tp.get("naive_per_min") else ""
+        print(f"throughput with {n} worker(s) per GPU: {v['per_min']:.1f}/min{vs}")
     for v in out.get("variants", []):
         print(f"variant {v['variant']:14s} {v['task']:35s} p95 ±{(v['p95_dev'] or 0) * 100:5.2f}%  "
               f"within-evaluation block spread {(v['max_block_spread'] or 0) * 100:5.2f}%")

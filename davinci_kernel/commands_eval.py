@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         suite: str = typer.Option("builtin", help="builtin | kernelbench:DIR | hf:NAME"),
         candidates: str = typer.Option("reference", help="folder mirroring the suite (levelN/<id>_<Name>.py), or 'reference'"),
         device: str = typer.Option("auto", help=DEVICE_HELP),
-        workers: Optional[int] = typer.Option(None, help="workers (default: one per GPU, 2 on CPU)"),
+        workers: Optional[int] = typer.Option(None, help="workers (default: one per GPU, 2 on CPU); several on one GPU check side by side and take turns to time"),
         backend: str = typer.Option("local", help="local | ray"),
         level: Optional[int] = typer.Option(None, help="only this level"),
         out: Optional[Path] = typer.Option(None, help="run directory (default runs/bench-<time>)"),

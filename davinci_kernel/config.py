@@ -59,6 +59,8 @@ class EvalConfig:
     cpu_small_shapes: bool = opt(True, "on CPU use the task's CPU_SHAPES overrides")
     max_jobs_per_worker: int = opt(200, "recycle a worker after this many candidates")
     spare_workers: int = opt(1, "started, idle workers per GPU that replace a recycled worker at once (none on CPU)")
+    workers_per_gpu: int = opt(1, "workers per GPU when --workers is not given: they check candidates side by "
+                               "side and take turns to time them (the GPU gate)")
     cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")
 
 
@@ -232,6 +234,7 @@ def validate(cfg: Config) -> Config:
         ("eval.timing_max_iters", cfg.eval.timing_max_iters >= cfg.eval.timing_iters, "at least eval.timing_iters"),
         ("eval.timing_budget_s", cfg.eval.timing_budget_s >= 0, "0 or more seconds"),
         ("eval.timing_placements", cfg.eval.timing_placements >= 1, "at least 1"),
+        ("eval.workers_per_gpu", 1 <= cfg.eval.workers_per_gpu <= 16, "1 to 16"),
         ("eval.timing_lead_us", 0 <= cfg.eval.timing_lead_us <= 10000, "0 to 10000 microseconds"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),

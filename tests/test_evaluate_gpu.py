@@ -26,3 +26,49 @@ def test_illegal_memory_access_replaces_worker(gpu_evaluator):
     assert gpu_evaluator.pool.replaced == before + 1
     again = gpu_evaluator.evaluate(fixture_task("relu"), (FIXTURES / "legit" / "relu_triton.py").read_text())
     assert again.correct, again.error_msg
+
+
+def test_two_workers_per_gpu_time_alone(tmp_path):
+    """Two workers on one GPU: candidates are checked side by side, but every timing (and
+    baseline) interval has the GPU to itself, and the speedups still come out."""
+    import contextlib
+    import time
+
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.evaluate.gate import DeviceGate, Gates
+
+    spans = []
+
+    class Recording(DeviceGate):
+        @contextlib.contextmanager
+        def shared(self):
+            with super().shared():
+                t0 = time.monotonic()
+                yield
+                spans.append(("shared", t0, time.monotonic()))
+
+        @contextlib.contextmanager
+        def exclusive(self):
+            with super().exclusive():
+                t0 = time.monotonic()
+                yield
+                spans.append(("exclusive", t0, time.monotonic()))
+
+    class RecordingGates(Gates):
+        def __call__(self, device):
+            with self._lock:
+                return self._gates.setdefault(device or "cpu", Recording())
+
+    relu = (FIXTURES / "legit" / "relu_triton.py").read_text()
+    mm = (FIXTURES / "legit" / "matmul_relu_triton.py").read_text()
+    cfg = EvalConfig(device="cuda", cache_dir=str(tmp_path / "cache"), baseline_compile=False, workers_per_gpu=2)
+    with Evaluator(cfg) as ev:
+        assert ev.n_workers == 2
+        ev._gates = RecordingGates()
+        res = ev.evaluate_many([(fixture_task("relu"), relu), (fixture_task("matmul_relu"), mm)] * 2)
+    assert all(r.correct and r.speedup for r in res), [(r.error_kind, r.error_msg, r.flags) for r in res]
+    excl = [s for s in spans if s[0] == "exclusive"]
+    assert len(excl) >= 4  # 4 timings (+ baselines)
+    for kind, a, b in excl:
+        assert not [s for s in spans if s != (kind, a, b) and s[1] < b and s[2] > a], "timing overlapped other work"

@@ -30,6 +30,7 @@ from . import feedback as feedback_mod
 from . import guards, static
 from .baselines import BaselineCache, vs_compile
 from .correctness import compare
+from .gate import Gates
 from .pool import LocalPool, WorkerDied, WorkerHandle, WorkerTimeout, default_slots, resolve_device
 from .transfer import read_leaf, shm_root
 
@@ -44,10 +45,11 @@ class Evaluator:
         self.cfg = cfg or EvalConfig()
         self.device = resolve_device(self.cfg.device)
         self.on_gpu = self.device.startswith("cuda")
-        self.pool = pool or LocalPool(default_slots(self.device, workers),
+        self.pool = pool or LocalPool(default_slots(self.device, workers, self.cfg.workers_per_gpu),
                                       max_jobs_per_worker=self.cfg.max_jobs_per_worker,
                                       spares=self.cfg.spare_workers if self.on_gpu else 0)
         self.baselines = BaselineCache(self.cfg.cache_dir)
+        self._gates = Gates()  # several workers per GPU: they check side by side, but time alone
         self._ref_cache: dict = {}
         self._ref_lock = threading.Lock()
         self.tmp_root = tempfile.mkdtemp(prefix="dvk-eval-", dir=shm_root())
@@ -174,10 +176,11 @@ class Evaluator:
         got = self.baselines.get(key)
         if got is not None:
             return got
-        h.send({"cmd": "baseline", "job": {"job_id": "baseline", "task_source": variant, "seeds": seeds[:3],
-                                           "init_seed": self.cfg.seed, "device": h.device,
-                                           **_timing_params(self.cfg)}})
-        msg = h.recv(self.cfg.compile_timeout_s + self.cfg.run_timeout_s)
+        with self._gates(h.device).exclusive():
+            h.send({"cmd": "baseline", "job": {"job_id": "baseline", "task_source": variant, "seeds": seeds[:3],
+                                               "init_seed": self.cfg.seed, "device": h.device,
+                                               **_timing_params(self.cfg)}})
+            msg = h.recv(self.cfg.compile_timeout_s + self.cfg.run_timeout_s)
         value = msg.get("result", {})
         if "eager_ms" in value:
             self.baselines.put(key, value)
@@ -188,33 +191,36 @@ class Evaluator:
         """Drive one job on a worker. Returns True when the worker must be replaced."""
         cfg = self.cfg
         job["device"] = h.device
-        h.send({"cmd": "job", "job": job})
-        res.stage = "reference"
-        out = None
-        while out is None:
-            limit = cfg.compile_timeout_s if res.stage == "compile" else cfg.run_timeout_s
-            msg = h.recv(limit)
-            clock.mark(res.stage)
-            ev = msg.get("event")
-            if ev == "ref_done":
-                res.stage = "compile"
-            elif ev == "loaded":
-                res.stage = "correctness"
-            elif ev == "phase":
-                res.stage = msg["phase"]
-            elif ev == "checked":
-                out = msg["result"]
-                if res.stage == "perturbation":
+        gate = self._gates(h.device)
+        with gate.shared():  # checking: other workers on this GPU may check too, none may time
+            clock.mark("gate")
+            h.send({"cmd": "job", "job": job})
+            res.stage = "reference"
+            out = None
+            while out is None:
+                limit = cfg.compile_timeout_s if res.stage == "compile" else cfg.run_timeout_s
+                msg = h.recv(limit)
+                clock.mark(res.stage)
+                ev = msg.get("event")
+                if ev == "ref_done":
+                    res.stage = "compile"
+                elif ev == "loaded":
                     res.stage = "correctness"
-        if out.get("stage") == "reference":
-            res.stage, res.error_kind, res.error_msg = "reference", out["error_kind"], out["error_msg"]
-            return True
-        if cached is None:
-            cached = self._store_reference(key, out)
-        elif not cached.get("perturb_used") and "pref" in out.get("leaves", {}):
-            self._store_perturbed(cached, out)  # an earlier candidate stopped before the shape re-check
-        self._fetch_samples(h, out)
-        clock.mark("transfer")
+                elif ev == "phase":
+                    res.stage = msg["phase"]
+                elif ev == "checked":
+                    out = msg["result"]
+                    if res.stage == "perturbation":
+                        res.stage = "correctness"
+            if out.get("stage") == "reference":
+                res.stage, res.error_kind, res.error_msg = "reference", out["error_kind"], out["error_msg"]
+                return True
+            if cached is None:
+                cached = self._store_reference(key, out)
+            elif not cached.get("perturb_used") and "pref" in out.get("leaves", {}):
+                self._store_perturbed(cached, out)  # an earlier candidate stopped before the shape re-check
+            self._fetch_samples(h, out)
+            clock.mark("transfer")
         res.compiled = bool(out.get("compiled"))
         if out.get("error_kind"):
             res.stage = out.get("stage", res.stage)
@@ -232,13 +238,15 @@ class Evaluator:
             if not res.error_kind and not res.flags:
                 res.stage = "done"
             return recycle
-        h.send({"cmd": "time"})
-        res.stage = "timing"
-        msg = h.recv(cfg.run_timeout_s)
-        clock.mark("timing")
-        tout = msg.get("result", {})
-        self._fetch_samples(h, tout)
-        clock.mark("transfer")
+        with gate.exclusive():  # timing: this GPU runs nothing else meanwhile
+            clock.mark("gate")
+            h.send({"cmd": "time"})
+            res.stage = "timing"
+            msg = h.recv(cfg.run_timeout_s)
+            clock.mark("timing")
+            tout = msg.get("result", {})
+            self._fetch_samples(h, tout)
+            clock.mark("transfer")
         h.send({"cmd": "done"})
         if tout.get("error_kind"):
             res.error_kind, res.error_msg = tout["error_kind"], tout.get("error_msg")
@@ -280,6 +288,9 @@ class Evaluator:
             "ref_aliases": out.get("ref_aliases", False),
         }
         with self._ref_lock:
+            twin = self._ref_cache.pop(key, None)  # two workers computed the same task at once
+            if twin is not None:
+                shutil.rmtree(twin["home"], ignore_errors=True)
             if len(self._ref_cache) >= _REF_CACHE_MAX:
                 old = self._ref_cache.pop(next(iter(self._ref_cache)))
                 shutil.rmtree(old["home"], ignore_errors=True)  # mapped pages live on until unmapped

@@ -221,8 +221,9 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def default_slots(device: str, workers: Optional[int] = None) -> list[str]:
-    """One worker per GPU (timing stays clean), or ``workers`` CPU workers."""
+def default_slots(device: str, workers: Optional[int] = None, per_gpu: int = 1) -> list[str]:
+    """``per_gpu`` workers per GPU (the harness's gate keeps timing exclusive), ``workers``
+    spread over the GPUs when given, or ``workers`` CPU workers."""
     device = resolve_device(device)
     if device == "cpu":
         n = workers or max(1, min(2, os.cpu_count() or 1))
@@ -236,7 +237,8 @@ def default_slots(device: str, workers: Optional[int] = None) -> list[str]:
 
             raise UsageError("--device cuda was given but no CUDA GPU is visible; use --device cpu")
         gpus = [f"cuda:{i}" for i in range(n_gpu)]
-        if workers and workers > n_gpu:
-            gpus = [gpus[i % n_gpu] for i in range(workers)]
+        n = workers or n_gpu * max(1, per_gpu)
+        if n > n_gpu:
+            gpus = [gpus[i % n_gpu] for i in range(n)]
         return gpus
     return [device] * (workers or 1)

@@ -1,0 +1,109 @@
+"""The per-GPU gate: checks run side by side, timing runs alone, and a waiting timer is
+not starved by a stream of checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from davinci_kernel.evaluate.gate import DeviceGate, Gates
+
+
+def _wait_until(cond, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached")
+        time.sleep(0.005)
+
+
+def test_shared_holders_overlap():
+    gate = DeviceGate()
+    inside = threading.Barrier(3, timeout=5)
+
+    def check():
+        with gate.shared():
+            inside.wait()  # all three are inside at once, or this times out
+
+    threads = [threading.Thread(target=check) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert gate.state() == (0, False, 0)
+
+
+def test_exclusive_waits_for_checks_and_blocks_new_ones():
+    gate = DeviceGate()
+    log = []
+    release_first = threading.Event()
+
+    def first_check():
+        with gate.shared():
+            log.append("check1 in")
+            release_first.wait(5)
+            log.append("check1 out")
+
+    def timer():
+        with gate.exclusive():
+            log.append("time in")
+            time.sleep(0.05)
+            log.append("time out")
+
+    def second_check():
+        with gate.shared():
+            log.append("check2 in")
+
+    a = threading.Thread(target=first_check)
+    a.start()
+    _wait_until(lambda: gate.state()[0] == 1)
+    b = threading.Thread(target=timer)
+    b.start()
+    _wait_until(lambda: gate.state()[2] == 1)  # the timer waits behind the running check
+    c = threading.Thread(target=second_check)
+    c.start()
+    time.sleep(0.05)
+    assert "check2 in" not in log  # writer preference: no new check while a timer waits
+    release_first.set()
+    for t in (a, b, c):
+        t.join(5)
+    assert log == ["check1 in", "check1 out", "time in", "time out", "check2 in"]
+    assert gate.state() == (0, False, 0)
+
+
+def test_gate_is_released_when_the_body_raises():
+    gate = DeviceGate()
+    with pytest.raises(RuntimeError):
+        with gate.exclusive():
+            raise RuntimeError("worker died")
+    with pytest.raises(RuntimeError):
+        with gate.shared():
+            raise RuntimeError("worker died")
+    assert gate.state() == (0, False, 0)
+    with gate.exclusive():
+        assert gate.state() == (0, True, 0)
+
+
+def test_one_gate_per_device():
+    gates = Gates()
+    assert gates("cuda:0") is gates("cuda:0")
+    assert gates("cuda:0") is not gates("cuda:1")
+    assert gates("") is gates("cpu")
+
+
+@pytest.mark.parametrize("per_gpu,workers,n_gpu,want", [
+    (1, None, 2, ["cuda:0", "cuda:1"]),
+    (2, None, 2, ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]),
+    (2, 3, 2, ["cuda:0", "cuda:1", "cuda:0"]),  # --workers wins over the per-GPU default
+    (3, None, 1, ["cuda:0"] * 3),
+])
+def test_default_slots_per_gpu(monkeypatch, per_gpu, workers, n_gpu, want):
+    import torch
+
+    from davinci_kernel.evaluate import pool
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: n_gpu)
+    monkeypatch.setattr(pool, "resolve_device", lambda d: "cuda")
+    assert pool.default_slots("cuda", workers, per_gpu) == want
