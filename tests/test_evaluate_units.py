@@ -197,3 +197,23 @@ def test_timing_lead_is_calibrated_and_never_timed():
     took_ms = (time.perf_counter() - t0) * 1e3
     assert _SleepingClock.slept == [cycles] and took_ms >= 1.0
     assert ev_ms < 1.0 and wall_ms < 1.0 and torch.equal(out, torch.full((4,), 2.0))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+                                   "uint8", "bool"])
+@pytest.mark.parametrize("shape", [(3, 5), (0, 4), (), (7,), (2, 3, 4)])
+def test_leaf_files_round_trip(tmp_path, dtype, shape):
+    """Worker → file → harness keeps dtype, shape and every bit, also for transposed
+    (non-contiguous) and empty tensors; mapped reads give the same."""
+    import torch
+
+    from davinci_kernel.evaluate.transfer import read_leaf, write_leaf
+
+    x = (torch.randn(shape) * 10).to(getattr(torch, dtype))
+    if x.dim() >= 2:
+        x = x.transpose(0, 1)
+    meta = write_leaf(torch, x, str(tmp_path / "leaf.bin"))
+    assert meta["kind"] == "tensor" and meta["dtype"] == dtype
+    for mapped in (False, True):
+        y = read_leaf(meta, mapped=mapped)
+        assert y.dtype == x.dtype and y.shape == x.shape and torch.equal(y, x)
