@@ -77,6 +77,17 @@ def test_role_stats():
     assert "loss/summary" not in s
 
 
+def test_role_stats_keep_mask_equals_dropping_tokens():
+    loss, adv = torch.tensor([1.0, 3.0, 2.0, 9.0]), torch.tensor([0.5, -0.5, 2.0, 7.0])
+    clipped = torch.tensor([False, True, False, True])
+    role = torch.tensor([ROLE_ID["policy"], ROLE_ID["policy"], ROLE_ID["select"], ROLE_ID["summary"]])
+    keep = torch.tensor([True, True, True, False])
+    masked, dropped = RoleStats(), RoleStats()
+    masked.add(loss, adv, clipped, role, keep=keep)
+    dropped.add(loss[keep], adv[keep], clipped[keep], role[keep])
+    assert masked.summary() == dropped.summary() and "loss/summary" not in masked.summary()
+
+
 def test_pack_masks_prompts_and_restarts_positions():
     s1 = Sample("policy", [10, 11, 12], [13, 14], 1.0, [-0.1, -0.2])
     s2 = Sample("select", [20], [21, 22, 23], -1.0)

@@ -95,14 +95,21 @@ class RoleStats:
     def __init__(self) -> None:
         self.sums = torch.zeros(len(ROLES), 5, dtype=torch.float64)  # loss, adv, |adv|, clipped, tokens
 
-    def add(self, loss: torch.Tensor, adv: torch.Tensor, clipped: torch.Tensor, role: torch.Tensor) -> None:
-        """All (K,); role holds ``ROLE_ID`` values."""
-        vals = torch.stack([loss.detach().double(), adv.double(), adv.abs().double(),
-                            clipped.double(), torch.ones_like(adv, dtype=torch.float64)], dim=-1)  # (K, 5)
-        self.sums.index_add_(0, role.long().cpu(), vals.cpu())
+    def add(self, loss: torch.Tensor, adv: torch.Tensor, clipped: torch.Tensor, role: torch.Tensor,
+            keep: Optional[torch.Tensor] = None) -> None:
+        """All (K,); role holds ``ROLE_ID`` values; ``keep`` (K,) bool leaves tokens out.
+
+        Sums stay on the device of the inputs (no host sync per micro-batch); ``summary``
+        reads them once."""
+        m = torch.ones_like(adv, dtype=torch.float64) if keep is None else keep.double()  # (K,)
+        a = adv.double()
+        vals = torch.stack([loss.detach().double() * m, a * m, a.abs() * m, clipped.double() * m, m], dim=-1)  # (K, 5)
+        if self.sums.device != vals.device:
+            self.sums = self.sums.to(vals.device)
+        self.sums.index_add_(0, role.long().to(vals.device), vals)
 
     def summary(self, sums: Optional[torch.Tensor] = None) -> dict[str, float]:
-        s = self.sums if sums is None else sums
+        s = (self.sums if sums is None else sums).double().cpu()
         out: dict[str, float] = {}
         for i, role in enumerate(ROLES):
             n = float(s[i, 4])

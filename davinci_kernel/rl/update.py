@@ -78,14 +78,16 @@ def row_logprobs(model, row: Row, device, temperature: float) -> torch.Tensor:
     """Log-probs (K,) of the row's completion tokens; logits only at the needed positions."""
     ids = row.input_ids.to(device)
     n, width = ids.shape
-    loss_pos = row.loss_pos.to(device)
     if n == 1:
-        out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=loss_pos,
+        out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=row.loss_pos.to(device),
                     use_cache=False)
         return token_logprobs(out.logits[0], row.targets.to(device), temperature)
-    b, t = loss_pos // width, loss_pos % width  # (K,), (K,)
+    # index arithmetic on the host, where the positions already are: unique() on the GPU
+    # would wait for the device (its output size depends on the data)
+    b, t = row.loss_pos // width, row.loss_pos % width  # (K,), (K,)
     keep = torch.unique(t)  # (P,) sorted columns any sample needs
     p = torch.searchsorted(keep, t)  # (K,) each token's column among the kept ones
+    b, p, keep = b.to(device), p.to(device), keep.to(device)
     with _head_sees_only(model, b, p) as hooked:
         out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=keep, use_cache=False)
     logits = out.logits[0] if hooked else out.logits[b, p]  # (K, V)
@@ -200,8 +202,8 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
                 loss = tok_loss.sum() / denom * dist.world
                 dist.backward(loss)
             kept = w > 0
-            if kept.any():
-                stats.add(tok_loss.detach().cpu()[kept], row.adv[kept], clipped.cpu()[kept], row.role[kept])
+            if kept.any():  # on the device: no host sync between micro-batches
+                stats.add(tok_loss, row.adv.to(device), clipped, row.role.to(device), keep=kept.to(device))
             info["update_tokens"] += row.tokens if row.samples else 0
         info["grad_norm"] = dist.clip(params, s.grad_clip)
         optimizer.step()
