@@ -217,3 +217,20 @@ def test_leaf_files_round_trip(tmp_path, dtype, shape):
     for mapped in (False, True):
         y = read_leaf(meta, mapped=mapped)
         assert y.dtype == x.dtype and y.shape == x.shape and torch.equal(y, x)
+
+
+@pytest.mark.parametrize("numel", [4 * 1024 * 1024 + 1, 16 * 1024 * 1024, 26_224_641, 3 * 1024 * 1024 + 7])
+def test_sample_indices_are_stratified_sorted_and_seeded(numel):
+    """One index in each of n equal strata (sorted, so gathers are fast); the same seed
+    gives the same indices in worker and harness, another seed other indices."""
+    import torch
+
+    from davinci_kernel.evaluate.transfer import sample_indices
+
+    n = 1 << 16
+    idx = sample_indices(torch, numel, 11, n)
+    edges = torch.arange(n + 1, dtype=torch.int64) * numel // n
+    assert idx.shape == (n,) and idx.dtype == torch.int64
+    assert bool(((idx >= edges[:-1]) & (idx < edges[1:])).all())
+    assert torch.equal(idx, sample_indices(torch, numel, 11, n))
+    assert not torch.equal(idx, sample_indices(torch, numel, 12, n))
