@@ -14,6 +14,8 @@ Writes ``bench/results/rl_step.json`` and prints a table. Not a test.
 
     python bench/rl_step.py                 # H200: about 2-4 minutes
     python bench/rl_step.py --tiny          # CPU smoke of the same code path
+    python bench/rl_step.py --layouts padded,padded:fused --full-steps 0
+                                            # log-probs chunked vs fused, side by side
     torchrun --nproc_per_node 2 bench/rl_step.py --no-trl --full-steps 0 --out rl_step_ddp2.json
                                             # the same global batch over 2 GPUs (DDP through accelerate)
 
@@ -87,7 +89,12 @@ def load(path: Path, grad_ckpt: bool):
     return model
 
 
-def bench_ours(path, samples, args, layout: str = "padded") -> dict:
+def bench_ours(path, samples, args, variant: str = "padded") -> dict:
+    """``variant`` = LAYOUT[:LOGPROBS], e.g. "padded", "packed", "padded:fused"."""
+    layout, _, logprobs = variant.partition(":")
+    logprobs = logprobs or "chunked"
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
     from accelerate import Accelerator
 
     from davinci_kernel.rl.modeling import mixed_precision
@@ -97,7 +104,8 @@ def bench_ours(path, samples, args, layout: str = "padded") -> dict:
     model = load(path, not args.no_grad_ckpt)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
     model, opt = acc.prepare(model, opt)
-    s = UpdateSettings(micro_batch_tokens=args.micro_batch_tokens, minibatches=1, mismatch="off", layout=layout)
+    s = UpdateSettings(micro_batch_tokens=args.micro_batch_tokens, minibatches=1, mismatch="off", layout=layout,
+                       logprobs=logprobs)
     tokens = sum(x.length for x in samples)  # the global batch
     samples = samples[acc.process_index::acc.num_processes]
     times = []
@@ -109,7 +117,8 @@ def bench_ours(path, samples, args, layout: str = "padded") -> dict:
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
-    out = _summary(f"davinci_kernel {layout}" + (f" DDP x{acc.num_processes}" if acc.num_processes > 1 else ""),
+    out = _summary(f"davinci_kernel {layout}" + (f" {logprobs}" if logprobs != "chunked" else "")
+                   + (f" DDP x{acc.num_processes}" if acc.num_processes > 1 else ""),
                    times, tokens, peak)
     if acc.num_processes > 1:
         import torch.distributed as tdist
@@ -237,7 +246,8 @@ def main() -> None:
     ap.add_argument("--no-grad-ckpt", action="store_true")
     ap.add_argument("--no-trl", action="store_true")
     ap.add_argument("--layouts", default="padded,packed",
-                    help="micro-batch layouts to time, the first is 'ours' (padded | packed)")
+                    help="variants to time, LAYOUT[:LOGPROBS] each (padded | packed, chunked | fused), "
+                         "e.g. padded,padded:fused; the first is 'ours'")
     ap.add_argument("--small", action="store_true", help="a CPU-sized model with long sequences (layout effects)")
     ap.add_argument("--full-steps", type=int, default=2, help="whole trainer steps (0 = skip)")
     ap.add_argument("--full-new-tokens", type=int, default=256)
@@ -248,6 +258,12 @@ def main() -> None:
         args.batch, args.prompt_len, args.completion_len = 8, 48, 16
         args.micro_batch_tokens, args.steps, args.full_new_tokens = 256, 2, 8
     args.layouts = [x for x in args.layouts.split(",") if x]
+    bad = [x for x in args.layouts if x.partition(":")[0] not in ("padded", "packed")
+           or x.partition(":")[2] not in ("", "chunked", "fused")]
+    if bad or not args.layouts:
+        print(f"rl_step.py: bad --layouts entry {', '.join(bad) or '(none)'}: LAYOUT[:LOGPROBS] with LAYOUT padded or "
+              "packed and LOGPROBS chunked or fused", file=sys.stderr)
+        sys.exit(2)
     if args.small:
         args.batch, args.prompt_len, args.completion_len = 16, 256, 256
         args.micro_batch_tokens, args.steps, args.full_new_tokens = 4096, 2, 8

@@ -184,3 +184,68 @@ def test_output_head_sees_only_needed_rows(tmp_path, monkeypatch):
     assert len(grads_hooked) == len(grads_plain)
     for a, b in zip(grads_hooked, grads_plain):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_fused_logprobs_match_chunked(tmp_path, monkeypatch, layout, temperature):
+    """The fused path (no logits tensor) gives the chunked path's log-probs and the same
+    gradients for every parameter, the tied output head included."""
+    import davinci_kernel.rl.losses as losses
+    import davinci_kernel.rl.update as update
+    from davinci_kernel.llm.tiny import build_tiny
+    from davinci_kernel.rl.modeling import load_model
+    from davinci_kernel.rl.sequences import layout as make_rows
+
+    monkeypatch.setattr(losses, "CHUNK_ELEMENTS", 3 * 512)  # several row chunks
+    torch.manual_seed(0)
+    model = load_model(build_tiny(tmp_path / "m"), bf16=False, grad_checkpointing=False)
+    g = torch.Generator().manual_seed(3)
+    samples = [Sample("policy", torch.randint(5, 300, (p,), generator=g).tolist(),
+                      torch.randint(5, 300, (c,), generator=g).tolist(), 1.0) for p, c in [(6, 3), (2, 5), (4, 4)]]
+    (row,) = make_rows(samples, 64, layout)
+    head = update._output_head(model)
+    assert update._fusable(model, head)
+
+    def run(impl):
+        model.zero_grad()
+        lp = update.row_logprobs(model, row, "cpu", temperature, impl)
+        (lp * torch.linspace(-1, 1, len(lp))).sum().backward()
+        return lp.detach(), {n: q.grad.clone() for n, q in model.named_parameters() if q.grad is not None}
+
+    lp_c, g_c = run("chunked")
+    lp_f, g_f = run("fused")
+    torch.testing.assert_close(lp_f, lp_c, atol=1e-5, rtol=1e-5)
+    assert g_f.keys() == g_c.keys()
+    for name in g_c:
+        torch.testing.assert_close(g_f[name], g_c[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_fused_logprobs_follow_autocast(tmp_path):
+    """Under bf16 autocast the fused head matmuls run in bf16, as the model's own would:
+    both paths agree to bf16 accuracy."""
+    import davinci_kernel.rl.update as update
+    from davinci_kernel.llm.tiny import build_tiny
+    from davinci_kernel.rl.modeling import load_model
+    from davinci_kernel.rl.sequences import layout as make_rows
+
+    torch.manual_seed(0)
+    model = load_model(build_tiny(tmp_path / "m"), bf16=False, grad_checkpointing=False)
+    samples = [Sample("policy", list(range(5, 12)), list(range(40, 46)), 1.0),
+               Sample("policy", list(range(60, 63)), list(range(70, 79)), 1.0)]
+    (row,) = make_rows(samples, 64, "padded")
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        chunked = update.row_logprobs(model, row, "cpu", 1.0, "chunked")
+        fused = update.row_logprobs(model, row, "cpu", 1.0, "fused")
+    assert fused.dtype == torch.float32
+    torch.testing.assert_close(fused, chunked, atol=5e-2, rtol=5e-2)
+
+
+def test_fused_falls_back_for_capped_logits(tmp_path):
+    import davinci_kernel.rl.update as update
+    from davinci_kernel.llm.tiny import build_tiny
+    from davinci_kernel.rl.modeling import load_model
+
+    model = load_model(build_tiny(tmp_path / "m"), bf16=False, grad_checkpointing=False)
+    model.config.final_logit_softcapping = 30.0
+    assert not update._fusable(model, update._output_head(model))

@@ -1,6 +1,7 @@
 """The policy-gradient loss over generated tokens of all three roles.
 
-Covers: token log-probs from logits, the clipped token-level policy-gradient objective
+Covers: token log-probs from logits (chunked) or straight from the output head's hidden
+states and weight (fused: no logits tensor), the clipped token-level policy-gradient objective
 (PPO-style clip 0.2 / 0.28 for off-policy micro-steps; on-policy the ratio is 1 and it is
 plain REINFORCE with the advantage), optional per-token importance weights (TIS),
 token-mean aggregation, and per-role loss / advantage statistics.
@@ -57,6 +58,77 @@ class _ChunkedLogProb(torch.autograd.Function):
             gi.scatter_add_(-1, targets[i:i + step, None], g)  # d/dx (x_y − lse) = onehot − p
             grad[i:i + step] = gi / t
         return grad, None, None
+
+
+class _FusedLinearLogProb(torch.autograd.Function):
+    """log softmax((h @ Wᵀ + b) / T)[target] straight from the hidden states: the output
+    head's logits exist only one row chunk at a time, forward and backward (the backward
+    recomputes them). Matmuls run in ``compute_dtype`` (the autocast dtype when the caller
+    is under autocast), softmax math in float32."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, temperature: float, compute_dtype):
+        # hidden (K, H), weight (V, H), bias (V,) or None, targets (K,) → (K,)
+        k, v = hidden.shape[0], weight.shape[0]
+        step = max(1, CHUNK_ELEMENTS // max(1, v))
+        w = weight.to(compute_dtype)
+        b = bias.to(compute_dtype) if bias is not None else None
+        out = torch.empty(k, dtype=torch.float32, device=hidden.device)
+        lse = torch.empty(k, dtype=torch.float32, device=hidden.device)
+        with torch.autocast(hidden.device.type, enabled=False):
+            for i in range(0, k, step):
+                x = hidden[i:i + step].to(compute_dtype) @ w.t()  # (c, V)
+                if b is not None:
+                    x = x + b
+                x = x.float() / temperature
+                lse[i:i + step] = torch.logsumexp(x, dim=-1)
+                out[i:i + step] = x.gather(-1, targets[i:i + step, None]).squeeze(-1) - lse[i:i + step]
+        ctx.save_for_backward(hidden, weight, bias, targets, lse)
+        ctx.temperature, ctx.step, ctx.compute_dtype = temperature, step, compute_dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):  # (K,) → (K, H), (V, H), (V,)
+        hidden, weight, bias, targets, lse = ctx.saved_tensors
+        t, step, cd = ctx.temperature, ctx.step, ctx.compute_dtype
+        w = weight.to(cd)
+        b = bias.to(cd) if bias is not None else None
+        g_hidden = torch.empty_like(hidden)
+        g_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        g_bias = torch.zeros(weight.shape[0], dtype=torch.float32, device=weight.device) if bias is not None else None
+        with torch.autocast(hidden.device.type, enabled=False):
+            for i in range(0, hidden.shape[0], step):
+                h = hidden[i:i + step].to(cd)  # (c, H)
+                x = h @ w.t()
+                if b is not None:
+                    x = x + b
+                p = torch.exp(x.float() / t - lse[i:i + step, None])  # (c, V) softmax
+                g = grad_out[i:i + step, None].float()  # (c, 1)
+                d = -p * g
+                d.scatter_add_(-1, targets[i:i + step, None], g)  # onehot − p, times g
+                d = d / t  # (c, V) d loss / d logits
+                g_hidden[i:i + step] = (d.to(cd) @ w).to(g_hidden.dtype)  # (c, H)
+                g_weight += (d.to(cd).t() @ h).float()  # (V, H)
+                if g_bias is not None:
+                    g_bias += d.sum(0)
+        return (g_hidden, g_weight.to(weight.dtype), g_bias.to(bias.dtype) if g_bias is not None else None,
+                None, None, None)
+
+
+def linear_logprobs(hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                    targets: torch.Tensor, temperature: float = 1.0,
+                    compute_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """hidden (K, H) and an output head (weight (V, H), bias (V,)) → log π(target) (K,) in
+    float32, without a (K, V) logits tensor. The matmuls run in ``compute_dtype``; by
+    default the autocast dtype when autocast is on here, else the weight's dtype."""
+    if compute_dtype is None:
+        compute_dtype = autocast_dtype(hidden.device.type) or weight.dtype
+    return _FusedLinearLogProb.apply(hidden, weight, bias, targets, float(temperature), compute_dtype)
+
+
+def autocast_dtype(device_type: str) -> Optional[torch.dtype]:
+    """The dtype autocast computes matmuls in right here, or None when it is off."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

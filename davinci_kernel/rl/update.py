@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from .losses import RoleStats, pg_token_loss, token_logprobs
+from .losses import RoleStats, autocast_dtype, linear_logprobs, pg_token_loss, token_logprobs
 from .rejection import segment_mismatch_keep
 from .sequences import Row, Sample, layout, split_minibatches
 
@@ -36,11 +36,13 @@ class UpdateSettings:
     micro_batch_tokens: int = 8192
     minibatches: int = 1
     layout: str = "padded"  # padded | packed (see sequences.py)
+    logprobs: str = "chunked"  # chunked | fused (see row_logprobs)
 
     @classmethod
     def from_config(cls, cfg) -> "UpdateSettings":
         return cls(cfg.rl.clip_low, cfg.rl.clip_high, cfg.rollout.temperature, cfg.rl.mismatch, cfg.rl.tis_cap,
-                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches, cfg.rl.micro_batch_layout)
+                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches, cfg.rl.micro_batch_layout,
+                   cfg.rl.logprob_impl)
 
 
 def _output_head(model):
@@ -74,10 +76,54 @@ def _head_sees_only(model, b: torch.Tensor, p: torch.Tensor):
         handle.remove()
 
 
-def row_logprobs(model, row: Row, device, temperature: float) -> torch.Tensor:
-    """Log-probs (K,) of the row's completion tokens; logits only at the needed positions."""
+def _fusable(model, head) -> bool:
+    """The fused path computes ``head(h)`` itself: only for a plain linear head whose
+    logits the model does not rescale or cap afterwards."""
+    inner = model
+    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
+        inner = inner.module
+    cfg = getattr(inner, "config", None)
+    return (type(head) is torch.nn.Linear and cfg is not None
+            and getattr(cfg, "final_logit_softcapping", None) is None and getattr(cfg, "logit_scale", None) is None)
+
+
+def _fused_row_logprobs(model, head, row: Row, device, temperature: float, b, p) -> torch.Tensor:
+    """The model runs up to its output head; the head gets an empty input (so no logits are
+    made) while its K needed hidden rows go to ``linear_logprobs`` with the head's weight,
+    in the dtype autocast gave the model's own matmuls."""
+    ids = row.input_ids.to(device)
+    got = {}
+
+    def pre(_mod, args):
+        h = args[0]  # (B, P, H)
+        got["h"] = h[0] if b is None else h[b, p]  # (K, H)
+        got["dtype"] = autocast_dtype(h.device.type)
+        return (h[:, :0],) + tuple(args[1:])  # (B, 0, H): an empty logits tensor
+
+    keep = row.loss_pos.to(device) if b is None else torch.unique(row.loss_pos % ids.shape[1]).to(device)
+    handle = head.register_forward_pre_hook(pre)
+    try:
+        model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=keep, use_cache=False)
+    finally:
+        handle.remove()
+    return linear_logprobs(got["h"], head.weight, head.bias, row.targets.to(device), temperature, got["dtype"])
+
+
+def row_logprobs(model, row: Row, device, temperature: float, impl: str = "chunked") -> torch.Tensor:
+    """Log-probs (K,) of the row's completion tokens; logits only at the needed positions.
+
+    ``impl``: "chunked" (the model makes the K logits rows, log-softmax in row chunks) or
+    "fused" (no logits tensor at all; falls back to chunked for heads it cannot fuse)."""
     ids = row.input_ids.to(device)
     n, width = ids.shape
+    if impl == "fused":
+        head = _output_head(model)
+        if head is not None and _fusable(model, head):
+            if n == 1:
+                return _fused_row_logprobs(model, head, row, device, temperature, None, None)
+            b, t = row.loss_pos // width, row.loss_pos % width  # (K,), (K,)
+            p = torch.searchsorted(torch.unique(t), t)  # (K,)
+            return _fused_row_logprobs(model, head, row, device, temperature, b.to(device), p.to(device))
     if n == 1:
         out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=row.loss_pos.to(device),
                     use_cache=False)
@@ -182,7 +228,7 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
     for mini, rows in zip(minis, packed):
         if need_old:
             with torch.no_grad():
-                old = [row_logprobs(model, r, device, s.temperature).float() for r in rows]
+                old = [row_logprobs(model, r, device, s.temperature, s.logprobs).float() for r in rows]
         else:
             old = [None] * len(rows)
         olds.append(old)
@@ -195,7 +241,7 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
         optimizer.zero_grad(set_to_none=True)
         for i, (row, o, w) in enumerate(zip(rows, old, ws)):
             with dist.no_sync(model, last=(i == len(rows) - 1)):
-                new = row_logprobs(model, row, device, s.temperature)
+                new = row_logprobs(model, row, device, s.temperature, s.logprobs)
                 ref = o.to(device) if o is not None else new.detach()
                 tok_loss, clipped = pg_token_loss(new, ref, row.adv.to(device), s.clip_low, s.clip_high,
                                                   weights=w.to(device))
