@@ -45,11 +45,16 @@ class UpdateSettings:
                    cfg.rl.logprob_impl)
 
 
+def _unwrapped(model):
+    """The model inside DDP / FSDP wrappers (peft forwards attribute lookups itself)."""
+    while hasattr(model, "module") and isinstance(model.module, torch.nn.Module):
+        model = model.module
+    return model
+
+
 def _output_head(model):
     """The output embedding (lm_head) under any DDP / FSDP / peft wrapping, or None."""
-    inner = model
-    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-        inner = inner.module
+    inner = _unwrapped(model)
     get = getattr(inner, "get_output_embeddings", None)
     head = get() if callable(get) else None
     return head if isinstance(head, torch.nn.Module) else None
@@ -79,10 +84,7 @@ def _head_sees_only(model, b: torch.Tensor, p: torch.Tensor):
 def _fusable(model, head) -> bool:
     """The fused path computes ``head(h)`` itself: only for a plain linear head whose
     logits the model does not rescale or cap afterwards."""
-    inner = model
-    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-        inner = inner.module
-    cfg = getattr(inner, "config", None)
+    cfg = getattr(_unwrapped(model), "config", None)
     return (type(head) is torch.nn.Linear and cfg is not None
             and getattr(cfg, "final_logit_softcapping", None) is None and getattr(cfg, "logit_scale", None) is None)
 
