@@ -301,7 +301,9 @@ def main():
     def save():
         write(out, Path(args.out))
 
-    with (Evaluator(cfg, workers=1) if parts & {"throughput", "repeat", "agree"} else contextlib.nullcontext()) as ev:
+    # one GPU (pin it with CUDA_VISIBLE_DEVICES): workers = workers per GPU
+    with (Evaluator(cfg, workers=per_gpu[0]) if parts & {"throughput", "repeat", "agree"}
+          else contextlib.nullcontext()) as ev:
         if "throughput" in parts:
             part_throughput(ev, tp_items, out)
             out["throughput"]["workers_per_gpu"] = per_gpu[0]
@@ -318,7 +320,7 @@ def main():
             os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")
             cfg_n = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"),
                                baseline_compile=False, workers_per_gpu=n)
-            with Evaluator(cfg_n) as ev_n:
+            with Evaluator(cfg_n, workers=n) as ev_n:
                 sub: dict = {}
                 part_throughput(ev_n, tp_items, sub)
             scaling[str(n)] = {"per_min": sub["throughput"]["ours_per_min"], "seconds": sub["throughput"]["ours_seconds"],
