@@ -49,6 +49,8 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if workers is not None and not 1 <= workers <= 256:
+        raise UsageError(f"--workers {workers}: give 1 to 256 workers (or leave it out for one per GPU, 2 on CPU)")
     tasks, items, missing, cand_dir = collect(suite, candidates, level)
     cfg = cfg or EvalConfig(device=device)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -54,6 +54,7 @@ def test_bench_writes_results_and_fastp(suite, tmp_path, backend):
     assert by_task["level1/2_MatmulReLU"]["error_kind"] == "missing"
 
 
-def test_bench_bad_input_exits_2(tmp_path):
-    p = dvk("bench", "--suite", f"kernelbench:{tmp_path / 'nope'}")
+@pytest.mark.parametrize("args", [["--suite", "kernelbench:{tmp}/nope"], ["--workers", "0"], ["--workers", "-2"]])
+def test_bench_bad_input_exits_2(tmp_path, args):
+    p = dvk("bench", *[a.format(tmp=tmp_path) for a in args])
     assert p.returncode == 2 and p.stderr.strip().startswith("error:") and "Traceback" not in p.stderr
