@@ -20,6 +20,7 @@ from typing import Optional
 
 from .config import EvalConfig
 from .errors import UsageError
+from .evaluate.pool import check_workers
 from .records import EvalResult
 from .report.fastp import fastp_table
 from .report.terminal import fastp_rich_table
@@ -49,8 +50,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    if workers is not None and not 1 <= workers <= 256:
-        raise UsageError(f"--workers {workers}: give 1 to 256 workers (or leave it out for one per GPU, 2 on CPU)")
+    check_workers(workers)  # before any task is read or worker started (the Ray backend too)
     tasks, items, missing, cand_dir = collect(suite, candidates, level)
     cfg = cfg or EvalConfig(device=device)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

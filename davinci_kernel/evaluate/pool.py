@@ -221,9 +221,18 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def check_workers(workers: Optional[int]) -> None:
+    """A worker count a user gave: 1 to 256, or None for the default."""
+    if workers is not None and not 1 <= workers <= 256:
+        from ..errors import UsageError
+
+        raise UsageError(f"--workers {workers}: give 1 to 256 workers (or leave it out for one per GPU, 2 on CPU)")
+
+
 def default_slots(device: str, workers: Optional[int] = None, per_gpu: int = 1) -> list[str]:
     """``per_gpu`` workers per GPU (the harness's gate keeps timing exclusive), ``workers``
     spread over the GPUs when given, or ``workers`` CPU workers."""
+    check_workers(workers)
     device = resolve_device(device)
     if device == "cpu":
         n = workers or max(1, min(2, os.cpu_count() or 1))
