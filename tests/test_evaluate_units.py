@@ -234,3 +234,16 @@ def test_sample_indices_are_stratified_sorted_and_seeded(numel):
     assert bool(((idx >= edges[:-1]) & (idx < edges[1:])).all())
     assert torch.equal(idx, sample_indices(torch, numel, 11, n))
     assert not torch.equal(idx, sample_indices(torch, numel, 12, n))
+
+
+@pytest.mark.parametrize("blocks,sizes,want", [
+    ([1.5], [300], 1.5),                               # one placement: its median
+    ([2.0, 2.0, 1.0, 1.0], [10, 10, 10, 10], 2 ** 0.5),  # two modes, half each
+    ([2.0, 2.0, 2.0, 1.0], [10, 10, 10, 10], 2 ** 0.75),  # three to one: moves by share, does not jump
+    ([2.0, 1.0], [30, 10], 2 ** 0.75),                 # weighted by pairs per block
+    ([float("inf"), 3.0], [5, 5], 3.0),                # a non-finite block is left out
+])
+def test_placement_mean(blocks, sizes, want):
+    from davinci_kernel.evaluate.timing import placement_mean
+
+    assert placement_mean(blocks, sizes) == pytest.approx(want)

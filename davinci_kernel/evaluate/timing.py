@@ -10,8 +10,9 @@ from one timed call into the next. Both the event time and the synchronized wall
 threads) still shows in the wall time; the candidate's wall-minus-event excess is also
 taken pair by pair against the reference's, so host load alone cancels. Reference and
 candidate alternate call by call (order swapped every pair) over rotating input sets;
-the speedup is the median of per-pair ratios; the pairs are split into blocks, each on
-fresh copies of the inputs, so one evaluation averages over several memory placements.
+the pairs are split into blocks, each on fresh copies of the inputs, and the speedup is
+the geometric mean of the blocks' median per-pair ratios, so one evaluation averages over
+several memory placements.
 Short kernels get more pairs: the number grows until the timed part takes about
 ``budget_s`` (between ``iters`` and ``max_iters``). Optionally (``lead_us``) a GPU
 busy-wait after the flush gives a slow host more time to queue the call. Every callable used here was captured
@@ -159,15 +160,29 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     # host load slows both alike and cancels here; work that escaped the stream does not
     excess = [(cw - ce) - (rw - re) for cw, ce, rw, re in zip(cand_wall, cand_ev, ref_wall, ref_ev)]
     # one speedup per placement block: they differ when speed depends on where tensors landed
+    sizes = [len(ratios[k:k + block]) for k in range(0, len(ratios), block)]
     blocks = [statistics.median(ratios[k:k + block]) for k in range(0, len(ratios), block)]
     return {
         "block_speedups": blocks, "lead_us": lead_us if lead else 0.0,
         "ref": _summary(ref_ev), "cand": _summary(cand_ev),
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
         "wall_excess_vs_ref_ms": statistics.median(excess),
-        "speedup": statistics.median(ratios), "sync_overhead_ms": overhead,
+        "speedup": placement_mean(blocks, sizes), "sync_overhead_ms": overhead,
         "iters": iters, "placements": -(-iters // block), "last_outputs": last_outputs,
     }
+
+
+def placement_mean(block_speedups: list[float], sizes: list[int]) -> float:
+    """The speedup of one evaluation: the geometric mean of its placement blocks' median
+    ratios, weighted by pairs per block. With one block it is that block's median. Where
+    speed depends on where tensors landed, a median over all pairs jumps to whichever
+    placement mode holds most pairs; this mean moves by the share of each instead."""
+    import math
+
+    pos = [(m, n) for m, n in zip(block_speedups, sizes) if m > 0 and math.isfinite(m)]
+    if not pos:
+        return statistics.median(block_speedups) if block_speedups else float("nan")
+    return math.exp(sum(n * math.log(m) for m, n in pos) / sum(n for _, n in pos))
 
 
 def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
