@@ -12,7 +12,9 @@ What it covers
   memory), and a run at perturbed sizes (hard-coded shapes).
 * Timing (GPU): reference and candidate interleaved call by call, L2 flush, device events
   cross-checked against device-synchronized wall time; eager and torch.compile baselines
-  cached per (task hash, size variant, GPU, torch version).
+  cached per (task hash, size variant, GPU, torch version). Several workers may share a
+  GPU: they check side by side, but a per-GPU gate held here (``gate.py``) lets only one
+  of them time at a time.
 * Integrity: identity snapshot of torch, timers, builtins, numpy, triton and the harness's
   own modules before the candidate is imported, compared after each phase; reference
   outputs are computed before the candidate is imported and poisoned before being freed.
