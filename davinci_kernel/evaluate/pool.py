@@ -32,7 +32,13 @@ class WorkerDied(Exception):
 
 
 def default_env(device: str) -> dict:
-    env = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    """Environment of a worker process, set before torch loads.
+
+    TORCHINDUCTOR_COMPILE_THREADS=1: the torch.compile baseline compiles in-process.
+    Otherwise inductor keeps a compile pool whose helper threads (an idle-quiesce timer)
+    and child processes can start while a later candidate runs, and the worker would flag
+    that candidate for `threads` or `subprocess` it never started."""
+    env = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""

@@ -691,6 +691,19 @@ def _answer_samples(r: "Runner", conn) -> dict:
         conn.send({"event": "sampled", "leaves": r.send_samples(int(cmd["seed"]))})
 
 
+def no_background_threads() -> None:
+    """Libraries the harness itself uses must not start threads on their own later (a
+    candidate would be flagged for them): tqdm's monitor thread, which inductor's progress
+    bars start, is switched off. Inductor's compile pool is kept off by the worker's
+    environment (``pool.default_env``)."""
+    try:
+        import tqdm
+
+        tqdm.tqdm.monitor_interval = 0
+    except ImportError:
+        pass
+
+
 def main(conn, device: str, env: dict, log_path: str) -> None:
     """Worker entry point (spawned). Sets the environment before torch/triton load."""
     global C
@@ -698,6 +711,7 @@ def main(conn, device: str, env: dict, log_path: str) -> None:
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    no_background_threads()
     import torch
 
     C = _capture(torch)
