@@ -42,18 +42,17 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
 
     class Recording(DeviceGate):
         @contextlib.contextmanager
-        def shared(self):
-            with super().shared():
+        def _span(self, kind, held):
+            with held:
                 t0 = time.monotonic()
                 yield
-                spans.append(("shared", t0, time.monotonic()))
+                spans.append((kind, t0, time.monotonic()))
 
-        @contextlib.contextmanager
+        def shared(self):
+            return self._span("shared", super().shared())
+
         def exclusive(self):
-            with super().exclusive():
-                t0 = time.monotonic()
-                yield
-                spans.append(("exclusive", t0, time.monotonic()))
+            return self._span("exclusive", super().exclusive())
 
     class RecordingGates(Gates):
         def __call__(self, device):

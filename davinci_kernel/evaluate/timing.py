@@ -12,13 +12,12 @@ taken pair by pair against the reference's, so host load alone cancels. Referenc
 candidate alternate call by call (order swapped every pair) over rotating input sets;
 the pairs are split into blocks, each on fresh copies of the inputs, and the speedup is
 the geometric mean of the blocks' median per-pair ratios, so one evaluation averages over
-several memory placements.
-Short kernels get more pairs: the number grows until the timed part takes about
-``budget_s`` (between ``iters`` and ``max_iters``). Optionally (``lead_us``) a GPU
-busy-wait after the flush gives a slow host more time to queue the call. Every callable used here was captured
-by the worker before the candidate was imported (``C``). Does not cover: CPU timing (the
-interpreter says nothing about speed) or deciding flags (the harness does that from
-these numbers).
+several memory placements. Short kernels get more pairs: the number grows until the
+timed part takes about ``budget_s`` (between ``iters`` and ``max_iters``). Optionally
+(``lead_us``) a GPU busy-wait after the flush gives a slow host more time to queue the
+call. Every callable used here was captured by the worker before the candidate was
+imported (``C``). Does not cover: CPU timing (the interpreter says nothing about speed)
+or deciding flags (the harness does that from these numbers).
 """
 
 from __future__ import annotations
@@ -160,15 +159,15 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     # host load slows both alike and cancels here; work that escaped the stream does not
     excess = [(cw - ce) - (rw - re) for cw, ce, rw, re in zip(cand_wall, cand_ev, ref_wall, ref_ev)]
     # one speedup per placement block: they differ when speed depends on where tensors landed
-    sizes = [len(ratios[k:k + block]) for k in range(0, len(ratios), block)]
-    blocks = [statistics.median(ratios[k:k + block]) for k in range(0, len(ratios), block)]
+    chunks = [ratios[k:k + block] for k in range(0, len(ratios), block)]
+    blocks = [statistics.median(c) for c in chunks]
     return {
         "block_speedups": blocks, "lead_us": lead_us if lead else 0.0,
         "ref": _summary(ref_ev), "cand": _summary(cand_ev),
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
         "wall_excess_vs_ref_ms": statistics.median(excess),
-        "speedup": placement_mean(blocks, sizes), "sync_overhead_ms": overhead,
-        "iters": iters, "placements": -(-iters // block), "last_outputs": last_outputs,
+        "speedup": placement_mean(blocks, [len(c) for c in chunks]), "sync_overhead_ms": overhead,
+        "iters": iters, "placements": len(blocks), "last_outputs": last_outputs,
     }
 
 

@@ -573,10 +573,7 @@ class Runner:
         sets = [_clone_args(p) for p in self.pristine]
         ref_fn = self.ref_model
         cand_fn = self.cand_model
-        res = timing.interleaved(C, self.dev, ref_fn, cand_fn, sets, iters=j.timing_iters,
-                                 warmup=j.warmup_iters, flush_mb=j.l2_flush_mb,
-                                 max_iters=j.timing_max_iters, budget_s=j.timing_budget_s,
-                                 lead_us=_getattr(j, "timing_lead_us", 0.0),
+        res = timing.interleaved(C, self.dev, ref_fn, cand_fn, sets, warmup=j.warmup_iters, **_timing_kw(j),
                                  placements=j.timing_placements, reclone=_clone_args,
                                  poison=self._poison_outputs)
         last = res.pop("last_outputs")
@@ -596,20 +593,21 @@ class Runner:
         init = self.init_args(self.ref_mod)
         model = self.build(self.ref_mod, "Model", init)
         sets = [self.gen_inputs(self.ref_mod, s) for s in j.seeds]
-        res = {"eager_ms": timing.solo(C, self.dev, model, sets, iters=j.timing_iters,
-                                       warmup=j.warmup_iters, flush_mb=j.l2_flush_mb,
-                                       max_iters=j.timing_max_iters, budget_s=j.timing_budget_s,
-                                       lead_us=_getattr(j, "timing_lead_us", 0.0))}
+        res = {"eager_ms": timing.solo(C, self.dev, model, sets, warmup=j.warmup_iters, **_timing_kw(j))}
         if j.baseline_compile:
             try:
                 compiled = self.torch.compile(model)
-                res["compile_ms"] = timing.solo(C, self.dev, compiled, sets, iters=j.timing_iters,
-                                                warmup=max(3, j.warmup_iters), flush_mb=j.l2_flush_mb,
-                                                max_iters=j.timing_max_iters, budget_s=j.timing_budget_s,
-                                                lead_us=_getattr(j, "timing_lead_us", 0.0))
+                res["compile_ms"] = timing.solo(C, self.dev, compiled, sets, warmup=max(3, j.warmup_iters),
+                                                **_timing_kw(j))
             except Exception as e:  # noqa: BLE001 - compile baseline optional
                 res["compile_error"] = f"{_type(e).__name__}: {str(e)[:200]}"
         return res
+
+
+def _timing_kw(j) -> dict:
+    """The timing settings of a job, as ``timing.interleaved`` / ``timing.solo`` take them."""
+    return {"iters": j.timing_iters, "flush_mb": j.l2_flush_mb, "max_iters": j.timing_max_iters,
+            "budget_s": j.timing_budget_s, "lead_us": j.timing_lead_us}
 
 
 def _threads():

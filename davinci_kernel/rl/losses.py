@@ -24,6 +24,27 @@ ROLE_ID = {r: i for i, r in enumerate(ROLES)}
 CHUNK_ELEMENTS = 1 << 27  # float32 logits worked on at once (512 MiB)
 
 
+def _row_step(vocab: int) -> int:
+    """Rows per chunk: about CHUNK_ELEMENTS float32 logits."""
+    return max(1, CHUNK_ELEMENTS // max(1, vocab))
+
+
+def _chunk_logp(x: torch.Tensor, targets: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (c, V) logits of one chunk, targets (c,) → (log π(target) (c,), log-sum-exp (c,)), float32."""
+    x = x.float() / temperature
+    lse = torch.logsumexp(x, dim=-1)
+    return x.gather(-1, targets[:, None]).squeeze(-1) - lse, lse
+
+
+def _chunk_dlogits(x: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, grad: torch.Tensor,
+                   temperature: float) -> torch.Tensor:
+    """d loss / d logits (c, V) float32 for one chunk: (onehot − softmax) · grad / T."""
+    g = grad[:, None].float()  # (c, 1)
+    d = -torch.exp(x.float() / temperature - lse[:, None]) * g
+    d.scatter_add_(-1, targets[:, None], g)
+    return d / temperature
+
+
 class _ChunkedLogProb(torch.autograd.Function):
     """log softmax(logits / T)[target] row chunk by row chunk, in float32.
 
@@ -34,14 +55,11 @@ class _ChunkedLogProb(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits, targets, temperature: float):  # (K, V), (K,) → (K,)
-        k, v = logits.shape
-        step = max(1, CHUNK_ELEMENTS // max(1, v))
-        out = torch.empty(k, dtype=torch.float32, device=logits.device)
-        lse = torch.empty(k, dtype=torch.float32, device=logits.device)
-        for i in range(0, k, step):
-            x = logits[i:i + step].float() / temperature  # (c, V)
-            lse[i:i + step] = torch.logsumexp(x, dim=-1)
-            out[i:i + step] = x.gather(-1, targets[i:i + step, None]).squeeze(-1) - lse[i:i + step]
+        step = _row_step(logits.shape[1])
+        out = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)
+        lse = torch.empty_like(out)
+        for i in range(0, logits.shape[0], step):
+            out[i:i + step], lse[i:i + step] = _chunk_logp(logits[i:i + step], targets[i:i + step], temperature)
         ctx.save_for_backward(logits, targets, lse)
         ctx.temperature, ctx.step = temperature, step
         return out
@@ -52,11 +70,8 @@ class _ChunkedLogProb(torch.autograd.Function):
         t, step = ctx.temperature, ctx.step
         grad = torch.empty_like(logits)
         for i in range(0, logits.shape[0], step):
-            g = grad_out[i:i + step, None].float()  # (c, 1)
-            p = torch.exp(logits[i:i + step].float() / t - lse[i:i + step, None])  # (c, V) softmax
-            gi = -p * g
-            gi.scatter_add_(-1, targets[i:i + step, None], g)  # d/dx (x_y − lse) = onehot − p
-            grad[i:i + step] = gi / t
+            sl = slice(i, i + step)
+            grad[sl] = _chunk_dlogits(logits[sl], lse[sl], targets[sl], grad_out[sl], t)
         return grad, None, None
 
 
@@ -67,22 +82,23 @@ class _FusedLinearLogProb(torch.autograd.Function):
     is under autocast), softmax math in float32."""
 
     @staticmethod
+    def _logits(h, w, b):  # (c, H) @ (V, H)ᵀ (+ b) → (c, V), all in the compute dtype
+        x = h @ w.t()
+        return x + b if b is not None else x
+
+    @staticmethod
     def forward(ctx, hidden, weight, bias, targets, temperature: float, compute_dtype):
         # hidden (K, H), weight (V, H), bias (V,) or None, targets (K,) → (K,)
-        k, v = hidden.shape[0], weight.shape[0]
-        step = max(1, CHUNK_ELEMENTS // max(1, v))
+        step = _row_step(weight.shape[0])
         w = weight.to(compute_dtype)
         b = bias.to(compute_dtype) if bias is not None else None
-        out = torch.empty(k, dtype=torch.float32, device=hidden.device)
-        lse = torch.empty(k, dtype=torch.float32, device=hidden.device)
+        out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        lse = torch.empty_like(out)
         with torch.autocast(hidden.device.type, enabled=False):
-            for i in range(0, k, step):
-                x = hidden[i:i + step].to(compute_dtype) @ w.t()  # (c, V)
-                if b is not None:
-                    x = x + b
-                x = x.float() / temperature
-                lse[i:i + step] = torch.logsumexp(x, dim=-1)
-                out[i:i + step] = x.gather(-1, targets[i:i + step, None]).squeeze(-1) - lse[i:i + step]
+            for i in range(0, hidden.shape[0], step):
+                sl = slice(i, i + step)
+                x = _FusedLinearLogProb._logits(hidden[sl].to(compute_dtype), w, b)
+                out[sl], lse[sl] = _chunk_logp(x, targets[sl], temperature)
         ctx.save_for_backward(hidden, weight, bias, targets, lse)
         ctx.temperature, ctx.step, ctx.compute_dtype = temperature, step, compute_dtype
         return out
@@ -98,16 +114,10 @@ class _FusedLinearLogProb(torch.autograd.Function):
         g_bias = torch.zeros(weight.shape[0], dtype=torch.float32, device=weight.device) if bias is not None else None
         with torch.autocast(hidden.device.type, enabled=False):
             for i in range(0, hidden.shape[0], step):
-                h = hidden[i:i + step].to(cd)  # (c, H)
-                x = h @ w.t()
-                if b is not None:
-                    x = x + b
-                p = torch.exp(x.float() / t - lse[i:i + step, None])  # (c, V) softmax
-                g = grad_out[i:i + step, None].float()  # (c, 1)
-                d = -p * g
-                d.scatter_add_(-1, targets[i:i + step, None], g)  # onehot − p, times g
-                d = d / t  # (c, V) d loss / d logits
-                g_hidden[i:i + step] = (d.to(cd) @ w).to(g_hidden.dtype)  # (c, H)
+                sl = slice(i, i + step)
+                h = hidden[sl].to(cd)  # (c, H)
+                d = _chunk_dlogits(_FusedLinearLogProb._logits(h, w, b), lse[sl], targets[sl], grad_out[sl], t)
+                g_hidden[sl] = (d.to(cd) @ w).to(g_hidden.dtype)  # (c, H)
                 g_weight += (d.to(cd).t() @ h).float()  # (V, H)
                 if g_bias is not None:
                     g_bias += d.sum(0)

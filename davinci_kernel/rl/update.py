@@ -60,27 +60,6 @@ def _output_head(model):
     return head if isinstance(head, torch.nn.Module) else None
 
 
-@contextlib.contextmanager
-def _head_sees_only(model, b: torch.Tensor, p: torch.Tensor):
-    """While active, the output head gets only hidden rows (b, p) of its (B, P, H) input, as
-    one (1, K, H) batch: logits are computed for the K needed tokens, not for B x P, and no
-    (K, V) copy is gathered out of a (B, P, V) block. A pre-hook, so the forward still runs
-    through every wrapper (DDP's gradient bookkeeping included)."""
-    head = _output_head(model)
-    if head is None:
-        yield False
-        return
-
-    def pre(_mod, args):
-        return (args[0][b, p].unsqueeze(0),) + tuple(args[1:])  # (B, P, H) → (1, K, H)
-
-    handle = head.register_forward_pre_hook(pre)
-    try:
-        yield True
-    finally:
-        handle.remove()
-
-
 def _fusable(model, head) -> bool:
     """The fused path computes ``head(h)`` itself: only for a plain linear head whose
     logits the model does not rescale or cap afterwards."""
@@ -89,26 +68,31 @@ def _fusable(model, head) -> bool:
             and getattr(cfg, "final_logit_softcapping", None) is None and getattr(cfg, "logit_scale", None) is None)
 
 
-def _fused_row_logprobs(model, head, row: Row, device, temperature: float, b, p) -> torch.Tensor:
-    """The model runs up to its output head; the head gets an empty input (so no logits are
-    made) while its K needed hidden rows go to ``linear_logprobs`` with the head's weight,
-    in the dtype autocast gave the model's own matmuls."""
-    ids = row.input_ids.to(device)
-    got = {}
+@contextlib.contextmanager
+def _head_input(head, rows, fused: bool):
+    """While active, the output head's (B, P, H) input is cut to the K hidden rows the loss
+    needs (``rows`` = (b, p) indices, or None when the input already is (1, K, H)):
+    - not fused: the head computes logits for those K rows only, as one (1, K, H) batch,
+      and no (K, V) copy is gathered out of a (B, P, V) block;
+    - fused: the head gets an empty input (no logits at all), and the yielded dict holds
+      the K rows and the autocast dtype for ``linear_logprobs``.
+    A pre-hook, so the forward still runs through every wrapper (DDP's gradient
+    bookkeeping included)."""
+    got: dict = {}
 
     def pre(_mod, args):
         h = args[0]  # (B, P, H)
-        got["h"] = h[0] if b is None else h[b, p]  # (K, H)
-        got["dtype"] = autocast_dtype(h.device.type)
-        return (h[:, :0],) + tuple(args[1:])  # (B, 0, H): an empty logits tensor
+        sel = h[0] if rows is None else h[rows[0], rows[1]]  # (K, H)
+        if fused:
+            got["h"], got["dtype"] = sel, autocast_dtype(h.device.type)
+            return (h[:, :0],) + tuple(args[1:])  # (B, 0, H): an empty logits tensor
+        return (sel.unsqueeze(0),) + tuple(args[1:])  # (1, K, H)
 
-    keep = row.loss_pos.to(device) if b is None else torch.unique(row.loss_pos % ids.shape[1]).to(device)
     handle = head.register_forward_pre_hook(pre)
     try:
-        model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=keep, use_cache=False)
+        yield got
     finally:
         handle.remove()
-    return linear_logprobs(got["h"], head.weight, head.bias, row.targets.to(device), temperature, got["dtype"])
 
 
 def row_logprobs(model, row: Row, device, temperature: float, impl: str = "chunked") -> torch.Tensor:
@@ -118,28 +102,24 @@ def row_logprobs(model, row: Row, device, temperature: float, impl: str = "chunk
     "fused" (no logits tensor at all; falls back to chunked for heads it cannot fuse)."""
     ids = row.input_ids.to(device)
     n, width = ids.shape
-    if impl == "fused":
-        head = _output_head(model)
-        if head is not None and _fusable(model, head):
-            if n == 1:
-                return _fused_row_logprobs(model, head, row, device, temperature, None, None)
-            b, t = row.loss_pos // width, row.loss_pos % width  # (K,), (K,)
-            p = torch.searchsorted(torch.unique(t), t)  # (K,)
-            return _fused_row_logprobs(model, head, row, device, temperature, b.to(device), p.to(device))
-    if n == 1:
-        out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=row.loss_pos.to(device),
-                    use_cache=False)
-        return token_logprobs(out.logits[0], row.targets.to(device), temperature)
-    # index arithmetic on the host, where the positions already are: unique() on the GPU
-    # would wait for the device (its output size depends on the data)
-    b, t = row.loss_pos // width, row.loss_pos % width  # (K,), (K,)
-    keep = torch.unique(t)  # (P,) sorted columns any sample needs
-    p = torch.searchsorted(keep, t)  # (K,) each token's column among the kept ones
-    b, p, keep = b.to(device), p.to(device), keep.to(device)
-    with _head_sees_only(model, b, p) as hooked:
+    targets = row.targets.to(device)
+    if n == 1:  # one packed row: the kept columns are the K tokens themselves
+        keep, rows = row.loss_pos.to(device), None
+    else:
+        # index arithmetic on the host, where the positions already are: unique() on the GPU
+        # would wait for the device (its output size depends on the data)
+        b, t = row.loss_pos // width, row.loss_pos % width  # (K,), (K,)
+        keep = torch.unique(t)  # (P,) sorted columns any sample needs
+        p = torch.searchsorted(keep, t)  # (K,) each token's column among the kept ones
+        keep, rows = keep.to(device), (b.to(device), p.to(device))
+    head = _output_head(model)
+    fused = impl == "fused" and head is not None and _fusable(model, head)
+    with _head_input(head, rows, fused) if head is not None else contextlib.nullcontext() as got:
         out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=keep, use_cache=False)
-    logits = out.logits[0] if hooked else out.logits[b, p]  # (K, V)
-    return token_logprobs(logits, row.targets.to(device), temperature)
+    if fused:
+        return linear_logprobs(got["h"], head.weight, head.bias, targets, temperature, got["dtype"])
+    logits = out.logits[0] if head is not None or rows is None else out.logits[rows]  # (K, V)
+    return token_logprobs(logits, targets, temperature)
 
 
 def _dummy_row() -> Row:
