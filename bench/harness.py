@@ -157,7 +157,8 @@ def part_repeat(ev, pairs, reps: int, out: dict, save=lambda: None) -> None:
         row = {"task": t.name, "ours_median": statistics.median(sp) if sp else None,
                "ours_p95_dev": p95_dev(sp) if len(sp) > 1 else None,
                "kb_median": statistics.median(kb), "kb_p95_dev": p95_dev(kb), "ours": sp, "kb": kb,
-               "ours_blocks": [r.timing_detail.get("block_speedups") for r in res]}
+               "ours_blocks": [r.timing_detail.get("block_speedups") for r in res],
+               "ours_clock_mhz": [r.timing_detail.get("clock_mhz") for r in res]}
         rows.append(row)
         print(f"{t.name:45s} ours ±{(row['ours_p95_dev'] or 0) * 100:5.2f}%  "
               f"kernelbench-style ±{row['kb_p95_dev'] * 100:5.2f}%", flush=True)
@@ -168,6 +169,8 @@ def part_repeat(ev, pairs, reps: int, out: dict, save=lambda: None) -> None:
 VARIANTS = {  # name -> EvalConfig fields: what each evaluation of the variants part changes
     "default": {},
     "one_placement": {"timing_placements": 1},
+    "no_warmup": {"timing_warmup_ms": 0.0},
+    "warmup_1s": {"timing_warmup_ms": 1000.0},
     "lead_100us": {"timing_lead_us": 100.0},
     "budget_2s": {"timing_budget_s": 2.0, "timing_max_iters": 4000},
 }
@@ -196,11 +199,12 @@ def part_variants(pairs, reps: int, names: list[str], out: dict, save=lambda: No
                 row = {"variant": name, "task": t.name, "speedups": sp, "blocks": blocks,
                        "p95_dev": p95_dev(sp) if len(sp) > 1 else None,
                        "max_block_spread": max(inside) if inside else None,
-                       "eval_seconds": [r.eval_seconds for r in res]}
+                       "eval_seconds": [r.eval_seconds for r in res],
+                       "clock_mhz": [r.timing_detail.get("clock_mhz") for r in res]}
                 rows.append(row)
                 print(f"{name:14s} {t.name:35s} p95 ±{(row['p95_dev'] or 0) * 100:5.2f}%  "
                       f"within-evaluation block spread {(row['max_block_spread'] or 0) * 100:5.2f}%  "
-                      f"speedups {' '.join(f'{x:.3f}' for x in sp)}", flush=True)
+                      f"speedups {' '.join(f'{x:.3f}' for x in sp)}  clocks {row['clock_mhz']}", flush=True)
                 save()
 
 

@@ -47,6 +47,8 @@ class EvalConfig:
     timing_lead_us: float = opt(0.0, "GPU busy-wait queued after the L2 flush, before each timed call's start event "
                                 "(microseconds): the host has then launched the whole call before timing starts; 0 = off")
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
+    timing_warmup_ms: float = opt(300.0, "untimed calls continue for at least this long before timing, so the GPU "
+                                  "clock has left its idle state (it idles at a few hundred MHz); 0 = count only")
     l2_flush_mb: int = opt(256, "size of the buffer written between timed calls")
     baseline_compile: bool = opt(True, "also time a torch.compile baseline (cached)")
     compile_timeout_s: float = opt(180.0, "limit for building a candidate (CUDA/Triton)")
@@ -240,6 +242,7 @@ def validate(cfg: Config) -> Config:
         ("eval.timing_placements", cfg.eval.timing_placements >= 1, "at least 1"),
         ("eval.workers_per_gpu", 1 <= cfg.eval.workers_per_gpu <= 16, "1 to 16"),
         ("eval.timing_lead_us", 0 <= cfg.eval.timing_lead_us <= 10000, "0 to 10000 microseconds"),
+        ("eval.timing_warmup_ms", 0 <= cfg.eval.timing_warmup_ms <= 60000, "0 to 60000 milliseconds"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),

@@ -129,6 +129,46 @@ def test_interleaved_timing_moves_inputs_between_blocks():
         torch.testing.assert_close(out, sets[k][0] * 2)
 
 
+def test_warm_up_runs_for_the_count_then_until_the_time_has_passed():
+    from davinci_kernel.evaluate import timing
+
+    now = {"t": 0.0}
+    steps = []
+
+    def step(i):
+        steps.append(i)
+        now["t"] += 0.010  # each untimed call takes 10 ms
+
+    last = timing.warm_up(_HostClock, "cpu", step, calls=3, warmup_ms=95.0, perf=lambda: now["t"])
+    assert steps == list(range(10)) and abs(last - 10.0) < 1e-6  # 3 by count, then on to >= 95 ms
+    steps.clear()
+    timing.warm_up(_HostClock, "cpu", step, calls=3, warmup_ms=0.0, perf=lambda: now["t"])
+    assert steps == [0, 1, 2]
+
+
+class _SleepClock(_HostClock):
+    """A device whose busy-wait of N cycles takes N / 1500 microseconds: a 1500 MHz clock."""
+
+    @staticmethod
+    def sleep(cycles):
+        import time
+
+        end = time.perf_counter() + cycles / 1500e6
+        while time.perf_counter() < end:
+            pass
+
+
+def test_sm_clock_probe_reads_the_busy_wait_rate():
+    from davinci_kernel.evaluate import timing
+
+    assert timing.sm_clock_mhz(_HostClock, "cpu") is None  # nothing to busy-wait with
+    mhz = timing.sm_clock_mhz(_SleepClock, "cpu", cycles=3_000_000)
+    assert 1000 < mhz <= 1500  # host overhead can only make the wait longer
+    res = timing.interleaved(_SleepClock, "cpu", lambda x: x * 2, lambda x: x + x, [[__import__("torch").ones(8)]],
+                             iters=4, warmup=1, flush_mb=1, warmup_ms=5.0)
+    assert res["warmup_ms"] == 5.0 and len(res["clock_mhz"]) == 2 and all(c > 0 for c in res["clock_mhz"])
+
+
 def _wall_timing(ev, wall, paired):
     t = {"cand": {"median": ev}, "cand_wall": {"median": wall}, "sync_overhead_ms": 0.01}
     if paired is not None:

@@ -172,7 +172,7 @@ class Evaluator:
 
     def _baseline(self, h: WorkerHandle, task: Task, variant: str, overrides: dict, seeds: list[int]) -> Optional[dict]:
         key = BaselineCache.key(task.hash, overrides, h.info.get("gpu", "?"), h.info.get("torch", "?"),
-                                f"lead{self.cfg.timing_lead_us:g}" if self.cfg.timing_lead_us else "")
+                                _method_extra(self.cfg))
         got = self.baselines.get(key)
         if got is not None:
             return got
@@ -407,7 +407,8 @@ class Evaluator:
         res.ref_runtime_ms = t["ref"]["median"]
         res.speedup = t["speedup"]
         res.timing_detail = {k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
-                                               "sync_overhead_ms", "lead_us")}
+                                               "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz")
+                             if k in t}
         res.timing_detail["ref_spread"] = t["ref"]["spread"]
         if base and base.get("eager_ms") and base.get("compile_ms"):
             res.compile_runtime_ms, res.speedup_compile = vs_compile(
@@ -464,10 +465,16 @@ class _Clock:
         self.t = now
 
 
+def _method_extra(cfg: EvalConfig) -> str:
+    """Timing settings that change what a baseline measures: part of its cache key."""
+    return "".join([f"lead{cfg.timing_lead_us:g}" if cfg.timing_lead_us else "",
+                    f"warm{cfg.timing_warmup_ms:g}" if cfg.timing_warmup_ms else ""])
+
+
 def _timing_params(cfg: EvalConfig) -> dict:
     return {"timing_iters": cfg.timing_iters, "timing_max_iters": cfg.timing_max_iters,
             "timing_budget_s": cfg.timing_budget_s, "timing_placements": cfg.timing_placements,
-            "timing_lead_us": cfg.timing_lead_us,
+            "timing_lead_us": cfg.timing_lead_us, "timing_warmup_ms": cfg.timing_warmup_ms,
             "warmup_iters": cfg.warmup_iters,
             "l2_flush_mb": cfg.l2_flush_mb, "baseline_compile": cfg.baseline_compile}
 

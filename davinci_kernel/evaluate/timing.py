@@ -15,9 +15,13 @@ the geometric mean of the blocks' median per-pair ratios, so one evaluation aver
 several memory placements. Short kernels get more pairs: the number grows until the
 timed part takes about ``budget_s`` (between ``iters`` and ``max_iters``). Optionally
 (``lead_us``) a GPU busy-wait after the flush gives a slow host more time to queue the
-call. Every callable used here was captured by the worker before the candidate was
-imported (``C``). Does not cover: CPU timing (the interpreter says nothing about speed)
-or deciding flags (the harness does that from these numbers).
+call. Untimed calls run first for at least ``warmup_ms``: the GPU idles at a few hundred
+MHz and boosts only under load, so a timing started cold measures the clock ramp (on the
+H200 a speedup then moved by up to 25 % between evaluations); the SM clock at the start
+and end of the timed part is reported. Every callable used here was captured by the
+worker before the candidate was imported (``C``). Does not cover: CPU timing (the
+interpreter says nothing about speed) or deciding flags (the harness does that from
+these numbers).
 """
 
 from __future__ import annotations
@@ -31,24 +35,46 @@ def _flush_buffer(C, dev, flush_mb: int):
     return C.empty(max(1, flush_mb) * (1 << 20) // 4, dtype=C.torch.int32, device=dev)
 
 
+def sm_clock_mhz(C, dev, cycles: int = 200_000) -> float | None:
+    """The SM clock now (MHz), read as the event time of a busy-wait of ``cycles`` clock
+    cycles; None without ``torch.cuda._sleep``. The GPU idles at a few hundred MHz and
+    boosts under load: a timing started before the clock settles measures the ramp."""
+    sleep = getattr(C, "sleep", None)
+    if sleep is None:
+        return None
+    a, b = C.Event(enable_timing=True), C.Event(enable_timing=True)
+    C.sync(dev)
+    C.record(a)
+    sleep(cycles)
+    C.record(b)
+    C.sync(dev)
+    ms = C.elapsed(a, b)
+    return cycles / (ms * 1e3) if ms > 0 else None
+
+
 def lead_cycles(C, dev, lead_us: float) -> int:
     """GPU clock cycles that busy-wait about ``lead_us`` microseconds (0: off, or no
     ``torch.cuda._sleep`` to wait with). Measured on the device itself, since the clock
     it counts varies by GPU and boost state."""
-    sleep = getattr(C, "sleep", None)
-    if lead_us <= 0 or sleep is None:
+    if lead_us <= 0 or getattr(C, "sleep", None) is None:
         return 0
-    a, b = C.Event(enable_timing=True), C.Event(enable_timing=True)
-    probe, per_us = 200_000, None
-    for _ in range(2):  # the first also warms the clocks up
-        C.sync(dev)
-        C.record(a)
-        sleep(probe)
-        C.record(b)
-        C.sync(dev)
-        ms = C.elapsed(a, b)
-        per_us = probe / (ms * 1e3) if ms > 0 else None
-    return int(lead_us * per_us) if per_us else 0
+    sm_clock_mhz(C, dev)  # the first also warms the clock up
+    mhz = sm_clock_mhz(C, dev)
+    return int(lead_us * mhz) if mhz else 0
+
+
+def warm_up(C, dev, step, calls: int, warmup_ms: float, perf) -> float:
+    """Run ``step`` (one untimed call or pair) ``calls`` times and then until ``warmup_ms``
+    of wall time has passed, so the GPU's clock has left its idle state before anything
+    is timed. Returns the wall milliseconds of the last step (it sizes the timed run)."""
+    t_start = perf()
+    last_ms, i = 0.0, 0
+    while i < calls or (perf() - t_start) * 1e3 < warmup_ms:
+        t0 = perf()
+        step(i)
+        last_ms = (perf() - t0) * 1e3
+        i += 1
+    return last_ms
 
 
 def _timed_call(C, dev, fn, args, flush, ev, perf, lead: int = 0):
@@ -99,7 +125,7 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
                 max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None,
-                lead_us: float = 0.0) -> dict:
+                lead_us: float = 0.0, warmup_ms: float = 0.0) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks.
 
     ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
@@ -125,13 +151,13 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         return _timed_call(C, dev, cand_fn, args, flush, evs, _perf, lead)
 
     with C.no_grad():
-        per_pair_ms = 0.0
-        for i in range(max(1, warmup) + 1):  # the last, untimed pair sizes the run
-            t0 = _perf()
+        def pair(i):
             run_ref(input_sets[i % n_sets])
             run_cand(input_sets[i % n_sets])
-            per_pair_ms = (_perf() - t0) * 1e3
+
+        per_pair_ms = warm_up(C, dev, pair, max(1, warmup) + 1, warmup_ms, _perf)  # the last pair sizes the run
         iters = n_iters(per_pair_ms, iters, max_iters or iters, budget_s)
+        clock_start = sm_clock_mhz(C, dev)
         overhead = _sync_overhead(C, dev, _perf)
         ref_ev, ref_wall, cand_ev, cand_wall, ratios = [], [], [], [], []
         last_outputs = {}
@@ -153,6 +179,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
                         last_outputs[k] = out
                     del out
             ratios.append(ref_ev[-1] / cand_ev[-1] if cand_ev[-1] > 0 else float("inf"))
+        clock_end = sm_clock_mhz(C, dev)
     flush = None  # the closures hold it too: drop it before returning the cached blocks
     torch.cuda.empty_cache()
     # host time beyond the event time, candidate minus the reference beside it (pair by pair):
@@ -167,7 +194,8 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
         "wall_excess_vs_ref_ms": statistics.median(excess),
         "speedup": placement_mean(blocks, [len(c) for c in chunks]), "sync_overhead_ms": overhead,
-        "iters": iters, "placements": len(blocks), "last_outputs": last_outputs,
+        "iters": iters, "placements": len(blocks), "last_outputs": last_outputs, "warmup_ms": warmup_ms,
+        "clock_mhz": [round(x) if x else None for x in (clock_start, clock_end)],
     }
 
 
@@ -185,7 +213,7 @@ def placement_mean(block_speedups: list[float], sizes: list[int]) -> float:
 
 
 def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
-         max_iters: int | None = None, budget_s: float = 0.0, lead_us: float = 0.0) -> float:
+         max_iters: int | None = None, budget_s: float = 0.0, lead_us: float = 0.0, warmup_ms: float = 0.0) -> float:
     """Median event time of one callable (the cached eager / torch.compile baselines)."""
     from .worker import _perf
 
@@ -194,12 +222,10 @@ def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
     lead = lead_cycles(C, dev, lead_us)
     times = []
     with C.no_grad():
-        per_call_ms = 0.0
-        for i in range(max(1, warmup) + 1):  # the last, untimed call sizes the run
-            t0 = _perf()
-            _, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead)
-            del out
-            per_call_ms = (_perf() - t0) * 1e3
+        def call(i):
+            _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead)
+
+        per_call_ms = warm_up(C, dev, call, max(1, warmup) + 1, warmup_ms, _perf)  # the last call sizes the run
         iters = n_iters(per_call_ms, iters, max_iters or iters, budget_s / 2)
         for i in range(iters):
             e, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead)

@@ -607,7 +607,8 @@ class Runner:
 def _timing_kw(j) -> dict:
     """The timing settings of a job, as ``timing.interleaved`` / ``timing.solo`` take them."""
     return {"iters": j.timing_iters, "flush_mb": j.l2_flush_mb, "max_iters": j.timing_max_iters,
-            "budget_s": j.timing_budget_s, "lead_us": j.timing_lead_us}
+            "budget_s": j.timing_budget_s, "lead_us": j.timing_lead_us,
+            "warmup_ms": j.timing_warmup_ms}
 
 
 def _threads():
