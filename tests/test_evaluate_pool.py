@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from davinci_kernel.evaluate.pool import LocalPool
 
 
@@ -47,3 +49,13 @@ def test_worker_env_compiles_without_leftover_threads(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == "[] []", r.stdout
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:0", "cuda:3"])
+def test_worker_env_limits_cpu_threads(device):
+    """A GPU worker gets a few CPU threads (not one per host core); a CPU worker one."""
+    from davinci_kernel.evaluate.pool import CPU_THREADS, default_env
+
+    env = default_env(device)
+    assert int(env["OMP_NUM_THREADS"]) == (1 if device == "cpu" else CPU_THREADS)
+    assert env["TRITON_INTERPRET"] == ("1" if device == "cpu" else "0")

@@ -31,7 +31,7 @@ from . import guards, static
 from .baselines import BaselineCache, vs_compile
 from .correctness import compare
 from .gate import Gates
-from .pool import LocalPool, WorkerDied, WorkerHandle, WorkerTimeout, default_slots, resolve_device
+from .pool import CPU_THREADS, LocalPool, WorkerDied, WorkerHandle, WorkerTimeout, default_slots, resolve_device
 from .transfer import read_leaf, shm_root
 
 _REF_CACHE_MAX = 64
@@ -45,6 +45,10 @@ class Evaluator:
         self.cfg = cfg or EvalConfig()
         self.device = resolve_device(self.cfg.device)
         self.on_gpu = self.device.startswith("cuda")
+        if self.on_gpu:  # comparisons are small: a thread per core only waits on busy cores (pool.CPU_THREADS)
+            import torch
+
+            torch.set_num_threads(min(torch.get_num_threads(), CPU_THREADS))
         self.pool = pool or LocalPool(default_slots(self.device, workers, self.cfg.workers_per_gpu),
                                       max_jobs_per_worker=self.cfg.max_jobs_per_worker,
                                       spares=self.cfg.spare_workers if self.on_gpu else 0)
