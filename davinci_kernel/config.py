@@ -47,7 +47,7 @@ class EvalConfig:
     timing_lead_us: float = opt(0.0, "GPU busy-wait queued after the L2 flush, before each timed call's start event "
                                 "(microseconds): the host has then launched the whole call before timing starts; 0 = off")
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
-    timing_warmup_ms: float = opt(1000.0, "untimed calls continue for at least this long before timing, so the GPU "
+    timing_warmup_ms: float = opt(200.0, "untimed calls continue for at least this long before timing, so the GPU "
                                   "clock has left its idle state (it idles at a few hundred MHz); 0 = count only")
     l2_flush_mb: int = opt(256, "size of the buffer written between timed calls")
     baseline_compile: bool = opt(True, "also time a torch.compile baseline (cached)")

@@ -307,8 +307,11 @@ class Runner:
         from .transfer import sample_indices, write_leaf
 
         out: dict = {}
+        drawn: dict = {}  # numel -> indices on the device: the same for every output of that size
         for key, i, leaf in self.pending:
-            idx = sample_indices(self.torch, leaf.numel(), seed).to(self.dev)
+            idx = drawn.get(leaf.numel())
+            if idx is None:
+                idx = drawn[leaf.numel()] = sample_indices(self.torch, leaf.numel(), seed).to(self.dev)
             vals = leaf.reshape(-1)[idx]
             self.n_files += 1
             meta = write_leaf(self.torch, vals, os.path.join(self.j.shm_dir, f"{self.n_files}.bin"))
