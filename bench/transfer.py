@@ -1,9 +1,9 @@
 """How fast GPU outputs cross from a worker to the harness, step by step.
 
 Times, on one GPU, each step an output takes in an evaluation (evaluate/transfer.py):
-the worker writing a device tensor to a file under /dev/shm (through a host tensor and
-write(), the way the worker does it, next to copying straight into the file's mapped
-pages), the harness reading it back whole, and the harness gathering a stratified sample
+the worker writing a device tensor to a file under /dev/shm (copying straight into the
+file's mapped pages, the way the worker does it, next to going through a host tensor
+and write()), the harness reading it back whole, and the harness gathering a stratified sample
 from a mapped reference (first touch and again), next to random-order indices. Prints a
 table; writes the rows as JSON.
 
@@ -27,11 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def mapped_copy(torch, t, path: str) -> None:
-    """The alternative: the device copies straight into the file's shared mapped pages."""
-    dst = torch.from_file(path, shared=True, size=t.numel(), dtype=t.dtype)
-    dst.copy_(t.reshape(-1))
-    del dst
+def host_write(torch, t, path: str) -> None:
+    """The alternative: a host copy of the tensor, then write() into the file."""
+    with open(path, "wb") as fh:
+        t.to("cpu", copy=True).contiguous().reshape(-1).numpy().tofile(fh)
 
 
 def timed(fn, reps: int) -> float:
@@ -75,8 +74,8 @@ def main() -> None:
                     torch.cuda.synchronize()
             return go
 
-        host_s = timed(fresh(lambda: write_leaf(torch, x, path)), args.reps)
-        mapped_s = timed(fresh(lambda: mapped_copy(torch, x, path)), args.reps)
+        host_s = timed(fresh(lambda: host_write(torch, x, path)), args.reps)
+        mapped_s = timed(fresh(lambda: write_leaf(torch, x, path)), args.reps)
         write_leaf(torch, x, path)
         meta = {"kind": "tensor", "dtype": "float32", "shape": [n], "path": path}
         read_s = timed(lambda: read_leaf(meta), args.reps)
