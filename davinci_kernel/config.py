@@ -124,6 +124,9 @@ class RLConfig:
     mismatch: str = opt("reject", "rollout/trainer log-prob mismatch handling",
                         choices=("reject", "tis", "off"))
     lora_r: int = opt(0, "LoRA rank (0 = full fine-tuning)")
+    fsdp: bool = opt(False, "with several processes, shard parameters, gradients and optimizer state over them "
+                     "(torch FSDP2, one unit per decoder layer) instead of replicating them (DDP); full "
+                     "fine-tuning only; ignored in one process")
     bf16: bool = opt(True, "bf16 weights and compute where supported")
     grad_checkpointing: bool = opt(True, "gradient checkpointing")
     micro_batch_tokens: int = opt(8192, "tokens per micro-batch")
@@ -256,6 +259,10 @@ def validate(cfg: Config) -> Config:
         ("rl.micro_batch_tokens", cfg.rl.micro_batch_tokens >= 16, "at least 16"),
         ("rl.micro_batch_layout", cfg.rl.micro_batch_layout in ("padded", "packed"), "padded or packed"),
         ("rl.lora_r", cfg.rl.lora_r >= 0, "non-negative"),
+        ("rl.fsdp", not (cfg.rl.fsdp and cfg.rl.lora_r > 0), "false with rl.lora_r > 0 (adapters are small: "
+                                                             "replicate them with DDP)"),
+        ("rl.fsdp", not (cfg.rl.fsdp and cfg.rl.logprob_impl == "fused"),
+         "false with rl.logprob_impl=fused (the fused path reads the head's weight outside the forward)"),
         ("rl.clip_low", 0 <= cfg.rl.clip_low < 1, "in [0, 1)"),
         ("rl.clip_high", cfg.rl.clip_high >= 0, "non-negative"),
         ("rl.save_every", cfg.rl.save_every >= 1, "at least 1"),

@@ -147,6 +147,19 @@ def test_config_errors_exit_2_before_loading(override, needle, capsys, tmp_path)
     assert not (tmp_path / "checkpoints").exists()  # nothing was set up
 
 
+@pytest.mark.parametrize("other,needle", [
+    ("rl.lora_r=8", "rl.fsdp=True: must be false with rl.lora_r > 0"),
+    ("rl.logprob_impl=fused", "rl.fsdp=True: must be false with rl.logprob_impl=fused"),
+])
+def test_fsdp_conflicts_exit_2(other, needle, capsys, tmp_path):
+    from davinci_kernel.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["train", "rl", "--config", CONFIG, "--out", str(tmp_path), "rl.fsdp=true", other])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
 def test_bad_model_spec_exit_2(capsys, tmp_path):
     from davinci_kernel.cli import main
 

@@ -8,6 +8,7 @@ checkpoint folder. Does not cover: the optimizer or the training loop.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -79,6 +80,14 @@ def save_model(model, tokenizer, path: Path, state_dict=None) -> None:
     kwargs = {"state_dict": state_dict} if state_dict is not None else {}
     model.save_pretrained(str(path), **kwargs)
     tokenizer.save_pretrained(str(path))
+    cfg_file = path / "config.json"
+    if cfg_file.is_file() and not hasattr(model, "peft_config"):  # a sharded model's class is FSDP<Name>
+        from .sharding import base_class_name
+
+        cfg = json.loads(cfg_file.read_text())
+        if cfg.get("architectures") and cfg["architectures"] != [base_class_name(model)]:
+            cfg["architectures"] = [base_class_name(model)]
+            cfg_file.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 def trainable_parameters(model) -> list:

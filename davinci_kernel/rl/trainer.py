@@ -5,9 +5,10 @@ task groups for its share of them with the model being trained (selection, polic
 turns, summaries) → rewards → per-agent advantages → PRS → one update of the shared
 backbone (``update.py``) → commit the skills staged during the step → log → checkpoint.
 
-Covers: process setup through accelerate (one process, DDP on CPU/GPU; FSDP through an
-``accelerate launch`` config — model checkpoints are gathered, optimizer state is saved
-from the main process, which assumes unsharded optimizer state), resume from the newest
+Covers: process setup through accelerate (one process, or DDP on CPU/GPU) or fully
+sharded over the processes (``rl.fsdp``: torch FSDP2, ``sharding.py``; checkpoints hold the
+gathered model and name-keyed optimizer state, so a run may resume with or without it),
+resume from the newest
 complete checkpoint (a broken one is skipped with a warning), metrics and TensorBoard,
 and validation Fast_p per level every ``eval_every`` steps.
 
@@ -17,6 +18,7 @@ Does not cover: the math (``rewards.py``, ``advantages.py``, ``rejection.py``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -37,6 +39,7 @@ from .local_gen import LocalGenerator
 from .metrics_log import MetricsLog
 from .modeling import is_adapter_dir, load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
 from .rejection import apply_prs
+from .sharding import full_state, gathered, load_optimizer, names_keyed, shard_model
 from .sequences import build_samples
 from ..llm.tiny import resolve_model
 from .update import UpdateSettings, update
@@ -67,6 +70,7 @@ class RLTrainer:
                                               cpu=not torch.cuda.is_available())
         self.rank, self.world = self.acc.process_index, self.acc.num_processes
         self.main = self.acc.is_main_process
+        self.fsdp = cfg.rl.fsdp and self.world > 1
         self.ck_root = self.out / "checkpoints"
         if self.main:
             self.ck_root.mkdir(parents=True, exist_ok=True)
@@ -122,11 +126,22 @@ class RLTrainer:
                                grad_checkpointing=r.grad_checkpointing)
             self.tokenizer = load_tokenizer(self.base)
         model.train()
-        opt = torch.optim.AdamW(trainable_parameters(model), lr=r.lr, weight_decay=r.weight_decay)
-        self.model, self.optimizer = self.acc.prepare(model, opt)
+        names = [n for n, p in model.named_parameters() if p.requires_grad]  # the optimizer's order
+        if self.fsdp:
+            model = shard_model(model.to(self.acc.device), bf16=mixed_precision(r.bf16) == "bf16")
+            opt = torch.optim.AdamW(trainable_parameters(model), lr=r.lr, weight_decay=r.weight_decay)
+            self.model, self.optimizer = model, opt
+        else:
+            opt = torch.optim.AdamW(trainable_parameters(model), lr=r.lr, weight_decay=r.weight_decay)
+            self.model, self.optimizer = self.acc.prepare(model, opt)
         if path is not None:
-            self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu",
-                                                      weights_only=False))
+            osd = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False)
+            by_name = state.get("optimizer_format") == "names"
+            if self.fsdp or by_name:
+                inner = getattr(self.optimizer, "optimizer", self.optimizer)  # under accelerate's wrapper
+                load_optimizer(self._bare(), inner, osd if by_name else names_keyed(osd, names))
+            else:
+                self.optimizer.load_state_dict(osd)
             rng_file = path / f"rng-rank{self.rank}.pt"
             if rng_file.is_file():
                 ckpt.set_rng_state(torch.load(rng_file, weights_only=False))
@@ -144,15 +159,20 @@ class RLTrainer:
             tmp.mkdir(parents=True)
         self.acc.wait_for_everyone()
         torch.save(ckpt.rng_state(), tmp / f"rng-rank{self.rank}.pt")
-        unwrapped = self.acc.unwrap_model(self.model)
+        unwrapped = self._bare()
         is_peft = hasattr(unwrapped, "peft_config")
-        state_dict = None if is_peft else self.acc.get_state_dict(self.model)
+        if self.fsdp:  # every rank sends its shards; the main process gets them whole
+            state_dict, opt_state = full_state(self.model, self.optimizer)
+        else:
+            state_dict = None if is_peft else self.acc.get_state_dict(self.model)
+            opt_state = self.optimizer.state_dict() if self.main else None
         if self.main:
             save_model(unwrapped, self.tokenizer, tmp / "model", state_dict=state_dict)
-            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(opt_state, tmp / "optimizer.pt")
             state = {"step": step, "cursor": self.sampler.cursor(step), "seed": self.cfg.rl.seed,
                      "base_model": str(self.base), "world_size": self.world,
                      "model": "adapter" if is_peft else "full", "skills": self.env.snapshot(step),
+                     "optimizer_format": "names" if self.fsdp else "indices", "fsdp": self.fsdp,
                      "saved_at": time.time()}
             (tmp / "trainer_state.json").write_text(json.dumps(state, indent=1))
         self.acc.wait_for_everyone()
@@ -217,8 +237,9 @@ class RLTrainer:
         t0 = time.perf_counter()
         tasks = self.sampler.batch_for(step)
         mine = tasks[self.rank::self.world]
-        gen = LocalGenerator(self.acc.unwrap_model(self.model), self.tokenizer, device=self.acc.device)
-        groups = self.env.collect(mine, gen, step)
+        gen = LocalGenerator(self._bare(), self.tokenizer, device=self.acc.device)
+        with self._whole():
+            groups = self.env.collect(mine, gen, step)
         t_gen = time.perf_counter() - t0
         dropped = self._prepare_groups(groups, step)
         samples = build_samples(groups, self.tokenizer)
@@ -239,11 +260,20 @@ class RLTrainer:
         m.update({"tasks": [t.name for t in tasks], "skills_admitted": admitted, "lr": self.cfg.rl.lr,
                   "gen_s": t_gen, "step_s": time.perf_counter() - t0,
                   "update_tokens_per_s": upd["update_tokens"] / max(upd["update_s"], 1e-9)})
-        if self.world > 1:
+        if self.world > 1 and not self.fsdp:
             m["param_sync_spread"] = self._param_spread()
         if self.cfg.rl.eval_every and step % self.cfg.rl.eval_every == 0 and self.env.val_tasks():
-            m.update(self.validate(gen, step))
+            with self._whole():  # every rank takes part in gathering the shards, the main one validates
+                m.update(self.validate(gen, step))
         return m
+
+    def _bare(self):
+        """The model without accelerate's wrappers (a sharded model is used as it is)."""
+        return self.model if self.fsdp else self.acc.unwrap_model(self.model)
+
+    def _whole(self):
+        """Keeps a sharded model gathered while it generates (ranks generate different amounts)."""
+        return gathered(self.model) if self.fsdp else contextlib.nullcontext()
 
     def _param_spread(self) -> float:
         """Max − min over ranks of a weight checksum: 0 when the replicas stay in sync."""
