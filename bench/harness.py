@@ -7,14 +7,18 @@
 (b) throughput: candidates per minute over the built-in reference solutions, ours (warm
     worker pool, cached references) vs a naive evaluation that starts one fresh Python
     process per candidate (import, correctness over 5 trials, timing), in the same run.
+    ``--per-task N`` gives each task N candidates in a row (an RL step's group shape)
+    instead of one per task.
 (c) agreement: our clean eager time per task vs ``triton.testing.do_bench`` (median) on
     the same module and inputs.
 
 (d) variants (on request): the widest-spread tasks evaluated under timing variants (one
-    placement, a GPU busy-wait lead, a longer budget), with per-placement speedups.
+    or eight placements, no or a longer warm-up, a fixed or an automatic GPU busy-wait
+    lead, a longer budget), with per-placement speedups and SM clocks.
 
 Usage: python bench/harness.py [--parts throughput,repeat,agree,variants] [--reps 10] [--cands 10]
-                               [--naive 20] [--throughput 50] [--workers-per-gpu 1,2] [--out FILE]
+                               [--naive 20] [--throughput 50] [--per-task 1] [--workers-per-gpu 1,2]
+                               [--variants default,lead_auto] [--out FILE]
 Writes bench/results/harness.json (or --out; also $OUT/<name> when OUT is set). The parts
 are independent, so two GPUs can run them side by side (CUDA_VISIBLE_DEVICES) and the
 JSON files be merged with ``--merge A.json B.json``.
@@ -172,6 +176,8 @@ VARIANTS = {  # name -> EvalConfig fields: what each evaluation of the variants 
     "no_warmup": {"timing_warmup_ms": 0.0},
     "warmup_1s": {"timing_warmup_ms": 1000.0},
     "lead_100us": {"timing_lead_us": 100.0},
+    "lead_auto": {"timing_lead_us": -1.0},
+    "placements_8": {"timing_placements": 8},
     "budget_2s": {"timing_budget_s": 2.0, "timing_max_iters": 4000},
 }
 
@@ -253,6 +259,9 @@ def main():
     ap.add_argument("--workers-per-gpu", default="1",
                     help="throughput part: ours with each of these worker counts per GPU, cold each time (e.g. 1,2)")
     ap.add_argument("--throughput", type=int, default=50)
+    ap.add_argument("--per-task", type=int, default=1,
+                    help="throughput: candidates per task in a row (1: one per task, cycling over all tasks; "
+                         "e.g. 5: five per task over 10 tasks, the shape of an RL step's groups)")
     ap.add_argument("--parts", default="throughput,repeat,agree",
                     help="any of throughput, repeat, agree, variants (timing variants on --variant-tasks)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"variants part: any of {', '.join(VARIANTS)}")
@@ -281,9 +290,10 @@ def main():
     names = [v for v in args.variants.split(",") if v]
     bad = sorted(parts - known) + [v for v in names if v not in VARIANTS]
     bad += [x for x in args.workers_per_gpu.split(",") if x and not (x.isdigit() and 1 <= int(x) <= 16)]
+    bad += [f"--per-task {args.per_task}"] if args.per_task < 1 else []
     if bad:
-        print(f"harness.py: unknown part, variant or worker count: {', '.join(bad)} (parts: {', '.join(sorted(known))}; "
-              f"variants: {', '.join(VARIANTS)}; workers per GPU: 1 to 16)", file=sys.stderr)
+        print(f"harness.py: unknown part, variant, worker count or --per-task: {', '.join(bad)} (parts: {', '.join(sorted(known))}; "
+              f"variants: {', '.join(VARIANTS)}; workers per GPU: 1 to 16; --per-task: 1 or more)", file=sys.stderr)
         sys.exit(2)
     import torch
 
@@ -301,7 +311,7 @@ def main():
     cfg = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"), baseline_compile=False,
                      workers_per_gpu=per_gpu[0])
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")  # our workers start cold too
-    tp_items = [pairs[i % len(pairs)] for i in range(args.throughput)]
+    tp_items = [pairs[(i // args.per_task) % len(pairs)] for i in range(args.throughput)]
     def save():
         write(out, Path(args.out))
 
@@ -310,7 +320,7 @@ def main():
           else contextlib.nullcontext()) as ev:
         if "throughput" in parts:
             part_throughput(ev, tp_items, out)
-            out["throughput"]["workers_per_gpu"] = per_gpu[0]
+            out["throughput"].update(workers_per_gpu=per_gpu[0], per_task=args.per_task)
             save()
         if "repeat" in parts:
             part_repeat(ev, pairs[: args.cands], args.reps, out, save)

@@ -45,7 +45,8 @@ class EvalConfig:
     timing_budget_s: float = opt(0.5, "aim for this much timed work per candidate (iterations grow up to timing_max_iters)")
     timing_placements: int = opt(4, "timed blocks, each on fresh copies of the inputs (other addresses)")
     timing_lead_us: float = opt(0.0, "GPU busy-wait queued after the L2 flush, before each timed call's start event "
-                                "(microseconds): the host has then launched the whole call before timing starts; 0 = off")
+                                "(microseconds): the host has then launched the whole call before timing starts; 0 = off; "
+                                "-1 = auto (1.5x the host's launch time of the slower side, measured in warm-up)")
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
     timing_warmup_ms: float = opt(200.0, "untimed calls continue for at least this long before timing, so the GPU "
                                   "clock has left its idle state (it idles at a few hundred MHz); 0 = count only")
@@ -244,7 +245,8 @@ def validate(cfg: Config) -> Config:
         ("eval.timing_budget_s", cfg.eval.timing_budget_s >= 0, "0 or more seconds"),
         ("eval.timing_placements", cfg.eval.timing_placements >= 1, "at least 1"),
         ("eval.workers_per_gpu", 1 <= cfg.eval.workers_per_gpu <= 16, "1 to 16"),
-        ("eval.timing_lead_us", 0 <= cfg.eval.timing_lead_us <= 10000, "0 to 10000 microseconds"),
+        ("eval.timing_lead_us", cfg.eval.timing_lead_us == -1 or 0 <= cfg.eval.timing_lead_us <= 10000,
+         "0 to 10000 microseconds, or -1 (auto)"),
         ("eval.timing_warmup_ms", 0 <= cfg.eval.timing_warmup_ms <= 60000, "0 to 60000 milliseconds"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),

@@ -169,6 +169,31 @@ def test_sm_clock_probe_reads_the_busy_wait_rate():
     assert res["warmup_ms"] == 5.0 and len(res["clock_mhz"]) == 2 and all(c > 0 for c in res["clock_mhz"])
 
 
+@pytest.mark.parametrize("launch_ms,lead", [([], 20.0), ([0.01, 0.04], 80.0), ([0.2], 320.0), ([50.0], 10_000.0)])
+def test_auto_lead_covers_the_slower_launch(launch_ms, lead):
+    from davinci_kernel.evaluate import timing
+
+    assert timing.auto_lead_us(launch_ms) == pytest.approx(lead)
+
+
+def test_auto_lead_is_sized_in_warm_up():
+    import time
+
+    import torch
+
+    from davinci_kernel.evaluate import timing
+
+    def slow_launch(x):  # a call whose host side takes ~2 ms
+        time.sleep(0.002)
+        return x + 1
+
+    res = timing.interleaved(_SleepClock, "cpu", lambda x: x + 1, slow_launch, [[torch.ones(8)]], iters=4, warmup=3,
+                             flush_mb=1, lead_us=timing.AUTO_LEAD)
+    assert 3000 <= res["lead_us"] <= 10_000  # 1.5 x ~2 ms + 20 us
+    assert timing.solo(_SleepClock, "cpu", slow_launch, [[torch.ones(8)]], iters=3, warmup=2, flush_mb=1,
+                       lead_us=timing.AUTO_LEAD) > 0
+
+
 def _wall_timing(ev, wall, paired):
     t = {"cand": {"median": ev}, "cand_wall": {"median": wall}, "sync_overhead_ms": 0.01}
     if paired is not None:

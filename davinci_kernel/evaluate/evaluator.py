@@ -248,7 +248,9 @@ class Evaluator:
             res.stage = "timing"
             msg = h.recv(cfg.run_timeout_s)
             clock.mark("timing")
-            tout = msg.get("result", {})
+        tout = msg.get("result", {})
+        with gate.shared():  # sampling the timed outputs is checking: the GPU is free for the next timing
+            clock.mark("gate")
             self._fetch_samples(h, tout)
             clock.mark("transfer")
         h.send({"cmd": "done"})

@@ -15,7 +15,7 @@ the geometric mean of the blocks' median per-pair ratios, so one evaluation aver
 several memory placements. Short kernels get more pairs: the number grows until the
 timed part takes about ``budget_s`` (between ``iters`` and ``max_iters``). Optionally
 (``lead_us``) a GPU busy-wait after the flush gives a slow host more time to queue the
-call. Untimed calls run first for at least ``warmup_ms``: the GPU idles at a few hundred
+call; ``AUTO_LEAD`` sizes it from the host launch times seen in warm-up. Untimed calls run first for at least ``warmup_ms``: the GPU idles at a few hundred
 MHz and boosts only under load, so a timing started cold would measure the clock ramp;
 the SM clock at the start and end of the timed part is reported (on the H200 under a
 memory-bound load it read 1,470-1,740 MHz). Every callable used here was captured by the
@@ -78,11 +78,23 @@ def warm_up(C, dev, step, calls: int, warmup_ms: float, perf) -> float:
     return last_ms
 
 
-def _timed_call(C, dev, fn, args, flush, ev, perf, lead: int = 0):
+AUTO_LEAD = -1.0  # lead_us value: size the lead from the host's measured launch time
+
+
+def auto_lead_us(launch_ms: list[float]) -> float:
+    """The lead for ``lead_us = AUTO_LEAD``: 1.5x the median host time the slowest side takes
+    to launch one call (measured in warm-up), plus 20 us, at most 10 ms. ``launch_ms``: each
+    side's median launch time in ms."""
+    worst_us = max(launch_ms, default=0.0) * 1e3
+    return min(10_000.0, 1.5 * worst_us + 20.0)
+
+
+def _timed_call(C, dev, fn, args, flush, ev, perf, lead: int = 0, launches: list | None = None):
     """ev = (flush_start, start, end) events. Returns (event ms, wall ms minus flush, output).
 
     ``lead`` > 0: that many cycles of GPU busy-wait after the flush, so the start event is
-    reached only after the host has (most likely) queued the whole call."""
+    reached only after the host has (most likely) queued the whole call. ``launches``: a list
+    that gets the host milliseconds spent launching the call."""
     f0, start, end = ev
     C.sync(dev)
     t0 = perf()
@@ -91,7 +103,10 @@ def _timed_call(C, dev, fn, args, flush, ev, perf, lead: int = 0):
     if lead:
         C.sleep(lead)
     C.record(start)
+    t1 = perf()
     out = fn(*args)
+    if launches is not None:
+        launches.append((perf() - t1) * 1e3)
     C.record(end)
     C.sync(dev)
     wall = (perf() - t0) * 1e3 - C.elapsed(f0, start)
@@ -140,16 +155,17 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
     n_sets = len(input_sets)
-    lead = lead_cycles(C, dev, lead_us)
+    auto = lead_us == AUTO_LEAD
+    st = {"lead": 0 if auto else lead_cycles(C, dev, lead_us), "launch": ([], []) if auto else (None, None)}
 
     def run_ref(args):
-        e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf, lead)
+        e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf, st["lead"], st["launch"][0])
         if poison:
             poison(out)  # freed reference outputs must not be found by the candidate
         return e, w
 
     def run_cand(args):
-        return _timed_call(C, dev, cand_fn, args, flush, evs, _perf, lead)
+        return _timed_call(C, dev, cand_fn, args, flush, evs, _perf, st["lead"], st["launch"][1])
 
     with C.no_grad():
         def pair(i):
@@ -157,6 +173,9 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
             run_cand(input_sets[i % n_sets])
 
         per_pair_ms = warm_up(C, dev, pair, max(1, warmup) + 1, warmup_ms, _perf)  # the last pair sizes the run
+        if auto:
+            lead_us = auto_lead_us([statistics.median(x) for x in st["launch"]])
+            st["lead"], st["launch"] = lead_cycles(C, dev, lead_us), (None, None)
         iters = n_iters(per_pair_ms, iters, max_iters or iters, budget_s)
         clock_start = sm_clock_mhz(C, dev)
         overhead = _sync_overhead(C, dev, _perf)
@@ -190,7 +209,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     chunks = [ratios[k:k + block] for k in range(0, len(ratios), block)]
     blocks = [statistics.median(c) for c in chunks]
     return {
-        "block_speedups": blocks, "lead_us": lead_us if lead else 0.0,
+        "block_speedups": blocks, "lead_us": lead_us if st["lead"] else 0.0,
         "ref": _summary(ref_ev), "cand": _summary(cand_ev),
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
         "wall_excess_vs_ref_ms": statistics.median(excess),
@@ -220,13 +239,16 @@ def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
 
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
-    lead = lead_cycles(C, dev, lead_us)
+    auto = lead_us == AUTO_LEAD
+    lead, launches = (0, []) if auto else (lead_cycles(C, dev, lead_us), None)
     times = []
     with C.no_grad():
         def call(i):
-            _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead)
+            _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead, launches)
 
         per_call_ms = warm_up(C, dev, call, max(1, warmup) + 1, warmup_ms, _perf)  # the last call sizes the run
+        if auto:
+            lead, launches = lead_cycles(C, dev, auto_lead_us([statistics.median(launches)])), None
         iters = n_iters(per_call_ms, iters, max_iters or iters, budget_s / 2)
         for i in range(iters):
             e, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead)
