@@ -15,13 +15,18 @@ the geometric mean of the blocks' median per-pair ratios, so one evaluation aver
 several memory placements. Short kernels get more pairs: the number grows until the
 timed part takes about ``budget_s`` (between ``iters`` and ``max_iters``). Optionally
 (``lead_us``) a GPU busy-wait after the flush gives a slow host more time to queue the
-call; ``AUTO_LEAD`` sizes it from the host launch times seen in warm-up. Untimed calls run first for at least ``warmup_ms``: the GPU idles at a few hundred
-MHz and boosts only under load, so a timing started cold would measure the clock ramp;
-the SM clock at the start and end of the timed part is reported (on the H200 under a
-memory-bound load it read 1,470-1,740 MHz). Every callable used here was captured by the
-worker before the candidate was imported (``C``). Does not cover: CPU timing (the
-interpreter says nothing about speed) or deciding flags (the harness does that from
-these numbers).
+call; ``AUTO_LEAD`` sizes it from the host launch times seen in warm-up (at most
+``AUTO_LEAD_MAX_US``). Untimed calls run first for at least ``warmup_ms``: the GPU idles
+at a few hundred MHz and boosts only under load, so a timing started cold would measure
+the clock ramp; the SM clock at the start and end of the timed part is reported (on the
+H200 under a memory-bound load it read 1,470-1,740 MHz). Every callable used here was
+captured by the worker before the candidate was imported (``C``).
+
+Does not cover: CPU timing (the interpreter says nothing about speed), deciding flags
+(the harness does that from these numbers), or work a candidate starts on another stream
+while the flush and the lead still run: it is before the start event and outside the
+wall time, so up to the flush's and the lead's duration (~0.1 ms for a 256 MB flush, plus
+the lead) of such work goes unseen. This is why the lead is off by default and capped.
 """
 
 from __future__ import annotations
@@ -81,12 +86,15 @@ def warm_up(C, dev, step, calls: int, warmup_ms: float, perf) -> float:
 AUTO_LEAD = -1.0  # lead_us value: size the lead from the host's measured launch time
 
 
+AUTO_LEAD_MAX_US = 250.0  # a longer lead would let more side-stream work hide before the start event
+
+
 def auto_lead_us(launch_ms: list[float]) -> float:
     """The lead for ``lead_us = AUTO_LEAD``: 1.5x the median host time the slowest side takes
-    to launch one call (measured in warm-up), plus 20 us, at most 10 ms. ``launch_ms``: each
-    side's median launch time in ms."""
+    to launch one call (measured in warm-up), plus 20 us, at most ``AUTO_LEAD_MAX_US`` (a
+    candidate can slow its own launch on purpose). ``launch_ms``: each side's median in ms."""
     worst_us = max(launch_ms, default=0.0) * 1e3
-    return min(10_000.0, 1.5 * worst_us + 20.0)
+    return min(AUTO_LEAD_MAX_US, 1.5 * worst_us + 20.0)
 
 
 def _timed_call(C, dev, fn, args, flush, ev, perf, lead: int = 0, launches: list | None = None):
