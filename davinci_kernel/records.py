@@ -145,7 +145,8 @@ class EvalResult(_Record):
     timing_available: bool = False
     verifiable: bool = True  # false when this device cannot check it (bf16 dot on CPU)
     eval_seconds: float = 0.0
-    phase_seconds: dict[str, float] = field(default_factory=dict)  # where eval_seconds went, by phase
+    # where eval_seconds went, by phase ("worker.*": the worker's own split of the transfer and timing phases)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
     timing_detail: dict[str, Any] = field(default_factory=dict)  # iters, placements, per-placement speedups, wall checks
     feedback: str = ""
 

@@ -301,3 +301,29 @@ def test_placement_mean(blocks, sizes, want):
     from davinci_kernel.evaluate.timing import placement_mean
 
     assert placement_mean(blocks, sizes) == pytest.approx(want)
+
+
+def test_send_samples_draws_each_size_once_and_reports_its_seconds(tmp_path, monkeypatch):
+    """The worker's side of output sampling: the harness's seed gives the same indices for
+    every output of one size, the values are the output's at those indices, and the seconds
+    of each step come back for the harness's phase_seconds."""
+    import torch
+
+    from davinci_kernel.evaluate import transfer, worker
+
+    monkeypatch.setattr(worker, "C", worker._capture(torch))
+    draw = transfer.sample_indices
+    monkeypatch.setattr(transfer, "sample_indices", lambda t, numel, seed: draw(t, numel, seed, n=64))  # < numel
+    r = worker.Runner({"device": "cpu", "shm_dir": str(tmp_path), "job_id": "t"}, conn=None)
+    a, b, c = torch.randn(3000), torch.randn(50, 60), torch.randn(1000)
+    r.pending = [("cand0", 0, a), ("cand1", 0, b), ("pcand", 1, c)]
+    leaves, secs = r.send_samples(7)
+    assert set(secs) == {"sample_indices", "sample_gather", "sample_write"} and all(v >= 0 for v in secs.values())
+    idx = draw(torch, 3000, 7, n=64)
+    for key, x in (("cand0", a), ("cand1", b)):
+        got = transfer.read_leaf(leaves[key][0])
+        assert got["seed"] == 7 and got["full_shape"] == list(x.shape)
+        assert torch.equal(got["values"], x.reshape(-1)[idx])
+    assert torch.equal(transfer.read_leaf(leaves["pcand"][1])["values"],
+                       c[draw(torch, 1000, 7, n=64)])
+    assert r.pending == []

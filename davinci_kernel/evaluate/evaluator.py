@@ -223,7 +223,7 @@ class Evaluator:
                 cached = self._store_reference(key, out)
             elif not cached.get("perturb_used") and "pref" in out.get("leaves", {}):
                 self._store_perturbed(cached, out)  # an earlier candidate stopped before the shape re-check
-            self._fetch_samples(h, out)
+            self._fetch_samples(h, out, res.phase_seconds)
             clock.mark("transfer")
         res.compiled = bool(out.get("compiled"))
         if out.get("error_kind"):
@@ -251,8 +251,10 @@ class Evaluator:
         tout = msg.get("result", {})
         with gate.shared():  # sampling the timed outputs is checking: the GPU is free for the next timing
             clock.mark("gate")
-            self._fetch_samples(h, tout)
+            self._fetch_samples(h, tout, res.phase_seconds)
             clock.mark("transfer")
+        for k, v in (tout.get("worker_seconds") or {}).items():  # the worker's split of the timing phase
+            res.phase_seconds[f"worker.{k}"] = round(float(v), 4)
         h.send({"cmd": "done"})
         if tout.get("error_kind"):
             res.error_kind, res.error_msg = tout["error_kind"], tout.get("error_msg")
@@ -262,8 +264,9 @@ class Evaluator:
         res.stage = "done"
         return recycle or bool(res.flags) or bool(tout.get("dirty"))
 
-    def _fetch_samples(self, h: WorkerHandle, out: dict) -> None:
-        """Large GPU outputs: name a fresh random seed now that they exist; receive the sample."""
+    def _fetch_samples(self, h: WorkerHandle, out: dict, phases: dict) -> None:
+        """Large GPU outputs: name a fresh random seed now that they exist; receive the sample
+        (and the worker's split of that time, as ``phases["worker.sample_*"]``)."""
         leaves = out.get("leaves", {})
         if not any(m.get("kind") == "pending" for metas in leaves.values() for m in metas):
             return
@@ -271,6 +274,8 @@ class Evaluator:
 
         h.send({"cmd": "sample", "seed": secrets.randbits(62)})
         msg = h.recv(self.cfg.run_timeout_s)
+        for k, v in (msg.get("seconds") or {}).items():
+            phases[f"worker.{k}"] = round(phases.get(f"worker.{k}", 0.0) + float(v), 4)
         for key, by_index in msg.get("leaves", {}).items():
             for i, meta in by_index.items():
                 leaves[key][int(i)] = meta

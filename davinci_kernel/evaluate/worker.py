@@ -302,23 +302,32 @@ class Runner:
         self.out["leaves"][key] = metas
         return metas
 
-    def send_samples(self, seed: int) -> dict:
-        """Gather the harness's random sample of every pending large output."""
+    def send_samples(self, seed: int) -> tuple[dict, dict]:
+        """Gather the harness's random sample of every pending large output. Returns the
+        leaves and the seconds spent drawing indices, gathering and writing."""
         from .transfer import sample_indices, write_leaf
 
         out: dict = {}
+        secs = {"sample_indices": 0.0, "sample_gather": 0.0, "sample_write": 0.0}
         drawn: dict = {}  # numel -> indices on the device: the same for every output of that size
         for key, i, leaf in self.pending:
+            t0 = _perf()
             idx = drawn.get(leaf.numel())
             if idx is None:
                 idx = drawn[leaf.numel()] = sample_indices(self.torch, leaf.numel(), seed).to(self.dev)
+            t1 = _perf()
             vals = leaf.reshape(-1)[idx]
+            self.sync()
+            t2 = _perf()
             self.n_files += 1
             meta = write_leaf(self.torch, vals, os.path.join(self.j.shm_dir, f"{self.n_files}.bin"))
             meta.update(sampled=True, seed=seed, full_shape=list(leaf.shape), numel=leaf.numel())
             out.setdefault(key, {})[i] = meta
+            secs["sample_indices"] += t1 - t0
+            secs["sample_gather"] += t2 - t1
+            secs["sample_write"] += _perf() - t2
         self.pending = []
-        return out
+        return out, secs
 
     def sync(self):
         if self.dev.type == "cuda":
@@ -573,19 +582,23 @@ class Runner:
 
         j = self.j
         self.out["stage"] = "timing"
+        t0 = _perf()
         sets = [_clone_args(p) for p in self.pristine]
         ref_fn = self.ref_model
         cand_fn = self.cand_model
         res = timing.interleaved(C, self.dev, ref_fn, cand_fn, sets, warmup=j.warmup_iters, **_timing_kw(j),
                                  placements=j.timing_placements, reclone=_clone_args,
                                  poison=self._poison_outputs)
+        t1 = _perf()
         last = res.pop("last_outputs")
         for i, out in last.items():
             self.save(f"timed{i}", out)
         self.out["timing"] = res
         from . import profile
 
+        t2 = _perf()
         self.out["kernels"] = profile.profile_kernels(C, self.dev, cand_fn, sets[0])
+        self.out["worker_seconds"] = {"timed_pairs": t1 - t0, "save_timed": t2 - t1, "profile": _perf() - t2}
 
     def baseline(self):
         """Clean timings of the reference alone: eager and torch.compile (no candidate loaded)."""
@@ -690,7 +703,8 @@ def _answer_samples(r: "Runner", conn) -> dict:
         cmd = conn.recv()
         if cmd.get("cmd") != "sample":
             return cmd
-        conn.send({"event": "sampled", "leaves": r.send_samples(int(cmd["seed"]))})
+        leaves, secs = r.send_samples(int(cmd["seed"]))
+        conn.send({"event": "sampled", "leaves": leaves, "seconds": secs})
 
 
 def no_background_threads() -> None:
