@@ -72,3 +72,17 @@ def test_fsdp_matches_ddp_and_resumes_across_both(tmp_path):
         assert res.returncode == 0, res.stderr[-3000:]
         assert [m["step"] for m in read_metrics(out)] == [1, 2, 3]
         assert _max_diff(_weights(out, 3), _weights(straight, 3)) < 1e-5
+
+
+@pytest.mark.gpu
+def test_fsdp_on_two_gpus_trains_and_resumes(tmp_path):
+    """The same sharded run on two GPUs (NCCL, bf16 compute): two steps, then a resume."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    res = _launch(tmp_path, 2, "rl.fsdp=true", "rl.bf16=true")
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = _launch(tmp_path, 3, "--resume", "rl.fsdp=true", "rl.bf16=true")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert [m["step"] for m in read_metrics(tmp_path)] == [1, 2, 3]
