@@ -327,3 +327,13 @@ def test_send_samples_draws_each_size_once_and_reports_its_seconds(tmp_path, mon
     assert torch.equal(transfer.read_leaf(leaves["pcand"][1])["values"],
                        c[draw(torch, 1000, 7, n=64)])
     assert r.pending == []
+
+
+@pytest.mark.parametrize("profiled,event,warned", [(None, 1.0, False), (0.9, 1.0, False), (1.52, 1.0, False),
+                                                   (1.6, 1.0, True), (0.05, 0.01, True)])
+def test_hidden_work_warning(profiled, event, warned):
+    """More kernel time per call under the profiler than in the timed window: work escaped it."""
+    from davinci_kernel.evaluate.guards import hidden_work_warning
+
+    got = hidden_work_warning(profiled, event, 1.5)
+    assert bool(got) == warned and all(w.startswith("hidden_work:") for w in got)

@@ -14,6 +14,7 @@ Where each is detected:
                        input_mutation, returns_input, uninitialized_memory, precision_downgrade,
                        shape_hardcoding, inconsistent_under_timing, side_stream (wall vs event),
                        reference_slowed, unreproducible_speedup
+  warning (here)       hidden_work: more profiled kernel time per call than the timed window saw
 Does not cover: proving the absence of every hack. See the trust model in worker.py.
 """
 
@@ -96,6 +97,18 @@ def side_stream_flag(timing: dict, ratio: float, slack_ms: float = 0.02) -> list
     if wall - ev > allowed and (paired is None or paired > allowed):
         extra = "" if paired is None else f"; {paired:.3f} ms more than the reference's"
         return [("side_stream", f"synchronized wall time {wall:.3f} ms vs event time {ev:.3f} ms{extra}")]
+    return []
+
+
+def hidden_work_warning(profiled_ms: float | None, event_ms: float, ratio: float,
+                        slack_ms: float = 0.02) -> list[str]:
+    """The profiler saw more kernel time per call (all streams, warm L2) than the timed
+    window (events, after an L2 flush): work ran outside it, e.g. on another stream while
+    the flush still ran, where neither the events nor the wall time see it. A warning
+    until measured on GPUs beside legitimate kernels; then a ``side_stream`` flag."""
+    if profiled_ms is not None and profiled_ms > ratio * event_ms + slack_ms:
+        return [f"hidden_work: the profiler saw {profiled_ms:.3f} ms of kernels per call, "
+                f"the timed window {event_ms:.3f} ms"]
     return []
 
 
