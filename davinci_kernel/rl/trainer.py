@@ -8,9 +8,8 @@ backbone (``update.py``) → commit the skills staged during the step → log �
 Covers: process setup through accelerate (one process, or DDP on CPU/GPU) or fully
 sharded over the processes (``rl.fsdp``: torch FSDP2, ``sharding.py``; checkpoints hold the
 gathered model and name-keyed optimizer state, so a run may resume with or without it),
-resume from the newest
-complete checkpoint (a broken one is skipped with a warning), metrics and TensorBoard,
-and validation Fast_p per level every ``eval_every`` steps.
+resume from the newest complete checkpoint (a broken one is skipped with a warning),
+metrics and TensorBoard, and validation Fast_p per level every ``eval_every`` steps.
 
 Does not cover: the math (``rewards.py``, ``advantages.py``, ``rejection.py``,
 ``losses.py``), where task groups come from (``env.py``), or SFT (``sft.py``).
