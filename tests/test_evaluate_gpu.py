@@ -16,6 +16,10 @@ def test_legit_kernels_time_on_gpu(gpu_evaluator, name, task):
     assert res.correct, (res.error_kind, res.error_msg, res.flags)
     assert res.timing_available and res.speedup and res.speedup > 0
     assert res.coverage is not None and res.coverage > 0.5
+    # the profiler's view agrees with the timed window: one stream, no more kernel time than was timed
+    assert res.timing_detail["profiled_streams"] == 1, res.timing_detail
+    assert not [w for w in res.warnings if w.startswith(("hidden_work", "multi_stream"))], res.warnings
+    assert all(c and 300 < c < 3000 for c in res.timing_detail["clock_mhz"]), res.timing_detail
     assert res.kernels and any(k.custom for k in res.kernels)
 
 

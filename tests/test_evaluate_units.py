@@ -337,3 +337,12 @@ def test_hidden_work_warning(profiled, event, warned):
 
     got = hidden_work_warning(profiled, event, 1.5)
     assert bool(got) == warned and all(w.startswith("hidden_work:") for w in got)
+
+
+@pytest.mark.parametrize("streams,warned", [(None, False), (0, False), (1, False), (2, True), (5, True)])
+def test_stream_warning(streams, warned):
+    """GPU work of one call on more than one stream (profiler): something ran off the current stream."""
+    from davinci_kernel.evaluate.guards import stream_warning
+
+    got = stream_warning(streams)
+    assert bool(got) == warned and all(w.startswith("multi_stream:") for w in got)

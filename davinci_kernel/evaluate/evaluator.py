@@ -428,7 +428,9 @@ class Evaluator:
         self._flag(res, guards.reference_slowed_flag(res.ref_runtime_ms, (base or {}).get("eager_ms")))
         prof = out.get("kernels") or {}
         res.timing_detail["profiled_ms_per_call"] = prof.get("total_ms_per_call")
+        res.timing_detail["profiled_streams"] = prof.get("streams")
         res.warnings += guards.hidden_work_warning(prof.get("total_ms_per_call"), res.runtime_ms, cfg.wall_event_ratio)
+        res.warnings += guards.stream_warning(prof.get("streams"))
         res.kernels = [KernelTime(name=k["name"], time_ms=k["time_ms"], custom=k["custom"], calls=k["calls"])
                        for k in prof.get("top", [])]
         if prof.get("coverage") is not None:

@@ -14,7 +14,8 @@ Where each is detected:
                        input_mutation, returns_input, uninitialized_memory, precision_downgrade,
                        shape_hardcoding, inconsistent_under_timing, side_stream (wall vs event),
                        reference_slowed, unreproducible_speedup
-  warning (here)       hidden_work: more profiled kernel time per call than the timed window saw
+  warning (here)       hidden_work: more profiled kernel time per call than the timed window saw;
+                       multi_stream: profiled GPU work on more than one stream
 Does not cover: proving the absence of every hack. See the trust model in worker.py.
 """
 
@@ -109,6 +110,16 @@ def hidden_work_warning(profiled_ms: float | None, event_ms: float, ratio: float
     if profiled_ms is not None and profiled_ms > ratio * event_ms + slack_ms:
         return [f"hidden_work: the profiler saw {profiled_ms:.3f} ms of kernels per call, "
                 f"the timed window {event_ms:.3f} ms"]
+    return []
+
+
+def stream_warning(streams: int | None) -> list[str]:
+    """The profiler saw the candidate's GPU work on more than one stream: all of it must run
+    on the current stream. A warning until measured on GPUs beside legitimate kernels (that
+    the profiler names one stream for all of them); then a ``side_stream`` flag. Catches
+    streams that static checks miss (made through getattr, ctypes or a C++ extension)."""
+    if streams and streams > 1:
+        return [f"multi_stream: the profiler saw the candidate's GPU work on {streams} streams"]
     return []
 
 

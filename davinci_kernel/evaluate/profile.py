@@ -1,6 +1,7 @@
 """Which GPU kernels a candidate's forward launched, and how much of the time was its own.
 
-Covers: a torch.profiler pass over a few candidate calls; each device kernel is
+Covers: a torch.profiler pass over a few candidate calls (kernel times, and how many
+streams they ran on, from each GPU activity's device resource id); each device kernel is
 classified as *custom* (the candidate's Triton or CUDA kernels) or *library* (ATen,
 cuBLAS, cuDNN, CUTLASS, torch.compile's generated kernels, memcpy/memset); time
 coverage = custom time / all kernel time (the paper's ``time_coverage``). Also the
@@ -39,9 +40,11 @@ def profile_kernels(C, dev, fn, args, calls: int = 3, top: int = 8) -> dict:
                 fn(*args)
             C.sync(dev)
     kernels: dict[str, dict] = {}
+    streams: set = set()  # the device resource of each GPU activity is its stream
     for evt in prof.events():
         if getattr(evt, "device_type", None) != torch.autograd.DeviceType.CUDA:
             continue
+        streams.add(getattr(evt, "device_resource_id", None))
         t = getattr(evt, "device_time", None)
         if t is None:
             t = getattr(evt, "cuda_time", 0.0)
@@ -55,6 +58,7 @@ def profile_kernels(C, dev, fn, args, calls: int = 3, top: int = 8) -> dict:
         "coverage": (custom / total) if total > 0 else None,
         "custom_kernels": sum(1 for n in kernels if not is_library_kernel(n)),
         "total_ms_per_call": total / 1e3 / calls,
+        "streams": len(streams - {None}),
         "top": [{"name": n[:120], "time_ms": k["time_us"] / 1e3 / calls, "custom": not is_library_kernel(n),
                  "calls": max(1, k["calls"] // calls)} for n, k in rows],
     }
