@@ -182,20 +182,24 @@ VARIANTS = {  # name -> EvalConfig fields: what each evaluation of the variants 
 }
 
 
+def cold_config(device: str = "cuda", **fields):
+    """An evaluator config with an empty baseline cache (no torch.compile baseline)."""
+    from davinci_kernel.config import EvalConfig
+
+    return EvalConfig(device=device, cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"), baseline_compile=False,
+                      **fields)
+
+
 def part_variants(pairs, reps: int, names: list[str], out: dict, save=lambda: None, device: str = "cuda") -> None:
     """Where does the spread come from? The same candidates under timing variants, each in
     a fresh pool: per evaluation the speedup and its per-placement block speedups (a spread
     inside one evaluation points to memory placement; a spread only between evaluations,
     to the process or the GPU state)."""
-    import tempfile as _tf
-
-    from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
 
     rows = out.setdefault("variants", [])
     for name in names:
-        cfg = EvalConfig(device=device, cache_dir=_tf.mkdtemp(prefix="dvk-bench-var-"), baseline_compile=False,
-                         **VARIANTS[name])
+        cfg = cold_config(device, **VARIANTS[name])
         with Evaluator(cfg, workers=1) as ev:
             for t, src in pairs:
                 res = [r for r in (ev.evaluate(t, src) for _ in range(reps)) if r.speedup]
@@ -297,7 +301,6 @@ def main():
         sys.exit(2)
     import torch
 
-    from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
     from davinci_kernel.tasks import REFERENCE_DIR, candidate_path, load_suite
 
@@ -308,8 +311,7 @@ def main():
            "os_kernel": platform.release(),  # which sandbox runtime: page faults cost very differently
            "command": " ".join(["python", *sys.argv])}
     per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x]
-    cfg = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"), baseline_compile=False,
-                     workers_per_gpu=per_gpu[0])
+    cfg = cold_config(workers_per_gpu=per_gpu[0])
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")  # our workers start cold too
     tp_items = [pairs[(i // args.per_task) % len(pairs)] for i in range(args.throughput)]
     def save():
@@ -332,9 +334,7 @@ def main():
             str(per_gpu[0]): {"per_min": out["throughput"]["ours_per_min"], "seconds": out["throughput"]["ours_seconds"]}})
         for n in per_gpu[1:]:
             os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")
-            cfg_n = EvalConfig(device="cuda", cache_dir=tempfile.mkdtemp(prefix="dvk-bench-cache-"),
-                               baseline_compile=False, workers_per_gpu=n)
-            with Evaluator(cfg_n, workers=n) as ev_n:
+            with Evaluator(cold_config(workers_per_gpu=n), workers=n) as ev_n:
                 sub: dict = {}
                 part_throughput(ev_n, tp_items, sub)
             scaling[str(n)] = {"per_min": sub["throughput"]["ours_per_min"], "seconds": sub["throughput"]["ours_seconds"],

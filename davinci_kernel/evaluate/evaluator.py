@@ -253,8 +253,7 @@ class Evaluator:
             clock.mark("gate")
             self._fetch_samples(h, tout, res.phase_seconds)
             clock.mark("transfer")
-        for k, v in (tout.get("worker_seconds") or {}).items():  # the worker's split of the timing phase
-            res.phase_seconds[f"worker.{k}"] = round(float(v), 4)
+        _add_worker_seconds(res.phase_seconds, tout.get("worker_seconds"))  # its split of the timing phase
         h.send({"cmd": "done"})
         if tout.get("error_kind"):
             res.error_kind, res.error_msg = tout["error_kind"], tout.get("error_msg")
@@ -274,8 +273,7 @@ class Evaluator:
 
         h.send({"cmd": "sample", "seed": secrets.randbits(62)})
         msg = h.recv(self.cfg.run_timeout_s)
-        for k, v in (msg.get("seconds") or {}).items():
-            phases[f"worker.{k}"] = round(phases.get(f"worker.{k}", 0.0) + float(v), 4)
+        _add_worker_seconds(phases, msg.get("seconds"))
         for key, by_index in msg.get("leaves", {}).items():
             for i, meta in by_index.items():
                 leaves[key][int(i)] = meta
@@ -478,6 +476,12 @@ class _Clock:
         now = time.monotonic()
         self.phases[name] = round(self.phases.get(name, 0.0) + now - self.t, 4)
         self.t = now
+
+
+def _add_worker_seconds(phases: dict, seconds: Optional[dict]) -> None:
+    """Add the seconds a worker reports for parts of a phase as ``phases["worker.<part>"]``."""
+    for k, v in (seconds or {}).items():
+        phases[f"worker.{k}"] = round(phases.get(f"worker.{k}", 0.0) + float(v), 4)
 
 
 def _method_extra(cfg: EvalConfig) -> str:

@@ -84,8 +84,6 @@ def warm_up(C, dev, step, calls: int, warmup_ms: float, perf) -> float:
 
 
 AUTO_LEAD = -1.0  # lead_us value: size the lead from the host's measured launch time
-
-
 AUTO_LEAD_MAX_US = 250.0  # a longer lead would let more side-stream work hide before the start event
 
 
@@ -95,6 +93,30 @@ def auto_lead_us(launch_ms: list[float]) -> float:
     candidate can slow its own launch on purpose). ``launch_ms``: each side's median in ms."""
     worst_us = max(launch_ms, default=0.0) * 1e3
     return min(AUTO_LEAD_MAX_US, 1.5 * worst_us + 20.0)
+
+
+class _Lead:
+    """The busy-wait before each timed call: ``lead_us`` as given, or (``AUTO_LEAD``) zero
+    during warm-up, which records each side's host launch times, then sized by ``settle``."""
+
+    def __init__(self, C, dev, lead_us: float, sides: int):
+        self.C, self.dev = C, dev
+        auto = lead_us == AUTO_LEAD
+        self.us = 0.0 if auto else lead_us
+        self.cycles = 0 if auto else lead_cycles(C, dev, lead_us)
+        self._launches = [[] for _ in range(sides)] if auto else None
+
+    def launches(self, side: int) -> list | None:
+        """Where ``_timed_call`` records side ``side``'s launch times (None: not recording)."""
+        return self._launches[side] if self._launches is not None else None
+
+    def settle(self) -> None:
+        if self._launches is not None:
+            self.us = auto_lead_us([statistics.median(x) for x in self._launches])
+            self.cycles, self._launches = lead_cycles(self.C, self.dev, self.us), None
+
+    def used_us(self) -> float:
+        return self.us if self.cycles else 0.0
 
 
 def _timed_call(C, dev, fn, args, flush, ev, perf, lead: int = 0, launches: list | None = None):
@@ -163,17 +185,16 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
     n_sets = len(input_sets)
-    auto = lead_us == AUTO_LEAD
-    st = {"lead": 0 if auto else lead_cycles(C, dev, lead_us), "launch": ([], []) if auto else (None, None)}
+    lead = _Lead(C, dev, lead_us, sides=2)
 
     def run_ref(args):
-        e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf, st["lead"], st["launch"][0])
+        e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf, lead.cycles, lead.launches(0))
         if poison:
             poison(out)  # freed reference outputs must not be found by the candidate
         return e, w
 
     def run_cand(args):
-        return _timed_call(C, dev, cand_fn, args, flush, evs, _perf, st["lead"], st["launch"][1])
+        return _timed_call(C, dev, cand_fn, args, flush, evs, _perf, lead.cycles, lead.launches(1))
 
     with C.no_grad():
         def pair(i):
@@ -181,9 +202,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
             run_cand(input_sets[i % n_sets])
 
         per_pair_ms = warm_up(C, dev, pair, max(1, warmup) + 1, warmup_ms, _perf)  # the last pair sizes the run
-        if auto:
-            lead_us = auto_lead_us([statistics.median(x) for x in st["launch"]])
-            st["lead"], st["launch"] = lead_cycles(C, dev, lead_us), (None, None)
+        lead.settle()
         iters = n_iters(per_pair_ms, iters, max_iters or iters, budget_s)
         clock_start = sm_clock_mhz(C, dev)
         overhead = _sync_overhead(C, dev, _perf)
@@ -217,7 +236,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     chunks = [ratios[k:k + block] for k in range(0, len(ratios), block)]
     blocks = [statistics.median(c) for c in chunks]
     return {
-        "block_speedups": blocks, "lead_us": lead_us if st["lead"] else 0.0,
+        "block_speedups": blocks, "lead_us": lead.used_us(),
         "ref": _summary(ref_ev), "cand": _summary(cand_ev),
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
         "wall_excess_vs_ref_ms": statistics.median(excess),
@@ -247,20 +266,18 @@ def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
 
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
-    auto = lead_us == AUTO_LEAD
-    lead, launches = (0, []) if auto else (lead_cycles(C, dev, lead_us), None)
+    lead = _Lead(C, dev, lead_us, sides=1)
     times = []
     with C.no_grad():
         def call(i):
-            _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead, launches)
+            _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead.cycles, lead.launches(0))
 
         per_call_ms = warm_up(C, dev, call, max(1, warmup) + 1, warmup_ms, _perf)  # the last call sizes the run
-        if auto:
-            lead, launches = lead_cycles(C, dev, auto_lead_us([statistics.median(launches)])), None
+        lead.settle()
         iters = n_iters(per_call_ms, iters, max_iters or iters, budget_s / 2)
         for i in range(iters):
-            e, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead)
+            e, _, out = _timed_call(C, dev, fn, input_sets[i % len(input_sets)], flush, evs, _perf, lead.cycles)
             del out
             times.append(e)
-    del flush
+    flush = None  # noqa: F841 - free the buffer now (the warm-up closure holds it too)
     return statistics.median(times)

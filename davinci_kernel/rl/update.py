@@ -225,13 +225,13 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
             with dist.no_sync(model, last=(i == len(rows) - 1)):
                 new = row_logprobs(model, row, device, s.temperature, s.logprobs)
                 ref = o.to(device) if o is not None else new.detach()
-                tok_loss, clipped = pg_token_loss(new, ref, row.adv.to(device), s.clip_low, s.clip_high,
-                                                  weights=w.to(device))
+                adv = row.adv.to(device)
+                tok_loss, clipped = pg_token_loss(new, ref, adv, s.clip_low, s.clip_high, weights=w.to(device))
                 loss = tok_loss.sum() / denom * dist.world
                 dist.backward(loss)
             kept = w > 0
             if kept.any():  # on the device: no host sync between micro-batches
-                stats.add(tok_loss, row.adv.to(device), clipped, row.role.to(device), keep=kept.to(device))
+                stats.add(tok_loss, adv, clipped, row.role.to(device), keep=kept.to(device))
             info["update_tokens"] += row.tokens if row.samples else 0
         info["grad_norm"] = dist.clip(params, s.grad_clip)
         optimizer.step()
