@@ -18,7 +18,7 @@
 
 Usage: python bench/harness.py [--parts throughput,repeat,agree,variants] [--reps 10] [--cands 10]
                                [--naive 20] [--throughput 50] [--per-task 1] [--workers-per-gpu 1,2]
-                               [--variants default,lead_auto] [--out FILE]
+                               [--variants default,no_lead,fill_flush] [--out FILE]
 Writes bench/results/harness.json (or --out; also $OUT/<name> when OUT is set). The parts
 are independent, so two GPUs can run them side by side (CUDA_VISIBLE_DEVICES) and the
 JSON files be merged with ``--merge A.json B.json``.
@@ -126,6 +126,10 @@ def part_throughput(ev, tp_items, out: dict) -> None:
             phases[k] = phases.get(k, 0.0) + v
     out["throughput"]["phase_seconds_total"] = {k: round(v, 2) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])}
     out["throughput"]["per_task_seconds"] = {f"{i}:{r.task}": round(r.eval_seconds, 2) for i, r in enumerate(res)}
+    out["throughput"]["not_correct"] = {f"{i}:{r.task}": [r.error_kind, r.flags, (r.error_msg or "")[:300]]
+                                        for i, r in enumerate(res) if not r.correct}
+    out["throughput"]["flush"] = next((r.timing_detail.get("flush") for r in res if r.timing_detail.get("flush")), None)
+    out["throughput"]["lead_us"] = sorted({round(r.timing_detail.get("lead_us") or 0) for r in res})
     print(f"ours: {len(tp_items)} candidates in {ours_s:.1f}s; by phase: {out['throughput']['phase_seconds_total']}",
           flush=True)
 
@@ -172,11 +176,12 @@ def part_repeat(ev, pairs, reps: int, out: dict, save=lambda: None) -> None:
 
 VARIANTS = {  # name -> EvalConfig fields: what each evaluation of the variants part changes
     "default": {},
+    "no_lead": {"timing_lead_us": 0.0},
+    "fill_flush": {"timing_flush": "fill"},
     "one_placement": {"timing_placements": 1},
     "no_warmup": {"timing_warmup_ms": 0.0},
     "warmup_1s": {"timing_warmup_ms": 1000.0},
     "lead_100us": {"timing_lead_us": 100.0},
-    "lead_auto": {"timing_lead_us": -1.0},
     "placements_8": {"timing_placements": 8},
     "budget_2s": {"timing_budget_s": 2.0, "timing_max_iters": 4000},
 }

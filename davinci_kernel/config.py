@@ -44,9 +44,13 @@ class EvalConfig:
     timing_max_iters: int = opt(1000, "most timed iterations per side; short kernels get more than timing_iters")
     timing_budget_s: float = opt(0.5, "aim for this much timed work per candidate (iterations grow up to timing_max_iters)")
     timing_placements: int = opt(4, "timed blocks, each on fresh copies of the inputs (other addresses)")
-    timing_lead_us: float = opt(0.0, "GPU busy-wait queued after the L2 flush, before each timed call's start event "
-                                "(microseconds): the host has then launched the whole call before timing starts; 0 = off; "
-                                "-1 = auto (1.5x the host's launch time of the slower side, measured in warm-up)")
+    timing_lead_us: float = opt(-1.0, "GPU busy-wait queued after the L2 flush, before each timed call's start event "
+                                "(microseconds): the host has then launched the whole call before timing starts, so "
+                                "launch jitter stays out of the event time; 0 = off; -1 = auto (1.5x the host's launch "
+                                "time of the slower side, measured in warm-up, at most 250)")
+    timing_flush: str = opt("hold", "how the L2 flush and the lead run: 'hold' = one kernel filling every SM, so no "
+                            "work on another stream can run beside them (falls back to 'fill' where it cannot be "
+                            "built); 'fill' = Tensor.fill_ plus a one-thread torch.cuda._sleep")
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
     timing_warmup_ms: float = opt(200.0, "untimed calls continue for at least this long before timing, so the GPU "
                                   "clock has left its idle state (it idles at a few hundred MHz); 0 = count only")
@@ -248,6 +252,7 @@ def validate(cfg: Config) -> Config:
         ("eval.timing_lead_us", cfg.eval.timing_lead_us == -1 or 0 <= cfg.eval.timing_lead_us <= 10000,
          "0 to 10000 microseconds, or -1 (auto)"),
         ("eval.timing_warmup_ms", 0 <= cfg.eval.timing_warmup_ms <= 60000, "0 to 60000 milliseconds"),
+        ("eval.timing_flush", cfg.eval.timing_flush in ("hold", "fill"), "'hold' or 'fill'"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),

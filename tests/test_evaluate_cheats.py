@@ -7,7 +7,7 @@ import pytest
 from conftest import FIXTURES, fixture_meta, fixture_task
 
 CHEATS = sorted((FIXTURES / "cheats").glob("*.py"))
-GPU_ONLY = {"timing_only_cheat"}  # only timing exposes it
+GPU_ONLY = {"timing_only_cheat", "side_stream_hidden"}  # only timing exposes them
 
 
 @pytest.mark.parametrize("path", [p for p in CHEATS if p.stem not in GPU_ONLY], ids=lambda p: p.stem)

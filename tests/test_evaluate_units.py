@@ -242,12 +242,15 @@ def test_timing_lead_is_calibrated_and_never_timed():
     cycles = timing.lead_cycles(_SleepingClock, "cpu", 2000.0)  # 2 ms
     assert 200_000 <= cycles <= 2_000_000  # 2 ms at 1 GHz; a loaded host reads a slower clock
     assert timing.lead_cycles(_SleepingClock, "cpu", 0.0) == 0 and timing.lead_cycles(_HostClock, "cpu", 50.0) == 0
+    lead = timing._Lead(_SleepingClock, "cpu", 2000.0, sides=1)  # no whole-GPU flush kernel: fill_ and _sleep
+    assert lead.describe() == {"kind": "fill"} and 200_000 <= lead.cycles <= 2_000_000
     _SleepingClock.slept.clear()
     evs = [_SleepingClock.Event() for _ in range(3)]
     flush = torch.empty(16, dtype=torch.int32)
     t0 = time.perf_counter()
     ev_ms, wall_ms, out = timing._timed_call(_SleepingClock, "cpu", lambda x: x + 1, [torch.ones(4)], flush, evs,
-                                             time.perf_counter, cycles)
+                                             time.perf_counter, lead)
+    cycles = lead.cycles
     took_ms = (time.perf_counter() - t0) * 1e3
     assert _SleepingClock.slept == [cycles] and took_ms >= 1.0
     assert ev_ms < 1.0 and wall_ms < 1.0 and torch.equal(out, torch.full((4,), 2.0))
@@ -318,7 +321,7 @@ def test_send_samples_draws_each_size_once_and_reports_its_seconds(tmp_path, mon
     a, b, c = torch.randn(3000), torch.randn(50, 60), torch.randn(1000)
     r.pending = [("cand0", 0, a), ("cand1", 0, b), ("pcand", 1, c)]
     leaves, secs = r.send_samples(7)
-    assert set(secs) == {"sample_indices", "sample_gather", "sample_write"} and all(v >= 0 for v in secs.values())
+    assert set(secs) == {"sample_indices", "sample_upload", "sample_gather", "sample_write"} and all(v >= 0 for v in secs.values())
     idx = draw(torch, 3000, 7, n=64)
     for key, x in (("cand0", a), ("cand1", b)):
         got = transfer.read_leaf(leaves[key][0])
@@ -329,20 +332,35 @@ def test_send_samples_draws_each_size_once_and_reports_its_seconds(tmp_path, mon
     assert r.pending == []
 
 
-@pytest.mark.parametrize("profiled,event,warned", [(None, 1.0, False), (0.9, 1.0, False), (1.52, 1.0, False),
-                                                   (1.6, 1.0, True), (0.05, 0.01, True)])
-def test_hidden_work_warning(profiled, event, warned):
+@pytest.mark.parametrize("profiled,event,flagged", [(None, 1.0, False), (0.9, 1.0, False), (1.52, 1.0, False),
+                                                    (1.6, 1.0, True), (0.05, 0.01, True)])
+def test_hidden_work_flag(profiled, event, flagged):
     """More kernel time per call under the profiler than in the timed window: work escaped it."""
-    from davinci_kernel.evaluate.guards import hidden_work_warning
+    from davinci_kernel.evaluate.guards import hidden_work_flag
 
-    got = hidden_work_warning(profiled, event, 1.5)
-    assert bool(got) == warned and all(w.startswith("hidden_work:") for w in got)
+    got = hidden_work_flag(profiled, event, 1.5)
+    assert bool(got) == flagged and all(name == "side_stream" for name, _ in got)
 
 
-@pytest.mark.parametrize("streams,warned", [(None, False), (0, False), (1, False), (2, True), (5, True)])
-def test_stream_warning(streams, warned):
+@pytest.mark.parametrize("streams,flagged", [(None, False), (0, False), (1, False), (2, True), (5, True)])
+def test_stream_flag(streams, flagged):
     """GPU work of one call on more than one stream (profiler): something ran off the current stream."""
-    from davinci_kernel.evaluate.guards import stream_warning
+    from davinci_kernel.evaluate.guards import stream_flag
 
-    got = stream_warning(streams)
-    assert bool(got) == warned and all(w.startswith("multi_stream:") for w in got)
+    got = stream_flag(streams)
+    assert bool(got) == flagged and all(name == "side_stream" and f"{streams} streams" in why for name, why in got)
+
+
+@pytest.mark.parametrize("threads,regs,sm_threads,per_sm,fills", [
+    (1024, 32, 2048, 2, True),    # H100/H200: 2 x 1024 threads x 32 registers fill an SM
+    (1024, 40, 2048, 1, False),   # more registers: one block, half the thread slots free
+    (1024, 16, 1536, 1, False),   # an SM of 1,536 threads (Ada) fits only one 1,024-thread block
+    (512, 32, 1536, 3, True),     # ... but three of 512
+    (256, 24, 2048, 8, True),
+    (128, 8, 2048, 16, True),
+])
+def test_flush_kernel_occupancy(threads, regs, sm_threads, per_sm, fills):
+    from davinci_kernel.evaluate.occupy import blocks_per_sm, fills_sm
+
+    got = blocks_per_sm(threads, regs, sm_threads)
+    assert got == per_sm and fills_sm(threads, got, sm_threads) is fills

@@ -416,7 +416,7 @@ class Evaluator:
         res.ref_runtime_ms = t["ref"]["median"]
         res.speedup = t["speedup"]
         res.timing_detail = {k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
-                                               "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz")
+                                               "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz", "flush")
                              if k in t}
         res.timing_detail["ref_spread"] = t["ref"]["spread"]
         if base and base.get("eager_ms") and base.get("compile_ms"):
@@ -427,8 +427,8 @@ class Evaluator:
         prof = out.get("kernels") or {}
         res.timing_detail["profiled_ms_per_call"] = prof.get("total_ms_per_call")
         res.timing_detail["profiled_streams"] = prof.get("streams")
-        res.warnings += guards.hidden_work_warning(prof.get("total_ms_per_call"), res.runtime_ms, cfg.wall_event_ratio)
-        res.warnings += guards.stream_warning(prof.get("streams"))
+        self._flag(res, guards.hidden_work_flag(prof.get("total_ms_per_call"), res.runtime_ms, cfg.wall_event_ratio))
+        self._flag(res, guards.stream_flag(prof.get("streams")))
         res.kernels = [KernelTime(name=k["name"], time_ms=k["time_ms"], custom=k["custom"], calls=k["calls"])
                        for k in prof.get("top", [])]
         if prof.get("coverage") is not None:
@@ -487,13 +487,15 @@ def _add_worker_seconds(phases: dict, seconds: Optional[dict]) -> None:
 def _method_extra(cfg: EvalConfig) -> str:
     """Timing settings that change what a baseline measures: part of its cache key."""
     return "".join([f"lead{cfg.timing_lead_us:g}" if cfg.timing_lead_us else "",
-                    f"warm{cfg.timing_warmup_ms:g}" if cfg.timing_warmup_ms else ""])
+                    f"warm{cfg.timing_warmup_ms:g}" if cfg.timing_warmup_ms else "",
+                    "fill" if cfg.timing_flush == "fill" else ""])
 
 
 def _timing_params(cfg: EvalConfig) -> dict:
     return {"timing_iters": cfg.timing_iters, "timing_max_iters": cfg.timing_max_iters,
             "timing_budget_s": cfg.timing_budget_s, "timing_placements": cfg.timing_placements,
             "timing_lead_us": cfg.timing_lead_us, "timing_warmup_ms": cfg.timing_warmup_ms,
+            "timing_flush": cfg.timing_flush,
             "warmup_iters": cfg.warmup_iters,
             "l2_flush_mb": cfg.l2_flush_mb, "baseline_compile": cfg.baseline_compile}
 

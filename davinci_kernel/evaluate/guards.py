@@ -12,10 +12,9 @@ Where each is detected:
                        of torch/time/builtins/harness objects and global torch flags)
   harness (here)       decoy_kernel, no_custom_kernel, low_coverage, result_caching,
                        input_mutation, returns_input, uninitialized_memory, precision_downgrade,
-                       shape_hardcoding, inconsistent_under_timing, side_stream (wall vs event),
-                       reference_slowed, unreproducible_speedup
-  warning (here)       hidden_work: more profiled kernel time per call than the timed window saw;
-                       multi_stream: profiled GPU work on more than one stream
+                       shape_hardcoding, inconsistent_under_timing, side_stream (wall vs event;
+                       more profiled kernel time per call than the timed window; profiled GPU
+                       work on more than one stream), reference_slowed, unreproducible_speedup
 Does not cover: proving the absence of every hack. See the trust model in worker.py.
 """
 
@@ -101,25 +100,24 @@ def side_stream_flag(timing: dict, ratio: float, slack_ms: float = 0.02) -> list
     return []
 
 
-def hidden_work_warning(profiled_ms: float | None, event_ms: float, ratio: float,
-                        slack_ms: float = 0.02) -> list[str]:
+def hidden_work_flag(profiled_ms: float | None, event_ms: float, ratio: float,
+                     slack_ms: float = 0.02) -> list[tuple[str, str]]:
     """The profiler saw more kernel time per call (all streams, warm L2) than the timed
-    window (events, after an L2 flush): work ran outside it, e.g. on another stream while
-    the flush still ran, where neither the events nor the wall time see it. A warning
-    until measured on GPUs beside legitimate kernels; then a ``side_stream`` flag."""
+    window (events, after an L2 flush): work ran outside it, e.g. on another stream beside
+    a flush that did not hold the GPU. On the H200 the 24 built-in reference solutions and
+    the legitimate fixtures stayed under this line."""
     if profiled_ms is not None and profiled_ms > ratio * event_ms + slack_ms:
-        return [f"hidden_work: the profiler saw {profiled_ms:.3f} ms of kernels per call, "
-                f"the timed window {event_ms:.3f} ms"]
+        return [("side_stream", f"the profiler saw {profiled_ms:.3f} ms of kernels per call, "
+                 f"the timed window {event_ms:.3f} ms (hidden work)")]
     return []
 
 
-def stream_warning(streams: int | None) -> list[str]:
+def stream_flag(streams: int | None) -> list[tuple[str, str]]:
     """The profiler saw the candidate's GPU work on more than one stream: all of it must run
-    on the current stream. A warning until measured on GPUs beside legitimate kernels (that
-    the profiler names one stream for all of them); then a ``side_stream`` flag. Catches
-    streams that static checks miss (made through getattr, ctypes or a C++ extension)."""
+    on the current stream. Catches streams that static checks miss (made through getattr,
+    ctypes or a C++ extension)."""
     if streams and streams > 1:
-        return [f"multi_stream: the profiler saw the candidate's GPU work on {streams} streams"]
+        return [("side_stream", f"the profiler saw the candidate's GPU work on {streams} streams")]
     return []
 
 

@@ -104,16 +104,20 @@ def sample_indices(torch, numel: int, seed: int, n: int = SAMPLE_N):
     """The same flat indices in worker and harness (CPU generator, seed chosen by the harness).
 
     Stratified: [0, numel) is cut into ``n`` equal strata and one random index is drawn in
-    each, so every region of the output wider than two strata holds a sample (a wrong tile
-    cannot slip between independent draws), and the indices come out sorted, which makes
-    gathering them from a large tensor several times faster than random order."""
+    each (index k lies in [k * numel / n, (k + 1) * numel / n)), so every region of the
+    output wider than two strata holds a sample (a wrong tile cannot slip between
+    independent draws), and the indices come out sorted, which makes gathering them from
+    a large tensor several times faster than random order. In float64, whose integers are
+    exact below 2**53: the stratum bounds are exact while numel * n stays below that and n
+    is a power of two (SAMPLE_N is)."""
     if numel <= n:
         return torch.arange(numel)
     g = torch.Generator().manual_seed(seed)
-    edges = torch.arange(n + 1, dtype=torch.int64) * numel // n  # (n+1,) stratum bounds
+    edges = torch.arange(n + 1, dtype=torch.float64).mul_(numel).div_(n).floor_()  # (n+1,) stratum bounds
     width = edges[1:] - edges[:-1]  # (n,) >= 1
-    u = torch.rand(n, generator=g, dtype=torch.float64)  # (n,)
-    return edges[:-1] + torch.minimum((u * width).long(), width - 1)  # (n,) sorted
+    u = torch.rand(n, generator=g, dtype=torch.float64)  # (n,) in [0, 1)
+    off = torch.minimum(u.mul_(width).floor_(), width - 1)  # (n,) in [0, width)
+    return edges[:-1].add_(off).long()  # (n,) sorted
 
 
 def shm_root() -> str:

@@ -308,13 +308,17 @@ class Runner:
         from .transfer import sample_indices, write_leaf
 
         out: dict = {}
-        secs = {"sample_indices": 0.0, "sample_gather": 0.0, "sample_write": 0.0}
+        secs = {"sample_indices": 0.0, "sample_upload": 0.0, "sample_gather": 0.0, "sample_write": 0.0}
         drawn: dict = {}  # numel -> indices on the device: the same for every output of that size
         for key, i, leaf in self.pending:
             t0 = _perf()
             idx = drawn.get(leaf.numel())
             if idx is None:
-                idx = drawn[leaf.numel()] = sample_indices(self.torch, leaf.numel(), seed).to(self.dev)
+                idx = sample_indices(self.torch, leaf.numel(), seed)
+                t0b = _perf()
+                idx = drawn[leaf.numel()] = idx.to(self.dev)
+                secs["sample_upload"] += _perf() - t0b
+                t0 += _perf() - t0b
             t1 = _perf()
             vals = leaf.reshape(-1)[idx]
             self.sync()
@@ -624,7 +628,7 @@ def _timing_kw(j) -> dict:
     """The timing settings of a job, as ``timing.interleaved`` / ``timing.solo`` take them."""
     return {"iters": j.timing_iters, "flush_mb": j.l2_flush_mb, "max_iters": j.timing_max_iters,
             "budget_s": j.timing_budget_s, "lead_us": j.timing_lead_us,
-            "warmup_ms": j.timing_warmup_ms}
+            "warmup_ms": j.timing_warmup_ms, "hold": getattr(j, "timing_flush", "hold") == "hold"}
 
 
 def _threads():
@@ -707,6 +711,22 @@ def _answer_samples(r: "Runner", conn) -> dict:
         conn.send({"event": "sampled", "leaves": leaves, "seconds": secs})
 
 
+def _build_flush_hold(torch, device: str):
+    """The whole-GPU flush kernel (occupy.py), built and checked before any candidate is
+    imported; ``(None, why)`` where it cannot be (then timing uses fill_ and _sleep)."""
+    try:
+        from .occupy import FlushHold
+
+        hold = FlushHold(torch, device)
+        buf = torch.empty(64 << 20, dtype=torch.int32, device=device)  # 256 MB, as the default flush
+        print("flush kernel:", hold.self_check(torch, buf), flush=True)
+        del buf
+        return hold, None
+    except Exception as e:  # noqa: BLE001 - any failure means the fallback
+        print(f"flush kernel unavailable: {type(e).__name__}: {e}", flush=True)
+        return None, f"{type(e).__name__}: {str(e)[:200]}"
+
+
 def no_background_threads() -> None:
     """Libraries the harness itself uses must not start threads on their own later (a
     candidate would be flagged for them): tqdm's monitor thread, which inductor's progress
@@ -738,6 +758,8 @@ def main(conn, device: str, env: dict, log_path: str) -> None:
         import triton  # noqa: F401 - loaded here so candidates' imports are cheap
     except ImportError:
         pass
+    if device.startswith("cuda"):
+        C.flush_hold, C.flush_hold_error = _build_flush_hold(torch, device)
     _install_launch_counter()
     # Load lazily-imported machinery now (dynamo wraps torch.manual_seed on first use of
     # a dispatch mode), so later snapshots see a settled torch.

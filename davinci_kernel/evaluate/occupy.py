@@ -1,0 +1,108 @@
+"""The L2 flush and the lead as one GPU kernel that holds every SM while it runs.
+
+Covers: a Triton kernel launched with exactly as many blocks as the GPU can hold at once
+(every SM's thread slots filled); each block writes its share of the flush buffer, then
+busy-waits ``lead`` nanoseconds on the GPU's global timer, then records when it started.
+While it runs no other kernel can start anywhere on the GPU, so a kernel a candidate
+launches on another stream during the flush or the lead waits until it ends, which is
+after the timed call's start event: such work lands in the event time or, if it outlives
+the end event, in the synchronized wall time. (A flush written by ``fill_`` and a lead by
+``torch.cuda._sleep``, one thread, leave the other SMs free: work on another stream could
+run there unseen, before the start event.) ``blocks_per_sm`` is the occupancy arithmetic;
+``FlushHold.self_check`` launches it once and reads back the start times: all blocks
+start together only when all of them fit at once. Built in the worker before any
+candidate is imported; its launcher is captured then.
+
+Does not cover: copy-engine transfers (``cudaMemcpyAsync`` on another stream moves data
+without SMs and can overlap the flush), work from another process (the GPU time-slices
+processes; the gate keeps our own workers out), GPUs without a global timer (the worker
+then falls back to ``fill_`` and ``_sleep``, and says so in the timing detail).
+"""
+
+from __future__ import annotations
+
+THREADS = 1024  # threads per block: 32 warps
+MAX_REGS = 32  # registers per thread: 2 blocks x 1024 threads x 32 = 65,536, one SM's register file
+BLOCK = 4096  # flush elements per block per step (4 per thread)
+
+
+def blocks_per_sm(threads: int, regs_per_thread: int, sm_threads: int = 2048, sm_regs: int = 65536,
+                  sm_blocks: int = 32) -> int:
+    """How many blocks of ``threads`` threads fit on one SM at once (threads, registers and
+    the block limit). Registers are allocated per warp in units of 256."""
+    per_warp = -(-max(1, regs_per_thread) * 32 // 256) * 256
+    warps = -(-threads // 32)
+    by_regs = sm_regs // (per_warp * warps)
+    return max(1, min(sm_threads // threads, by_regs, sm_blocks))
+
+
+def fills_sm(threads: int, per_sm: int, sm_threads: int = 2048) -> bool:
+    """Every thread slot of an SM taken: no block of any other kernel can start there."""
+    return threads * per_sm >= sm_threads
+
+
+def _kernel():
+    import triton
+    import triton.language as tl
+    from triton.language.extra.cuda import globaltimer
+
+    @triton.jit(do_not_specialize=["n", "per_prog", "lead_ns"])
+    def flush_hold_kernel(buf_ptr, n, per_prog, starts_ptr, lead_ns, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        t0 = globaltimer()
+        offs = tl.arange(0, BLOCK)
+        lo = pid.to(tl.int64) * per_prog
+        for i in range(0, per_prog, BLOCK):
+            idx = lo + i + offs
+            tl.store(buf_ptr + idx, 1, mask=(i + offs < per_prog) & (idx < n))
+        t1 = globaltimer()
+        while globaltimer() - t1 < lead_ns:
+            pass
+        tl.store(starts_ptr + pid, t0)
+
+    return flush_hold_kernel
+
+
+class FlushHold:
+    """``hold(buf, lead_us)``: queue the whole-GPU flush of ``buf`` (int32) plus a lead of
+    ``lead_us`` microseconds on the current stream. Build it before a candidate is imported."""
+
+    def __init__(self, torch, device: str):
+        dev = torch.device(device)
+        props = torch.cuda.get_device_properties(dev)
+        self.sms = props.multi_processor_count
+        self.sm_threads = getattr(props, "max_threads_per_multi_processor", 2048)
+        sm_regs = getattr(props, "regs_per_multiprocessor", 65536)
+        self._stream = torch._C._cuda_getCurrentRawStream
+        self._index = dev.index if dev.index is not None else torch.cuda.current_device()
+        kernel = _kernel()
+        probe = torch.empty(THREADS * 4, dtype=torch.int32, device=dev)
+        starts = torch.zeros(1, dtype=torch.int64, device=dev)
+        compiled = kernel[(1,)](probe, probe.numel(), probe.numel(), starts, 0, BLOCK=BLOCK, num_warps=THREADS // 32,
+                                maxnreg=MAX_REGS)
+        self.n_regs = int(getattr(compiled, "n_regs", MAX_REGS) or MAX_REGS)
+        self.per_sm = blocks_per_sm(THREADS, self.n_regs, self.sm_threads, sm_regs)
+        self.grid = self.sms * self.per_sm
+        self.occupies = fills_sm(THREADS, self.per_sm, self.sm_threads)
+        self.starts = torch.zeros(self.grid, dtype=torch.int64, device=dev)
+        self._run = compiled[(self.grid, 1, 1)]  # the launcher, bound now: later patches of triton miss it
+        self.start_spread_us = None
+
+    def __call__(self, buf, lead_us: float) -> None:
+        n = buf.numel()
+        self._run(buf, n, -(-n // self.grid), self.starts, int(max(0.0, lead_us) * 1e3), BLOCK,
+                  stream=self._stream(self._index))
+
+    def self_check(self, torch, buf) -> dict:
+        """Launch once alone and read the blocks' start times: their spread is how long the
+        last block waited for a free SM (a few microseconds when all fit at once)."""
+        torch.cuda.synchronize(self._index)
+        self(buf, 20.0)
+        torch.cuda.synchronize(self._index)
+        t = self.starts.cpu()
+        self.start_spread_us = float(t.max() - t.min()) / 1e3
+        return self.describe()
+
+    def describe(self) -> dict:
+        return {"kind": "hold", "blocks": self.grid, "per_sm": self.per_sm, "regs": self.n_regs,
+                "fills_sms": self.occupies, "start_spread_us": self.start_spread_us}
