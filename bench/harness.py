@@ -18,7 +18,7 @@
 
 Usage: python bench/harness.py [--parts throughput,repeat,agree,variants] [--reps 10] [--cands 10]
                                [--naive 20] [--throughput 50] [--per-task 1] [--workers-per-gpu 1,2]
-                               [--variants default,no_lead,fill_flush] [--out FILE]
+                               [--variants default,no_lead,fill_flush] [--eval FIELD=VALUE] [--out FILE]
 Writes bench/results/harness.json (or --out; also $OUT/<name> when OUT is set). The parts
 are independent, so two GPUs can run them side by side (CUDA_VISIBLE_DEVICES) and the
 JSON files be merged with ``--merge A.json B.json``.
@@ -184,6 +184,7 @@ VARIANTS = {  # name -> EvalConfig fields: what each evaluation of the variants 
     "lead_100us": {"timing_lead_us": 100.0},
     "placements_8": {"timing_placements": 8},
     "budget_2s": {"timing_budget_s": 2.0, "timing_max_iters": 4000},
+    "budget_300ms": {"timing_budget_s": 0.3},
 }
 
 
@@ -276,6 +277,8 @@ def main():
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"variants part: any of {', '.join(VARIANTS)}")
     ap.add_argument("--variant-tasks", default="level1/3_Softmax,level1/4_LayerNorm",
                     help="variants part: task names (the widest spreads in the repeat part)")
+    ap.add_argument("--eval", action="append", default=[], metavar="FIELD=VALUE",
+                    help="an EvalConfig field for the throughput, repeat and agree parts (e.g. timing_budget_s=0.3)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "harness.json"))
     ap.add_argument("--merge", nargs="+", help="merge these part files into --out and print the table")
     args = ap.parse_args()
@@ -300,8 +303,10 @@ def main():
     bad = sorted(parts - known) + [v for v in names if v not in VARIANTS]
     bad += [x for x in args.workers_per_gpu.split(",") if x and not (x.isdigit() and 1 <= int(x) <= 16)]
     bad += [f"--per-task {args.per_task}"] if args.per_task < 1 else []
+    fields = _eval_fields(args.eval)
+    bad += [f"--eval {fields.pop('?')} (an EvalConfig field=value)"] if "?" in fields else []
     if bad:
-        print(f"harness.py: unknown part, variant, worker count or --per-task: {', '.join(bad)} (parts: {', '.join(sorted(known))}; "
+        print(f"harness.py: unknown part, variant, worker count, --per-task or --eval: {', '.join(bad)} (parts: {', '.join(sorted(known))}; "
               f"variants: {', '.join(VARIANTS)}; workers per GPU: 1 to 16; --per-task: 1 or more)", file=sys.stderr)
         sys.exit(2)
     import torch
@@ -316,7 +321,8 @@ def main():
            "os_kernel": platform.release(),  # which sandbox runtime: page faults cost very differently
            "command": " ".join(["python", *sys.argv])}
     per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x]
-    cfg = cold_config(workers_per_gpu=per_gpu[0])
+    out["eval_fields"] = fields
+    cfg = cold_config(workers_per_gpu=per_gpu[0], **fields)
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")  # our workers start cold too
     tp_items = [pairs[(i // args.per_task) % len(pairs)] for i in range(args.throughput)]
     def save():
@@ -339,7 +345,7 @@ def main():
             str(per_gpu[0]): {"per_min": out["throughput"]["ours_per_min"], "seconds": out["throughput"]["ours_seconds"]}})
         for n in per_gpu[1:]:
             os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")
-            with Evaluator(cold_config(workers_per_gpu=n), workers=n) as ev_n:
+            with Evaluator(cold_config(workers_per_gpu=n, **fields), workers=n) as ev_n:
                 sub: dict = {}
                 part_throughput(ev_n, tp_items, sub)
             scaling[str(n)] = {"per_min": sub["throughput"]["ours_per_min"], "seconds": sub["throughput"]["ours_seconds"],
@@ -353,6 +359,23 @@ def main():
         part_naive(tp_items, args.naive, out)
     report(out)
     write(out, Path(args.out))
+
+
+def _eval_fields(pairs: list[str]) -> dict:
+    """``["timing_budget_s=0.3"]`` -> {"timing_budget_s": 0.3}; an unknown field or bad pair -> {"?": pair}."""
+    import dataclasses
+
+    from davinci_kernel.config import EvalConfig
+
+    types = {f.name: f.type for f in dataclasses.fields(EvalConfig)}
+    fields: dict = {}
+    for pair in pairs:
+        k, _, v = pair.partition("=")
+        if k not in types or not v:
+            return {"?": pair}
+        t = types[k] if isinstance(types[k], type) else eval(types[k])  # noqa: S307 - our own annotations
+        fields[k] = (v.lower() in ("1", "true", "yes")) if t is bool else t(v)
+    return fields
 
 
 def report(out: dict) -> None:

@@ -2,16 +2,18 @@
 
 Covers: a Triton kernel launched with exactly as many blocks as the GPU can hold at once
 (every SM's thread slots filled); each block writes its share of the flush buffer, then
-busy-waits ``lead`` nanoseconds on the GPU's global timer, then records when it started.
-While it runs no other kernel can start anywhere on the GPU, so a kernel a candidate
-launches on another stream during the flush or the lead waits until it ends, which is
-after the timed call's start event: such work lands in the event time or, if it outlives
-the end event, in the synchronized wall time. (A flush written by ``fill_`` and a lead by
-``torch.cuda._sleep``, one thread, leave the other SMs free: work on another stream could
-run there unseen, before the start event.) ``blocks_per_sm`` is the occupancy arithmetic;
-``FlushHold.self_check`` launches it once and reads back the start times: all blocks
-start together only when all of them fit at once. Built in the worker before any
-candidate is imported; its launcher is captured then.
+busy-waits on the GPU's global timer to one deadline (its start + the flush's measured
+worst time, doubled, + the lead), then records when it started. All blocks start
+together, so they also end together: while the kernel runs no other kernel can start
+anywhere on the GPU, and a kernel a candidate launches on another stream during the
+flush or the lead waits until it ends, which is after the timed call's start event: such
+work lands in the event time or, if it outlives the end event, in the synchronized wall
+time. (A flush written by ``fill_`` and a lead by ``torch.cuda._sleep``, one thread,
+leave the other SMs free: work on another stream could run there unseen, before the start
+event.) ``blocks_per_sm`` is the occupancy arithmetic; ``FlushHold.self_check`` times the
+flush and reads back the start times: all blocks start together only when all of them
+fit at once. Built in the worker before any candidate is imported; its launcher is
+captured then.
 
 Does not cover: copy-engine transfers (``cudaMemcpyAsync`` on another stream moves data
 without SMs and can overlap the flush), work from another process (the GPU time-slices
@@ -46,8 +48,8 @@ def _kernel():
     import triton.language as tl
     from triton.language.extra.cuda import globaltimer
 
-    @triton.jit(do_not_specialize=["n", "per_prog", "lead_ns"])
-    def flush_hold_kernel(buf_ptr, n, per_prog, starts_ptr, lead_ns, BLOCK: tl.constexpr):
+    @triton.jit(do_not_specialize=["n", "per_prog", "hold_ns"])
+    def flush_hold_kernel(buf_ptr, n, per_prog, starts_ptr, hold_ns, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
         t0 = globaltimer()
         offs = tl.arange(0, BLOCK)
@@ -55,8 +57,7 @@ def _kernel():
         for i in range(0, per_prog, BLOCK):
             idx = lo + i + offs
             tl.store(buf_ptr + idx, 1, mask=(i + offs < per_prog) & (idx < n))
-        t1 = globaltimer()
-        while globaltimer() - t1 < lead_ns:
+        while globaltimer() - t0 < hold_ns:  # one deadline for all: they started together, they end together
             pass
         tl.store(starts_ptr + pid, t0)
 
@@ -87,22 +88,37 @@ class FlushHold:
         self.starts = torch.zeros(self.grid, dtype=torch.int64, device=dev)
         self._run = compiled[(self.grid, 1, 1)]  # the launcher, bound now: later patches of triton miss it
         self.start_spread_us = None
+        self.ns_per_elem = 1.0 / 1.5  # ~1.5 elements (6 bytes) per ns until measured
 
     def __call__(self, buf, lead_us: float) -> None:
         n = buf.numel()
-        self._run(buf, n, -(-n // self.grid), self.starts, int(max(0.0, lead_us) * 1e3), BLOCK,
-                  stream=self._stream(self._index))
+        hold_ns = self.flush_ns(n) + int(max(0.0, lead_us) * 1e3)
+        self._run(buf, n, -(-n // self.grid), self.starts, hold_ns, BLOCK, stream=self._stream(self._index))
+
+    def flush_ns(self, numel: int) -> int:
+        """Time allowed for the flush part: twice the worst measured per element, + 10 us."""
+        return int(2 * self.ns_per_elem * numel) + 10_000
 
     def self_check(self, torch, buf) -> dict:
-        """Launch once alone and read the blocks' start times: their spread is how long the
-        last block waited for a free SM (a few microseconds when all fit at once)."""
-        torch.cuda.synchronize(self._index)
-        self(buf, 20.0)
-        torch.cuda.synchronize(self._index)
+        """Time the flush alone (its worst of five sets the deadline) and read the blocks'
+        start times: their spread is how long the last block waited for a free SM (well
+        under a microsecond when all fit at once)."""
+        worst = 0.0
+        for _ in range(5):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(self._index)
+            a.record()
+            self._run(buf, buf.numel(), -(-buf.numel() // self.grid), self.starts, 0, BLOCK,
+                      stream=self._stream(self._index))
+            b.record()
+            torch.cuda.synchronize(self._index)
+            worst = max(worst, a.elapsed_time(b) * 1e6)
+        self.ns_per_elem = worst / buf.numel()
         t = self.starts.cpu()
         self.start_spread_us = float(t.max() - t.min()) / 1e3
         return self.describe()
 
     def describe(self) -> dict:
         return {"kind": "hold", "blocks": self.grid, "per_sm": self.per_sm, "regs": self.n_regs,
-                "fills_sms": self.occupies, "start_spread_us": self.start_spread_us}
+                "fills_sms": self.occupies, "start_spread_us": self.start_spread_us,
+                "flush_us_256mb": round(self.flush_ns(64 << 20) / 1e3, 1)}
