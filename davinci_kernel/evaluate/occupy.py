@@ -85,15 +85,22 @@ class FlushHold:
         self.per_sm = blocks_per_sm(THREADS, self.n_regs, self.sm_threads, sm_regs)
         self.grid = self.sms * self.per_sm
         self.occupies = fills_sm(THREADS, self.per_sm, self.sm_threads)
-        self.starts = torch.zeros(self.grid, dtype=torch.int64, device=dev)
-        self._run = compiled[(self.grid, 1, 1)]  # the launcher, bound now: later patches of triton miss it
+        self.starts = torch.zeros(self.grid, dtype=torch.int64, device=dev)  # each block's start (ns)
+        compiled[(self.grid, 1, 1)]  # loads the binary
+        # the launcher and its arguments, bound now: later patches of triton miss it, and the
+        # launch hooks (triton.knobs, settable by a candidate) are passed as None
+        self._launch, self._fn, self._meta = compiled.run, compiled.function, compiled.packed_metadata
         self.start_spread_us = None
         self.ns_per_elem = 1.0 / 1.5  # ~1.5 elements (6 bytes) per ns until measured
 
     def __call__(self, buf, lead_us: float) -> None:
+        hold_ns = self.flush_ns(buf.numel()) + int(max(0.0, lead_us) * 1e3)
+        self._run(buf, hold_ns)
+
+    def _run(self, buf, hold_ns: int) -> None:
         n = buf.numel()
-        hold_ns = self.flush_ns(n) + int(max(0.0, lead_us) * 1e3)
-        self._run(buf, n, -(-n // self.grid), self.starts, hold_ns, BLOCK, stream=self._stream(self._index))
+        self._launch(self.grid, 1, 1, self._stream(self._index), self._fn, self._meta, None, None, None,
+                     buf, n, -(-n // self.grid), self.starts, hold_ns, BLOCK)
 
     def flush_ns(self, numel: int) -> int:
         """Time allowed for the flush part: 1.25x the worst measured per element, + 10 us."""
@@ -102,19 +109,21 @@ class FlushHold:
     def self_check(self, torch, buf) -> dict:
         """Time the flush alone (its worst of five, after one to warm up, sets the deadline)
         and read the blocks' start times: their spread is how long the last block waited
-        for a free SM (well under a microsecond when all fit at once)."""
+        for a free SM (well under a microsecond when all fit at once). Raises if the bound
+        launcher does not work, so the worker falls back to fill_ and says why."""
         times = []
         for _ in range(6):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize(self._index)
             a.record()
-            self._run(buf, buf.numel(), -(-buf.numel() // self.grid), self.starts, 0, BLOCK,
-                      stream=self._stream(self._index))
+            self._run(buf, 0)
             b.record()
             torch.cuda.synchronize(self._index)
             times.append(a.elapsed_time(b) * 1e6)
         self.ns_per_elem = max(times[1:]) / buf.numel()
         t = self.starts.cpu()
+        if int(t.min()) <= 0:
+            raise RuntimeError("the flush kernel did not run in every block")
         self.start_spread_us = float(t.max() - t.min()) / 1e3
         return self.describe()
 

@@ -32,7 +32,7 @@ launch takes longer than the capped lead is timed with the rest of its launch), 
 the whole-GPU kernel is unavailable (``timing_detail.flush.kind == "fill"``), work a
 candidate starts on another stream while the flush and the lead still run: there it is
 before the start event and outside the wall time (up to ~0.1 ms plus the lead per call;
-the profiler's ``hidden_work`` and ``multi_stream`` checks are what see it then).
+the profiler's checks, kernel time above the timed window and a second stream, see it then).
 """
 
 from __future__ import annotations
