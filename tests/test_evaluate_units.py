@@ -256,6 +256,49 @@ def test_timing_lead_is_calibrated_and_never_timed():
     assert ev_ms < 1.0 and wall_ms < 1.0 and torch.equal(out, torch.full((4,), 2.0))
 
 
+def test_flush_and_lead_go_to_the_whole_gpu_kernel_when_there_is_one():
+    """With ``C.flush_hold`` the flush and the lead are one launch of it (no fill_, no
+    _sleep); with ``hold=False`` or without it, fill_ and _sleep, and the reason is shown."""
+    import torch
+
+    from davinci_kernel.evaluate import timing
+    from davinci_kernel.evaluate.worker import _build_flush_hold
+
+    hold, why = _build_flush_hold(torch, "cuda:0")  # no GPU here: the worker's fallback
+    assert hold is None and why
+
+    calls = []
+
+    class Hold:
+        def __call__(self, buf, lead_us):
+            calls.append((buf.numel(), lead_us))
+
+        def describe(self):
+            return {"kind": "hold"}
+
+    class Held(_SleepingClock):
+        flush_hold = Hold()
+        slept: list = []
+
+    lead = timing._Lead(Held, "cpu", 120.0, sides=1)
+    lead.queue(torch.zeros(8, dtype=torch.int32))
+    assert calls == [(8, 120.0)] and Held.slept == [] and lead.cycles == 0
+    assert lead.used_us() == 120.0 and lead.describe() == {"kind": "hold"}
+    res = timing.interleaved(Held, "cpu", lambda x: x * 2, lambda x: x + x, [[torch.ones(8)]], iters=3, warmup=1,
+                             flush_mb=1, lead_us=timing.AUTO_LEAD)
+    assert res["flush"] == {"kind": "hold"} and calls[-1][1] == res["lead_us"] > 0  # sized in warm-up, then used
+
+    class Fallback(_SleepingClock):
+        flush_hold, flush_hold_error = None, why
+
+    assert timing._Lead(Fallback, "cpu", 0.0, sides=1).describe() == {"kind": "fill", "why": why}
+    off = timing._Lead(Held, "cpu", 0.0, sides=1, hold=False)  # eval.timing_flush: fill
+    assert off.describe() == {"kind": "fill"}
+    n = len(calls)
+    off.queue(torch.zeros(8, dtype=torch.int32))
+    assert len(calls) == n
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
                                    "uint8", "bool"])
 @pytest.mark.parametrize("shape", [(3, 5), (0, 4), (), (7,), (2, 3, 4)])
