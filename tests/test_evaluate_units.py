@@ -407,3 +407,11 @@ def test_flush_kernel_occupancy(threads, regs, sm_threads, per_sm, fills):
 
     got = blocks_per_sm(threads, regs, sm_threads)
     assert got == per_sm and fills_sm(threads, got, sm_threads) is fills
+
+
+@pytest.mark.parametrize("sm_threads,threads", [(2048, 1024), (1536, 512), (1024, 1024), (640, 128)])
+def test_flush_kernel_blocks_tile_the_sm(sm_threads, threads):
+    from davinci_kernel.evaluate.occupy import MAX_REGS, block_threads, blocks_per_sm, fills_sm
+
+    assert block_threads(sm_threads) == threads
+    assert fills_sm(threads, blocks_per_sm(threads, MAX_REGS, sm_threads), sm_threads)

@@ -23,9 +23,14 @@ then falls back to ``fill_`` and ``_sleep``, and says so in the timing detail).
 
 from __future__ import annotations
 
-THREADS = 1024  # threads per block: 32 warps
-MAX_REGS = 32  # registers per thread: 2 blocks x 1024 threads x 32 = 65,536, one SM's register file
-BLOCK = 4096  # flush elements per block per step (4 per thread)
+MAX_REGS = 32  # registers per thread: 2,048 threads x 32 = 65,536, one SM's register file
+BLOCK = 4096  # flush elements per block per step
+
+
+def block_threads(sm_threads: int) -> int:
+    """Threads per block that tile an SM's thread slots exactly: 1,024 where it holds 2,048
+    (H100, H200, A100), 512 where it holds 1,536 (Ada, Ampere GA10x)."""
+    return next((t for t in (1024, 512, 256, 128) if sm_threads % t == 0), 128)
 
 
 def blocks_per_sm(threads: int, regs_per_thread: int, sm_threads: int = 2048, sm_regs: int = 65536,
@@ -76,15 +81,16 @@ class FlushHold:
         sm_regs = getattr(props, "regs_per_multiprocessor", 65536)
         self._stream = torch._C._cuda_getCurrentRawStream
         self._index = dev.index if dev.index is not None else torch.cuda.current_device()
+        self.threads = block_threads(self.sm_threads)
         kernel = _kernel()
-        probe = torch.empty(THREADS * 4, dtype=torch.int32, device=dev)
+        probe = torch.empty(BLOCK, dtype=torch.int32, device=dev)
         starts = torch.zeros(1, dtype=torch.int64, device=dev)
-        compiled = kernel[(1,)](probe, probe.numel(), probe.numel(), starts, 0, BLOCK=BLOCK, num_warps=THREADS // 32,
+        compiled = kernel[(1,)](probe, probe.numel(), probe.numel(), starts, 0, BLOCK=BLOCK, num_warps=self.threads // 32,
                                 maxnreg=MAX_REGS)
         self.n_regs = int(getattr(compiled, "n_regs", MAX_REGS) or MAX_REGS)
-        self.per_sm = blocks_per_sm(THREADS, self.n_regs, self.sm_threads, sm_regs)
+        self.per_sm = blocks_per_sm(self.threads, self.n_regs, self.sm_threads, sm_regs)
         self.grid = self.sms * self.per_sm
-        self.occupies = fills_sm(THREADS, self.per_sm, self.sm_threads)
+        self.occupies = fills_sm(self.threads, self.per_sm, self.sm_threads)
         self.starts = torch.zeros(self.grid, dtype=torch.int64, device=dev)  # each block's start (ns)
         compiled[(self.grid, 1, 1)]  # loads the binary
         # the launcher and its arguments, bound now: later patches of triton miss it, and the
@@ -128,6 +134,6 @@ class FlushHold:
         return self.describe()
 
     def describe(self) -> dict:
-        return {"kind": "hold", "blocks": self.grid, "per_sm": self.per_sm, "regs": self.n_regs,
+        return {"kind": "hold", "blocks": self.grid, "threads": self.threads, "per_sm": self.per_sm, "regs": self.n_regs,
                 "fills_sms": self.occupies, "start_spread_us": self.start_spread_us,
                 "flush_us_256mb": round(self.flush_ns(64 << 20) / 1e3, 1)}
