@@ -311,14 +311,14 @@ class Runner:
         secs = {"sample_indices": 0.0, "sample_upload": 0.0, "sample_gather": 0.0, "sample_write": 0.0}
         drawn: dict = {}  # numel -> indices on the device: the same for every output of that size
         for key, i, leaf in self.pending:
-            t0 = _perf()
             idx = drawn.get(leaf.numel())
             if idx is None:
-                idx = sample_indices(self.torch, leaf.numel(), seed)
-                t0b = _perf()
-                idx = drawn[leaf.numel()] = idx.to(self.dev)
-                secs["sample_upload"] += _perf() - t0b
-                t0 += _perf() - t0b
+                t0 = _perf()
+                host = sample_indices(self.torch, leaf.numel(), seed)
+                t_up = _perf()
+                idx = drawn[leaf.numel()] = host.to(self.dev)
+                secs["sample_indices"] += t_up - t0
+                secs["sample_upload"] += _perf() - t_up
             t1 = _perf()
             vals = leaf.reshape(-1)[idx]
             self.sync()
@@ -327,7 +327,6 @@ class Runner:
             meta = write_leaf(self.torch, vals, os.path.join(self.j.shm_dir, f"{self.n_files}.bin"))
             meta.update(sampled=True, seed=seed, full_shape=list(leaf.shape), numel=leaf.numel())
             out.setdefault(key, {})[i] = meta
-            secs["sample_indices"] += t1 - t0
             secs["sample_gather"] += t2 - t1
             secs["sample_write"] += _perf() - t2
         self.pending = []
