@@ -33,6 +33,11 @@ the whole-GPU kernel is unavailable (``timing_detail.flush.kind == "fill"``), wo
 candidate starts on another stream while the flush and the lead still run: there it is
 before the start event and outside the wall time (up to ~0.1 ms plus the lead per call;
 the profiler's checks, kernel time above the timed window and a second stream, see it then).
+Nor host work and copy-engine transfers inside the flush and lead window: a candidate
+that copies its inputs to the host on another stream (copy engines run beside the
+holding kernel), computes there and copies back could hide up to the window's length
+(on the H200 ~0.2 ms of flush plus at most 0.25 ms of lead per call); the profiler
+would see the second stream, but a candidate can tell when the profiler records.
 """
 
 from __future__ import annotations
