@@ -178,6 +178,7 @@ VARIANTS = {  # name -> EvalConfig fields: what each evaluation of the variants 
     "default": {},
     "no_lead": {"timing_lead_us": 0.0},
     "fill_flush": {"timing_flush": "fill"},
+    "lead_from_ref": {"timing_lead_from": "reference"},
     "one_placement": {"timing_placements": 1},
     "no_warmup": {"timing_warmup_ms": 0.0},
     "warmup_1s": {"timing_warmup_ms": 1000.0},

@@ -48,6 +48,9 @@ class EvalConfig:
                                 "(microseconds): the host has then launched the whole call before timing starts, so "
                                 "launch jitter stays out of the event time; 0 = off; -1 = auto (1.5x the host's launch "
                                 "time of the slower side, measured in warm-up, at most 250)")
+    timing_lead_from: str = opt("slower", "what sizes the automatic lead: 'slower' = the slower side's host launch "
+                                "time; 'reference' = the reference's alone, so host work a candidate does before "
+                                "its launches returns is timed beyond that lead")
     timing_flush: str = opt("hold", "how the L2 flush and the lead run: 'hold' = one kernel filling every SM, so no "
                             "work on another stream can run beside them (falls back to 'fill' where it cannot be "
                             "built); 'fill' = Tensor.fill_ plus a one-thread torch.cuda._sleep")
@@ -253,6 +256,7 @@ def validate(cfg: Config) -> Config:
          "0 to 10000 microseconds, or -1 (auto)"),
         ("eval.timing_warmup_ms", 0 <= cfg.eval.timing_warmup_ms <= 60000, "0 to 60000 milliseconds"),
         ("eval.timing_flush", cfg.eval.timing_flush in ("hold", "fill"), "'hold' or 'fill'"),
+        ("eval.timing_lead_from", cfg.eval.timing_lead_from in ("slower", "reference"), "'slower' or 'reference'"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),

@@ -198,6 +198,27 @@ def test_auto_lead_is_sized_in_warm_up():
                        lead_us=timing.AUTO_LEAD) > 0
 
 
+def test_auto_lead_from_the_reference_alone_ignores_a_slow_candidate():
+    """eval.timing_lead_from: reference: host work a candidate does before its call returns
+    cannot buy it a longer lead (it is then timed)."""
+    import time
+
+    import torch
+
+    from davinci_kernel.evaluate import timing
+
+    def slow_launch(x):  # host work of ~2 ms before the call returns
+        time.sleep(0.002)
+        return x + 1
+
+    kw = dict(iters=4, warmup=3, flush_mb=1, lead_us=timing.AUTO_LEAD)
+    slower = timing.interleaved(_SleepingClock, "cpu", lambda x: x + 1, slow_launch, [[torch.ones(8)]], **kw)
+    ref_only = timing.interleaved(_SleepingClock, "cpu", lambda x: x + 1, slow_launch, [[torch.ones(8)]],
+                                  lead_from_ref=True, **kw)
+    assert slower["lead_us"] == timing.AUTO_LEAD_MAX_US
+    assert 20.0 <= ref_only["lead_us"] < 200.0  # 1.5 x the reference's few-microsecond launch + 20 us
+
+
 def _wall_timing(ev, wall, paired):
     t = {"cand": {"median": ev}, "cand_wall": {"median": wall}, "sync_overhead_ms": 0.01}
     if paired is not None:

@@ -495,7 +495,7 @@ def _timing_params(cfg: EvalConfig) -> dict:
     return {"timing_iters": cfg.timing_iters, "timing_max_iters": cfg.timing_max_iters,
             "timing_budget_s": cfg.timing_budget_s, "timing_placements": cfg.timing_placements,
             "timing_lead_us": cfg.timing_lead_us, "timing_warmup_ms": cfg.timing_warmup_ms,
-            "timing_flush": cfg.timing_flush,
+            "timing_flush": cfg.timing_flush, "timing_lead_from": cfg.timing_lead_from,
             "warmup_iters": cfg.warmup_iters,
             "l2_flush_mb": cfg.l2_flush_mb, "baseline_compile": cfg.baseline_compile}
 

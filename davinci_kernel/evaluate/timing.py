@@ -38,6 +38,8 @@ that copies its inputs to the host on another stream (copy engines run beside th
 holding kernel), computes there and copies back could hide up to the window's length
 (on the H200 ~0.2 ms of flush plus at most 0.25 ms of lead per call); the profiler
 would see the second stream, but a candidate can tell when the profiler records.
+``lead_from_ref`` (``eval.timing_lead_from: reference``) keeps a candidate's host time
+from lengthening the lead.
 """
 
 from __future__ import annotations
@@ -112,8 +114,9 @@ class _Lead:
     times, then sized by ``settle``. With ``C.flush_hold`` (occupy.py) both are one kernel
     that holds every SM; without it, ``fill_`` and a one-thread ``_sleep`` of clock cycles."""
 
-    def __init__(self, C, dev, lead_us: float, sides: int, hold: bool = True):
+    def __init__(self, C, dev, lead_us: float, sides: int, hold: bool = True, sized_by: int | None = None):
         self.C, self.dev = C, dev
+        self.sized_by = sized_by  # None: the slower side sizes the automatic lead; else that side alone
         self.hold = getattr(C, "flush_hold", None) if hold else None
         auto = lead_us == AUTO_LEAD
         self.us = 0.0 if auto else lead_us
@@ -129,7 +132,8 @@ class _Lead:
 
     def settle(self) -> None:
         if self._launches is not None:
-            self.us = auto_lead_us([statistics.median(x) for x in self._launches])
+            sides = self._launches if self.sized_by is None else [self._launches[self.sized_by]]
+            self.us = auto_lead_us([statistics.median(x) for x in sides if x])
             self.cycles, self._launches = self._cycles(), None
 
     def used_us(self) -> float:
@@ -203,21 +207,23 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
                 max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None,
-                lead_us: float = 0.0, warmup_ms: float = 0.0, hold: bool = True) -> dict:
+                lead_us: float = 0.0, warmup_ms: float = 0.0, hold: bool = True, lead_from_ref: bool = False) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks.
 
     ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
     timed pairs are split into that many blocks and each block runs on fresh copies of
     the inputs, made while the previous copies still exist, so every block sees other
     addresses. Where a kernel's speed depends on where its tensors landed, one
-    evaluation then averages over several placements instead of drawing one."""
+    evaluation then averages over several placements instead of drawing one.
+    ``lead_from_ref``: the automatic lead is sized from the reference's launch time alone
+    (otherwise from the slower side's)."""
     from .worker import _perf
 
     torch = C.torch
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
     n_sets = len(input_sets)
-    lead = _Lead(C, dev, lead_us, sides=2, hold=hold)
+    lead = _Lead(C, dev, lead_us, sides=2, hold=hold, sized_by=0 if lead_from_ref else None)
 
     def run_ref(args):
         e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf, lead, lead.launches(0))

@@ -591,7 +591,8 @@ class Runner:
         cand_fn = self.cand_model
         res = timing.interleaved(C, self.dev, ref_fn, cand_fn, sets, warmup=j.warmup_iters, **_timing_kw(j),
                                  placements=j.timing_placements, reclone=_clone_args,
-                                 poison=self._poison_outputs)
+                                 poison=self._poison_outputs,
+                                 lead_from_ref=getattr(j, "timing_lead_from", "slower") == "reference")
         t1 = _perf()
         last = res.pop("last_outputs")
         for i, out in last.items():
