@@ -304,8 +304,11 @@ def main():
     bad = sorted(parts - known) + [v for v in names if v not in VARIANTS]
     bad += [x for x in args.workers_per_gpu.split(",") if x and not (x.isdigit() and 1 <= int(x) <= 16)]
     bad += [f"--per-task {args.per_task}"] if args.per_task < 1 else []
-    fields = _eval_fields(args.eval)
-    bad += [f"--eval {fields.pop('?')} (an EvalConfig field=value)"] if "?" in fields else []
+    try:
+        fields = _eval_fields(args.eval)
+    except ValueError as e:  # ConfigError: names the field, the value and what is allowed
+        bad.append(f"--eval: {e}")
+        fields = {}
     if bad:
         print(f"harness.py: unknown part, variant, worker count, --per-task or --eval: {', '.join(bad)} (parts: {', '.join(sorted(known))}; "
               f"variants: {', '.join(VARIANTS)}; workers per GPU: 1 to 16; --per-task: 1 or more)", file=sys.stderr)
@@ -363,20 +366,13 @@ def main():
 
 
 def _eval_fields(pairs: list[str]) -> dict:
-    """``["timing_budget_s=0.3"]`` -> {"timing_budget_s": 0.3}; an unknown field or bad pair -> {"?": pair}."""
-    import dataclasses
+    """``["timing_budget_s=0.3"]`` -> {"timing_budget_s": 0.3}, parsed, coerced and checked
+    as ``eval.<field>=<value>`` overrides of the project's config."""
+    from davinci_kernel.config import load_config, parse_overrides
 
-    from davinci_kernel.config import EvalConfig
-
-    types = {f.name: f.type for f in dataclasses.fields(EvalConfig)}
-    fields: dict = {}
-    for pair in pairs:
-        k, _, v = pair.partition("=")
-        if k not in types or not v:
-            return {"?": pair}
-        t = types[k] if isinstance(types[k], type) else eval(types[k])  # noqa: S307 - our own annotations
-        fields[k] = (v.lower() in ("1", "true", "yes")) if t is bool else t(v)
-    return fields
+    given = parse_overrides([f"eval.{p}" for p in pairs]).get("eval", {})
+    cfg = load_config(overrides=[f"eval.{p}" for p in pairs]).eval
+    return {k: getattr(cfg, k) for k in given}
 
 
 def report(out: dict) -> None:

@@ -592,7 +592,7 @@ class Runner:
         res = timing.interleaved(C, self.dev, ref_fn, cand_fn, sets, warmup=j.warmup_iters, **_timing_kw(j),
                                  placements=j.timing_placements, reclone=_clone_args,
                                  poison=self._poison_outputs,
-                                 lead_from_ref=getattr(j, "timing_lead_from", "slower") == "reference")
+                                 lead_from_ref=j.timing_lead_from == "reference")
         t1 = _perf()
         last = res.pop("last_outputs")
         for i, out in last.items():
@@ -628,7 +628,7 @@ def _timing_kw(j) -> dict:
     """The timing settings of a job, as ``timing.interleaved`` / ``timing.solo`` take them."""
     return {"iters": j.timing_iters, "flush_mb": j.l2_flush_mb, "max_iters": j.timing_max_iters,
             "budget_s": j.timing_budget_s, "lead_us": j.timing_lead_us,
-            "warmup_ms": j.timing_warmup_ms, "hold": getattr(j, "timing_flush", "hold") == "hold"}
+            "warmup_ms": j.timing_warmup_ms, "hold": j.timing_flush == "hold"}
 
 
 def _threads():

@@ -26,10 +26,6 @@ def _fsdp():
     return FSDPModule, MixedPrecisionPolicy, fully_shard
 
 
-def is_sharded(model) -> bool:
-    return isinstance(model, _fsdp()[0])
-
-
 def block_classes(model) -> set[str]:
     """Names of the repeated blocks to shard one by one (transformers' ``_no_split_modules``)."""
     names = set(getattr(model, "_no_split_modules", None) or [])

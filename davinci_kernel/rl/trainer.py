@@ -128,11 +128,8 @@ class RLTrainer:
         names = [n for n, p in model.named_parameters() if p.requires_grad]  # the optimizer's order
         if self.fsdp:
             model = shard_model(model.to(self.acc.device), bf16=mixed_precision(r.bf16) == "bf16")
-            opt = torch.optim.AdamW(trainable_parameters(model), lr=r.lr, weight_decay=r.weight_decay)
-            self.model, self.optimizer = model, opt
-        else:
-            opt = torch.optim.AdamW(trainable_parameters(model), lr=r.lr, weight_decay=r.weight_decay)
-            self.model, self.optimizer = self.acc.prepare(model, opt)
+        opt = torch.optim.AdamW(trainable_parameters(model), lr=r.lr, weight_decay=r.weight_decay)
+        self.model, self.optimizer = (model, opt) if self.fsdp else self.acc.prepare(model, opt)
         if path is not None:
             osd = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False)
             by_name = state.get("optimizer_format") == "names"
