@@ -117,6 +117,7 @@ def bench_ours(path, samples, args, variant: str = "padded") -> dict:
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+    _profile(lambda: update(model, opt, samples, s, acc), f"ours_{variant}", args)
     out = _summary(f"davinci_kernel {layout}" + (f" {logprobs}" if logprobs != "chunked" else "")
                    + (f" DDP x{acc.num_processes}" if acc.num_processes > 1 else ""),
                    times, tokens, peak)
@@ -164,9 +165,8 @@ def bench_trl(path, samples, args) -> dict:
             dev = trainer.accelerator.device
             tokens = sum(x.length for x in samples)
             times = []
-            for i in range(args.warmup + args.steps):
-                _sync()
-                t0 = time.perf_counter()
+
+            def step() -> None:
                 opt.zero_grad(set_to_none=True)
                 for start in range(0, len(samples), rows):
                     chunk = samples[start:start + rows]
@@ -184,10 +184,16 @@ def bench_trl(path, samples, args) -> dict:
                     trainer.accelerator.backward(loss * len(chunk) / len(samples))
                 trainer.accelerator.clip_grad_norm_(tmodel.parameters(), 1.0)
                 opt.step()
+
+            for i in range(args.warmup + args.steps):
+                _sync()
+                t0 = time.perf_counter()
+                step()
                 _sync()
                 if i >= args.warmup:
                     times.append(time.perf_counter() - t0)
-        peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+            peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+            _profile(step, "trl", args)
         out = _summary(f"trl {trl.__version__} GRPO loss", times, tokens, peak)
         del trainer, tmodel, opt, model
         _free()
@@ -217,6 +223,24 @@ def bench_full(path, args) -> dict:
         _free()
     keep = ("step_s", "gen_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens", "samples")
     return {"env": args.env, "steps": [{k: m.get(k) for k in keep} for m in ms], "checkpoint_s": save_s}
+
+
+def _profile(step, name: str, args) -> None:
+    """One more ``step()`` under torch.profiler: the top ops by device time go to
+    ``--profile DIR/NAME.txt`` (where the time of each side goes)."""
+    if not args.profile:
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts) as prof:
+        step()
+        _sync()
+    key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    d = Path(args.profile)
+    d.mkdir(parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() else "_" for c in name)
+    (d / f"{safe}.txt").write_text(prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=60))
 
 
 def _free():
@@ -253,6 +277,8 @@ def main() -> None:
     ap.add_argument("--full-new-tokens", type=int, default=256)
     ap.add_argument("--env", default="synthetic", choices=("synthetic", "rollout"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl_step.json"))
+    ap.add_argument("--profile", default="", metavar="DIR",
+                    help="also profile one step of each side; op tables by device time go to DIR")
     args = ap.parse_args()
     if args.tiny:
         args.batch, args.prompt_len, args.completion_len = 8, 48, 16
