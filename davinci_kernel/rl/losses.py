@@ -17,6 +17,8 @@ from typing import Optional
 
 import torch
 
+from .logprob_kernels import chunk_dlogits_, chunk_stats, use_triton
+
 ROLES = ("select", "policy", "summary", "verify")
 ROLE_ID = {r: i for i, r in enumerate(ROLES)}
 
@@ -24,25 +26,29 @@ ROLE_ID = {r: i for i, r in enumerate(ROLES)}
 CHUNK_ELEMENTS = 1 << 27  # float32 logits worked on at once (512 MiB)
 
 
-def _row_step(vocab: int) -> int:
-    """Rows per chunk: about CHUNK_ELEMENTS float32 logits."""
-    return max(1, CHUNK_ELEMENTS // max(1, vocab))
+def _row_step(vocab: int, elem_bytes: int = 4) -> int:
+    """Rows per chunk: a block of about CHUNK_ELEMENTS float32 logits' bytes. The torch
+    softmax math makes float32 copies (4 bytes per logit); the Triton kernels work on the
+    block in its own dtype (``elem_bytes``), so a bf16 block holds twice the rows."""
+    return max(1, CHUNK_ELEMENTS * 4 // max(1, vocab * elem_bytes))
 
 
-def _chunk_logp(x: torch.Tensor, targets: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """x (c, V) logits of one chunk, targets (c,) → (log π(target) (c,), log-sum-exp (c,)), float32."""
-    x = x.float() / temperature
-    lse = torch.logsumexp(x, dim=-1)
-    return x.gather(-1, targets[:, None]).squeeze(-1) - lse, lse
+_OUT_DTYPE_MM = [True]  # torch.addmm(..., out_dtype=float32) works here (CUDA, bf16 / fp16 inputs)
 
 
-def _chunk_dlogits(x: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, grad: torch.Tensor,
-                   temperature: float) -> torch.Tensor:
-    """d loss / d logits (c, V) float32 for one chunk: (onehot − softmax) · grad / T."""
-    g = grad[:, None].float()  # (c, 1)
-    d = -torch.exp(x.float() / temperature - lse[:, None]) * g
-    d.scatter_add_(-1, targets[:, None], g)
-    return d / temperature
+def _add_tmm_(acc: torch.Tensor, d: torch.Tensor, h: torch.Tensor) -> None:
+    """acc (V, H) float32 += dᵀ (V, c) @ h (c, H), the product summed in float32 without
+    first rounding it to d's dtype (every chunk's rounding would add up over a step)."""
+    if d.dtype == torch.float32:
+        acc.addmm_(d.t(), h.float())
+        return
+    if acc.is_cuda and _OUT_DTYPE_MM[0]:
+        try:
+            torch.addmm(acc, d.t(), h, out_dtype=torch.float32, out=acc)
+            return
+        except (RuntimeError, TypeError):  # an older torch without the fp32-output matmul
+            _OUT_DTYPE_MM[0] = False
+    acc.add_((d.t() @ h).float())
 
 
 class _ChunkedLogProb(torch.autograd.Function):
@@ -51,15 +57,17 @@ class _ChunkedLogProb(torch.autograd.Function):
     Saves only the logits (their own dtype) and one log-sum-exp per row; the backward
     rebuilds softmax chunk by chunk. A float32 copy of (K, V) logits is never whole in
     memory: for K = 8k tokens of a 152k vocabulary that copy alone is 5 GB, and autograd's
-    plain version keeps several."""
+    plain version keeps several. On CUDA the softmax math is one Triton pass each way
+    (``logprob_kernels``), over the whole block at once."""
 
     @staticmethod
     def forward(ctx, logits, targets, temperature: float):  # (K, V), (K,) → (K,)
-        step = _row_step(logits.shape[1])
+        fast = use_triton(logits)
+        step = logits.shape[0] if fast else _row_step(logits.shape[1])
         out = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)
         lse = torch.empty_like(out)
         for i in range(0, logits.shape[0], step):
-            out[i:i + step], lse[i:i + step] = _chunk_logp(logits[i:i + step], targets[i:i + step], temperature)
+            out[i:i + step], lse[i:i + step] = chunk_stats(logits[i:i + step], targets[i:i + step], temperature)
         ctx.save_for_backward(logits, targets, lse)
         ctx.temperature, ctx.step = temperature, step
         return out
@@ -71,7 +79,7 @@ class _ChunkedLogProb(torch.autograd.Function):
         grad = torch.empty_like(logits)
         for i in range(0, logits.shape[0], step):
             sl = slice(i, i + step)
-            grad[sl] = _chunk_dlogits(logits[sl], lse[sl], targets[sl], grad_out[sl], t)
+            chunk_dlogits_(logits[sl], lse[sl], targets[sl], grad_out[sl], t, out=grad[sl])
         return grad, None, None
 
 
@@ -79,7 +87,7 @@ class _FusedLinearLogProb(torch.autograd.Function):
     """log softmax((h @ Wᵀ + b) / T)[target] straight from the hidden states: the output
     head's logits exist only one row chunk at a time, forward and backward (the backward
     recomputes them). Matmuls run in ``compute_dtype`` (the autocast dtype when the caller
-    is under autocast), softmax math in float32."""
+    is under autocast), softmax math in float32 (one Triton pass each way on CUDA)."""
 
     @staticmethod
     def _logits(h, w, b):  # (c, H) @ (V, H)ᵀ (+ b) → (c, V), all in the compute dtype
@@ -89,7 +97,8 @@ class _FusedLinearLogProb(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, targets, temperature: float, compute_dtype):
         # hidden (K, H), weight (V, H), bias (V,) or None, targets (K,) → (K,)
-        step = _row_step(weight.shape[0])
+        fast = use_triton(hidden)
+        step = _row_step(weight.shape[0], torch.finfo(compute_dtype).bits // 8 if fast else 4)
         w = weight.to(compute_dtype)
         b = bias.to(compute_dtype) if bias is not None else None
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
@@ -98,7 +107,7 @@ class _FusedLinearLogProb(torch.autograd.Function):
             for i in range(0, hidden.shape[0], step):
                 sl = slice(i, i + step)
                 x = _FusedLinearLogProb._logits(hidden[sl].to(compute_dtype), w, b)
-                out[sl], lse[sl] = _chunk_logp(x, targets[sl], temperature)
+                out[sl], lse[sl] = chunk_stats(x, targets[sl], temperature)
         ctx.save_for_backward(hidden, weight, bias, targets, lse)
         ctx.temperature, ctx.step, ctx.compute_dtype = temperature, step, compute_dtype
         return out
@@ -116,11 +125,11 @@ class _FusedLinearLogProb(torch.autograd.Function):
             for i in range(0, hidden.shape[0], step):
                 sl = slice(i, i + step)
                 h = hidden[sl].to(cd)  # (c, H)
-                d = _chunk_dlogits(_FusedLinearLogProb._logits(h, w, b), lse[sl], targets[sl], grad_out[sl], t)
-                g_hidden[sl] = (d.to(cd) @ w).to(g_hidden.dtype)  # (c, H)
-                g_weight += (d.to(cd).t() @ h).float()  # (V, H)
+                d = chunk_dlogits_(_FusedLinearLogProb._logits(h, w, b), lse[sl], targets[sl], grad_out[sl], t)  # (c, V)
+                g_hidden[sl] = (d @ w).to(g_hidden.dtype)  # (c, H)
+                _add_tmm_(g_weight, d, h)  # (V, H)
                 if g_bias is not None:
-                    g_bias += d.sum(0)
+                    g_bias += d.float().sum(0)
         return (g_hidden, g_weight.to(weight.dtype), g_bias.to(bias.dtype) if g_bias is not None else None,
                 None, None, None)
 
