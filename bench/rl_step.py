@@ -14,8 +14,8 @@ Writes ``bench/results/rl_step.json`` and prints a table. Not a test.
 
     python bench/rl_step.py                 # H200: about 2-4 minutes
     python bench/rl_step.py --tiny          # CPU smoke of the same code path
-    python bench/rl_step.py --layouts padded,padded:fused --full-steps 0
-                                            # log-probs chunked vs fused, side by side
+    python bench/rl_step.py --layouts padded:fused,padded:chunked,packed --full-steps 0
+                                            # log-probs fused vs chunked, and the packed layout
     torchrun --nproc_per_node 2 bench/rl_step.py --no-trl --full-steps 0 --out rl_step_ddp2.json
                                             # the same global batch over 2 GPUs (DDP through accelerate)
 
@@ -90,9 +90,10 @@ def load(path: Path, grad_ckpt: bool):
 
 
 def bench_ours(path, samples, args, variant: str = "padded") -> dict:
-    """``variant`` = LAYOUT[:LOGPROBS], e.g. "padded", "packed", "padded:fused"."""
+    """``variant`` = LAYOUT[:LOGPROBS], e.g. "padded" (fused log-probs, the default),
+    "packed", "padded:chunked"."""
     layout, _, logprobs = variant.partition(":")
-    logprobs = logprobs or "chunked"
+    logprobs = logprobs or "fused"
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     from accelerate import Accelerator
@@ -118,7 +119,7 @@ def bench_ours(path, samples, args, variant: str = "padded") -> dict:
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
     _profile(lambda: update(model, opt, samples, s, acc), f"ours_{variant}", args)
-    out = _summary(f"davinci_kernel {layout}" + (f" {logprobs}" if logprobs != "chunked" else "")
+    out = _summary(f"davinci_kernel {layout} {logprobs}"
                    + (f" DDP x{acc.num_processes}" if acc.num_processes > 1 else ""),
                    times, tokens, peak)
     if acc.num_processes > 1:
@@ -203,7 +204,8 @@ def bench_trl(path, samples, args) -> dict:
         return {"error": f"{type(e).__name__}: {e}"[:500]}
 
 
-def bench_full(path, args) -> dict:
+def bench_full(path, args, report=lambda part: None) -> dict:
+    """Whole trainer steps; ``report`` gets the result so far after every step."""
     from davinci_kernel.config import load_config
     from davinci_kernel.rl.trainer import RLTrainer
 
@@ -214,15 +216,21 @@ def bench_full(path, args) -> dict:
             f"rl.micro_batch_tokens={args.micro_batch_tokens}", "rl.lr=1e-6",
             f"rollout.max_new_tokens={args.full_new_tokens}", "rl.batch_tasks=4", "rollout.k_schemes=3",
             "rollout.n_rollouts=4", "rollout.turns=2"])
+        keep = ("step_s", "gen_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens", "samples")
+        out = {"env": args.env, "steps": []}
+        t0 = time.perf_counter()
         t = RLTrainer(cfg, out=tmp)
-        ms = [t.step(s) for s in range(1, args.full_steps + 1)]
+        out["setup_s"] = time.perf_counter() - t0
+        for s in range(1, args.full_steps + 1):
+            m = t.step(s)
+            out["steps"].append({k: m.get(k) for k in keep})
+            report(out)
         t0 = time.perf_counter()
         t.save(args.full_steps)
-        save_s = time.perf_counter() - t0
+        out["checkpoint_s"] = time.perf_counter() - t0
         del t
         _free()
-    keep = ("step_s", "gen_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens", "samples")
-    return {"env": args.env, "steps": [{k: m.get(k) for k in keep} for m in ms], "checkpoint_s": save_s}
+    return out
 
 
 def _profile(step, name: str, args) -> None:
@@ -269,9 +277,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--no-grad-ckpt", action="store_true")
     ap.add_argument("--no-trl", action="store_true")
-    ap.add_argument("--layouts", default="padded,packed",
+    ap.add_argument("--layouts", default="padded:fused,padded:chunked",
                     help="variants to time, LAYOUT[:LOGPROBS] each (padded | packed, chunked | fused), "
-                         "e.g. padded,padded:fused; the first is 'ours'")
+                         "e.g. padded:fused,padded:chunked (no LOGPROBS: fused); the first is 'ours'")
     ap.add_argument("--small", action="store_true", help="a CPU-sized model with long sequences (layout effects)")
     ap.add_argument("--full-steps", type=int, default=2, help="whole trainer steps (0 = skip)")
     ap.add_argument("--full-new-tokens", type=int, default=256)
@@ -326,8 +334,11 @@ def main() -> None:
             result["speedup_vs_trl"] = result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"]
         save()
         if args.full_steps > 0:
-            result["full_steps"] = bench_full(path, args)
-            save()
+            def part(done: dict) -> None:
+                result["full_steps"] = done
+                save()
+
+            part(bench_full(path, args, part))
     if rank != 0:
         return
     print(f"{'update':<28}{'step s':>10}{'tokens/s':>14}{'peak GiB':>10}")

@@ -140,10 +140,11 @@ class RLConfig:
     micro_batch_tokens: int = opt(8192, "tokens per micro-batch")
     micro_batch_layout: str = opt("padded", "padded: (B, L) right-padded batches (fused causal attention); "
                                             "packed: one concatenated row (efficient only with flash-attention varlen)")
-    logprob_impl: str = opt("chunked", "chunked: the model makes the needed logits rows, log-softmax in row chunks; "
-                            "fused: log-probs straight from the output head's hidden states and weight, no logits "
-                            "tensor (plain linear heads only; others fall back to chunked)",
-                            choices=("chunked", "fused"))
+    logprob_impl: str = opt("auto", "fused: log-probs straight from the output head's hidden states and weight, "
+                            "no logits tensor (plain linear heads only; others fall back to chunked); chunked: the "
+                            "model makes the needed logits rows, log-softmax in row chunks; auto: fused, or chunked "
+                            "under rl.fsdp (softmax math in Triton kernels on CUDA either way)",
+                            choices=("auto", "fused", "chunked"))
     save_every: int = opt(1, "checkpoint every N steps")
     eval_every: int = opt(10, "validation Fast_p every N steps")
     seed: int = opt(0, "data order and sampling seed")

@@ -120,6 +120,32 @@ def test_batch_right_pads_and_points_loss_positions_at_completions():
     assert r.tokens == 9 and r.input_ids[1, 4].item() == 0  # padding is not counted
 
 
+@pytest.mark.parametrize("how", ["padded", "packed"])
+@pytest.mark.parametrize("max_tokens", [7, 12, 64])
+def test_every_loss_token_carries_its_samples_fields(how, max_tokens):
+    """Advantage, role, sample index and rollout log-prob of each loss token are those of
+    the sample and completion position it came from (checked token by token)."""
+    from davinci_kernel.rl.losses import ROLES
+    from davinci_kernel.rl.sequences import layout
+
+    samples = [Sample("policy", [10, 11, 12], [13, 14], 1.0, [-0.1, -0.2]),
+               Sample("select", [20], [21, 22, 23], -1.0),
+               Sample("summary", [30, 31, 32, 33, 34], [35], 0.5, [-0.35]),
+               Sample("odd-role", [40, 41], [42, 43, 44, 45], 2.0, [-0.42, -0.43, -0.44, -0.45])]
+    seen = []
+    for r in layout(samples, max_tokens, how):
+        flat = r.input_ids.reshape(-1).tolist()
+        for p, t, a, role, seg, lp in zip(r.loss_pos.tolist(), r.targets.tolist(), r.adv.tolist(), r.role.tolist(),
+                                          r.seg.tolist(), r.rollout_logp.tolist()):
+            s = samples[seg]
+            c = s.completion_ids.index(t)  # targets are unique across the samples
+            assert flat[p + 1] == t and a == s.advantage
+            assert ROLES[role] == (s.role if s.role in ROLES else "policy")
+            assert (lp != lp) if s.rollout_logprobs is None else lp == pytest.approx(s.rollout_logprobs[c])
+            seen.append(t)
+    assert sorted(seen) == sorted(t for s in samples for t in s.completion_ids)
+
+
 @pytest.mark.parametrize("lengths", [[(5, 3), (2, 4), (7, 1)], [(4, 4), (4, 4)]])
 def test_layouts_give_the_same_logprobs(tmp_path, lengths):
     """Padded (B, L) batches, packed rows and one sample at a time agree on a real model."""

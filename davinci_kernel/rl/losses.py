@@ -125,7 +125,8 @@ class _FusedLinearLogProb(torch.autograd.Function):
             for i in range(0, hidden.shape[0], step):
                 sl = slice(i, i + step)
                 h = hidden[sl].to(cd)  # (c, H)
-                d = chunk_dlogits_(_FusedLinearLogProb._logits(h, w, b), lse[sl], targets[sl], grad_out[sl], t)  # (c, V)
+                z = _FusedLinearLogProb._logits(h, w, b)  # (c, V), recomputed
+                d = chunk_dlogits_(z, lse[sl], targets[sl], grad_out[sl], t)  # (c, V), over z
                 g_hidden[sl] = (d @ w).to(g_hidden.dtype)  # (c, H)
                 _add_tmm_(g_weight, d, h)  # (V, H)
                 if g_bias is not None:

@@ -153,26 +153,35 @@ def assemble(seqs: list[list[int]], trained: list[Iterable[int]], padded: bool):
     ``padded``: a (B, L) batch, right-padded with 0, positions 0..L-1 on every row (pads
     continue the count, so no row looks packed). Else one (1, ΣL) row, positions restarting
     per sequence. ``trained[j]`` holds indices k ≥ 1 of ``seqs[j]`` whose token is predicted
-    by the logits at position k − 1. Returns ids, positions, and per trained token its flat
-    logit position, its target and (j, k)."""
+    by the logits at position k − 1. Returns ids, positions, and per trained token (K,) its
+    flat logit position, its target and its owner as two tensors (j, k). Per sequence, not
+    per token: a batch of 64k trained tokens is laid out in milliseconds."""
     lens = [len(x) for x in seqs]
     width = max(lens) if padded else sum(lens)
     n_rows = len(seqs) if padded else 1
     ids = torch.zeros(n_rows * width, dtype=torch.long)
     pos = torch.zeros(n_rows * width, dtype=torch.long)
-    loss_pos, targets, owner = [], [], []
+    loss_pos, targets, own_j, own_k = [], [], [], []
     start = 0
     for j, seq in enumerate(seqs):
-        ids[start:start + len(seq)] = torch.tensor(seq, dtype=torch.long)
+        tok = torch.tensor(seq, dtype=torch.long)  # (n_j,)
+        ids[start:start + len(seq)] = tok
         span = width if padded else len(seq)
         pos[start:start + span] = torch.arange(span)
-        for k in trained[j]:
-            loss_pos.append(start + k - 1)
-            targets.append(seq[k])
-            owner.append((j, k))
+        r = trained[j]
+        k = (torch.arange(r.start, r.stop, r.step) if isinstance(r, range)
+             else torch.tensor(list(r), dtype=torch.long))  # (k_j,)
+        loss_pos.append(start + k - 1)
+        targets.append(tok[k])
+        own_j.append(torch.full_like(k, j))
+        own_k.append(k)
         start += span
-    return (ids.view(n_rows, width), pos.view(n_rows, width), torch.tensor(loss_pos, dtype=torch.long),
-            torch.tensor(targets, dtype=torch.long), owner)
+
+    def cat(xs: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long)
+
+    return (ids.view(n_rows, width), pos.view(n_rows, width), cat(loss_pos), cat(targets),
+            (cat(own_j), cat(own_k)))
 
 
 def pack(samples: list[Sample], max_tokens: int) -> list[Row]:
@@ -192,23 +201,22 @@ def layout(samples: list[Sample], max_tokens: int, how: str = "padded") -> list[
 
 def _row(samples: list[Sample], idx: list[int], padded: bool) -> Row:
     chosen = [samples[i] for i in idx]
-    ids, pos, loss_pos, targets, owner = assemble(
+    ids, pos, loss_pos, targets, (j, k) = assemble(
         [s.prompt_ids + s.completion_ids for s in chosen],
         [range(len(s.prompt_ids), s.length) for s in chosen], padded)
-    adv, role, seg, rlp = [], [], [], []
-    for j, k in owner:
-        s = chosen[j]
-        adv.append(s.advantage)
-        role.append(ROLE_ID[s.role] if s.role in ROLE_ID else ROLE_ID["policy"])
-        seg.append(idx[j])
-        c = k - len(s.prompt_ids)  # index in the completion
-        rlp.append(s.rollout_logprobs[c] if s.rollout_logprobs is not None else float("nan"))
+    # per chosen sample (S,), then gathered per trained token (K,) through its owner j
+    adv = torch.tensor([s.advantage for s in chosen], dtype=torch.float32)
+    role = torch.tensor([ROLE_ID.get(s.role, ROLE_ID["policy"]) for s in chosen], dtype=torch.long)
+    seg = torch.tensor(idx, dtype=torch.long)
+    comp_len = torch.tensor([len(s.completion_ids) for s in chosen], dtype=torch.long)
+    first = torch.cumsum(comp_len, 0) - comp_len  # (S,) where each sample's completion starts in ``flat``
+    flat = torch.cat([torch.tensor(s.rollout_logprobs, dtype=torch.float32) if s.rollout_logprobs is not None
+                      else torch.full((len(s.completion_ids),), float("nan")) for s in chosen])  # (Σ completion,)
+    prompt_len = torch.tensor([len(s.prompt_ids) for s in chosen], dtype=torch.long)
     return Row(
         input_ids=ids, position_ids=pos, loss_pos=loss_pos, targets=targets,
-        adv=torch.tensor(adv, dtype=torch.float32),
-        role=torch.tensor(role, dtype=torch.long),
-        seg=torch.tensor(seg, dtype=torch.long),
-        rollout_logp=torch.tensor(rlp, dtype=torch.float32),
+        adv=adv[j], role=role[j], seg=seg[j],
+        rollout_logp=flat[first[j] + k - prompt_len[j]],  # index in the completion
         samples=list(idx),
         real_tokens=sum(s.length for s in chosen),
     )

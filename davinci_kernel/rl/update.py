@@ -36,13 +36,15 @@ class UpdateSettings:
     micro_batch_tokens: int = 8192
     minibatches: int = 1
     layout: str = "padded"  # padded | packed (see sequences.py)
-    logprobs: str = "chunked"  # chunked | fused (see row_logprobs)
+    logprobs: str = "fused"  # fused | chunked (see row_logprobs)
 
     @classmethod
     def from_config(cls, cfg) -> "UpdateSettings":
+        impl = cfg.rl.logprob_impl
+        if impl == "auto":  # the fused head reads its weight outside the forward: not under FSDP
+            impl = "chunked" if cfg.rl.fsdp else "fused"
         return cls(cfg.rl.clip_low, cfg.rl.clip_high, cfg.rollout.temperature, cfg.rl.mismatch, cfg.rl.tis_cap,
-                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches, cfg.rl.micro_batch_layout,
-                   cfg.rl.logprob_impl)
+                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches, cfg.rl.micro_batch_layout, impl)
 
 
 def _unwrapped(model):
@@ -95,31 +97,55 @@ def _head_input(head, rows, fused: bool):
         handle.remove()
 
 
-def row_logprobs(model, row: Row, device, temperature: float, impl: str = "chunked") -> torch.Tensor:
+@dataclass
+class Staged:
+    """One micro-batch's tensors on the device, copied there ahead of its forward pass."""
+
+    ids: torch.Tensor  # (B, L)
+    pos: torch.Tensor  # (B, L)
+    targets: torch.Tensor  # (K,)
+    keep: torch.Tensor  # (P,) logit columns any token needs (packed: the K positions themselves)
+    rows: Optional[tuple[torch.Tensor, torch.Tensor]]  # (b (K,), p (K,)) into (B, P), or None when packed
+    adv: torch.Tensor  # (K,)
+    role: torch.Tensor  # (K,)
+
+
+def stage(row: Row, device) -> Staged:
+    """``row`` on ``device``. The index arithmetic runs on the host, where the positions
+    already are (unique() on the GPU would wait for the device: its output size depends on
+    the data), and on CUDA every copy goes from pinned memory without blocking, so staging
+    the next micro-batches never stalls the host behind queued GPU work."""
+    device = torch.device(device)
+    pinned = device.type == "cuda"
+
+    def put(x: torch.Tensor) -> torch.Tensor:
+        return (x.pin_memory() if pinned else x).to(device, non_blocking=pinned)
+
+    n, width = row.input_ids.shape
+    if n == 1:  # one packed row: the kept columns are the K tokens themselves
+        keep, rows = row.loss_pos, None
+    else:
+        b, t = row.loss_pos // width, row.loss_pos % width  # (K,), (K,)
+        keep = torch.unique(t)  # (P,) sorted columns any sample needs
+        rows = (put(b), put(torch.searchsorted(keep, t)))  # each token's (row, column among the kept)
+    return Staged(put(row.input_ids), put(row.position_ids), put(row.targets), put(keep), rows, put(row.adv),
+                  put(row.role))
+
+
+def row_logprobs(model, row: Row | Staged, device, temperature: float, impl: str = "chunked") -> torch.Tensor:
     """Log-probs (K,) of the row's completion tokens; logits only at the needed positions.
 
     ``impl``: "chunked" (the model makes the K logits rows, log-softmax in row chunks) or
     "fused" (no logits tensor at all; falls back to chunked for heads it cannot fuse)."""
-    ids = row.input_ids.to(device)
-    n, width = ids.shape
-    targets = row.targets.to(device)
-    if n == 1:  # one packed row: the kept columns are the K tokens themselves
-        keep, rows = row.loss_pos.to(device), None
-    else:
-        # index arithmetic on the host, where the positions already are: unique() on the GPU
-        # would wait for the device (its output size depends on the data)
-        b, t = row.loss_pos // width, row.loss_pos % width  # (K,), (K,)
-        keep = torch.unique(t)  # (P,) sorted columns any sample needs
-        p = torch.searchsorted(keep, t)  # (K,) each token's column among the kept ones
-        keep, rows = keep.to(device), (b.to(device), p.to(device))
+    st = row if isinstance(row, Staged) else stage(row, device)
     head = _output_head(model)
     fused = impl == "fused" and head is not None and _fusable(model, head)
-    with _head_input(head, rows, fused) if head is not None else contextlib.nullcontext() as got:
-        out = model(input_ids=ids, position_ids=row.position_ids.to(device), logits_to_keep=keep, use_cache=False)
+    with _head_input(head, st.rows, fused) if head is not None else contextlib.nullcontext() as got:
+        out = model(input_ids=st.ids, position_ids=st.pos, logits_to_keep=st.keep, use_cache=False)
     if fused:
-        return linear_logprobs(got["h"], head.weight, head.bias, targets, temperature, got["dtype"])
-    logits = out.logits[0] if head is not None or rows is None else out.logits[rows]  # (K, V)
-    return token_logprobs(logits, targets, temperature)
+        return linear_logprobs(got["h"], head.weight, head.bias, st.targets, temperature, got["dtype"])
+    logits = out.logits[0] if head is not None or st.rows is None else out.logits[st.rows]  # (K, V)
+    return token_logprobs(logits, st.targets, temperature)
 
 
 def _dummy_row() -> Row:
@@ -159,12 +185,14 @@ class _Dist:
         else:
             loss.backward()
 
-    def clip(self, params, max_norm: float) -> float:
+    def clip(self, params, max_norm: float):
+        """The total gradient norm before clipping, left on the device (read it after the
+        optimizer step is queued: reading it here would stall the host before the step)."""
         if self.acc is not None:
             n = self.acc.clip_grad_norm_(params, max_norm)
         else:
             n = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        return float(n) if n is not None else 0.0
+        return n if n is not None else 0.0
 
 
 def _weights(rows: list[Row], old: list[Optional[torch.Tensor]], n_samples: int, s: UpdateSettings,
@@ -191,7 +219,9 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
            device=None) -> dict:
     """Run ``s.minibatches`` optimizer steps over ``samples``; returns metrics (global over ranks)."""
     dist = _Dist(accelerator)
-    device = device or (accelerator.device if accelerator is not None else next(model.parameters()).device)
+    if device is None:
+        device = accelerator.device if accelerator is not None else next(model.parameters()).device
+    device = torch.device(device)
     params = [p for p in model.parameters() if p.requires_grad]
     n_minis = dist.max(len(split_minibatches(samples, s.minibatches)) if samples else 0)
     minis = split_minibatches(samples, s.minibatches) if samples else []
@@ -221,22 +251,24 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
         if denom == 0:
             continue
         optimizer.zero_grad(set_to_none=True)
-        for i, (row, o, w) in enumerate(zip(rows, old, ws)):
+        staged = [stage(r, device) for r in rows]  # all copies queued up front, none blocks
+        dev_ws = [w.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else w.to(device)
+                  for w in ws]
+        for i, (row, st, o, w, dw) in enumerate(zip(rows, staged, old, ws, dev_ws)):
             with dist.no_sync(model, last=(i == len(rows) - 1)):
-                new = row_logprobs(model, row, device, s.temperature, s.logprobs)
-                ref = o.to(device) if o is not None else new.detach()
-                adv = row.adv.to(device)
-                tok_loss, clipped = pg_token_loss(new, ref, adv, s.clip_low, s.clip_high, weights=w.to(device))
+                new = row_logprobs(model, st, device, s.temperature, s.logprobs)
+                ref = o if o is not None else new.detach()
+                tok_loss, clipped = pg_token_loss(new, ref, st.adv, s.clip_low, s.clip_high, weights=dw)
                 loss = tok_loss.sum() / denom * dist.world
                 dist.backward(loss)
-            kept = w > 0
-            if kept.any():  # on the device: no host sync between micro-batches
-                stats.add(tok_loss, adv, clipped, row.role.to(device), keep=kept.to(device))
+            if bool((w > 0).any()):  # host weights: no device sync between micro-batches
+                stats.add(tok_loss, st.adv, clipped, st.role, keep=dw > 0)
             info["update_tokens"] += row.tokens if row.samples else 0
         info["grad_norm"] = dist.clip(params, s.grad_clip)
         optimizer.step()
         info["optimizer_steps"] += 1
     optimizer.zero_grad(set_to_none=True)
+    info["grad_norm"] = float(info["grad_norm"])
     info["update_s"] = time.perf_counter() - t0
     if dist.world > 1:
         sums = stats.sums.to(device)
