@@ -67,31 +67,57 @@ class LocalGenerator:
         out = self.model(input_ids=inp, attention_mask=mask, position_ids=pos, use_cache=True)
         past, logits = _cache_of(out), out.logits[:, -1, :]
         next_pos = pos[:, -1:] + 1  # (B, 1)
-        toks = [[] for _ in range(b)]
-        lps = [[] for _ in range(b)]
+        draw = _device_generator(generator, self.device)
+        steps_tok, steps_lp, steps_alive = [], [], []  # per step (B,), on the device until the end
         done = torch.zeros(b, dtype=torch.bool, device=self.device)
-        for _ in range(max_new):
+        eos = torch.tensor(sorted(self.eos), device=self.device) if stop_at_eos and self.eos else None
+        for i in range(max_new):
             x = logits.float() / max(temperature, 1e-6)
             logp = torch.log_softmax(x, dim=-1)  # (B, V)
             if top_p < 1.0:
                 logp = _nucleus(logp, top_p)
             probs = logp.exp()
-            tok = torch.multinomial(probs.cpu(), 1, generator=generator).to(self.device).squeeze(-1)  # (B,)
-            chosen = logp.gather(-1, tok[:, None]).squeeze(-1)
-            for i in range(b):
-                if not done[i]:
-                    toks[i].append(int(tok[i]))
-                    lps[i].append(float(chosen[i]))
-            if stop_at_eos and self.eos:
-                done |= torch.isin(tok, torch.tensor(sorted(self.eos), device=self.device))
-            if bool(done.all()):
-                break
+            if draw is None:  # sample where the caller's generator lives (the CPU)
+                tok = torch.multinomial(probs.cpu(), 1, generator=generator).to(self.device).squeeze(-1)  # (B,)
+            else:
+                tok = torch.multinomial(probs, 1, generator=draw).squeeze(-1)  # (B,)
+            steps_tok.append(tok)
+            steps_lp.append(logp.gather(-1, tok[:, None]).squeeze(-1))
+            steps_alive.append(~done)  # the EOS token itself is kept
+            if eos is not None:
+                done = done | torch.isin(tok, eos)
+                # reading `done` waits for the device: look every 8 tokens (steps past the end are
+                # cut off below by ``alive``)
+                if (i % 8 == 7 or i == max_new - 1) and bool(done.all()):
+                    break
             mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=self.device)], dim=-1)
             out = self.model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
                              use_cache=True, **{self._cache_kw: past})
             past, logits = _cache_of(out), out.logits[:, -1, :]
             next_pos = next_pos + 1
+        if not steps_tok:
+            return [[] for _ in range(b)], [[] for _ in range(b)], done.tolist()
+        tok_all = torch.stack(steps_tok, 1).cpu()  # (B, T): one copy to the host for the whole sample
+        lp_all = torch.stack(steps_lp, 1).float().cpu()  # (B, T)
+        alive = torch.stack(steps_alive, 1).cpu()  # (B, T)
+        toks = [tok_all[j][alive[j]].tolist() for j in range(b)]
+        lps = [lp_all[j][alive[j]].tolist() for j in range(b)]
         return toks, lps, done.tolist()
+
+
+def _device_generator(generator: Optional[torch.Generator], device) -> Optional[torch.Generator]:
+    """A generator on ``device`` seeded from the caller's CPU one (one draw from it), so
+    sampling stays on the GPU and a seeded run repeats; None on the CPU (sample there with
+    the caller's generator itself)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return None
+    g = torch.Generator(device=device)
+    if generator is not None:
+        g.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+    else:
+        g.seed()
+    return g
 
 
 def _cache_kwarg(model) -> str:
