@@ -99,6 +99,8 @@ class RolloutConfig:
     temperature: float = opt(1.0, "sampling temperature")
     top_p: float = opt(1.0, "nucleus sampling")
     max_new_tokens: int = opt(4096, "generation limit per call")
+    gen_batch: int = opt(64, "most sequences the trainer's in-process sampler (transformers generate) runs at once; "
+                             "concurrent task groups are merged up to it")
     language: str = opt("triton", "kernel language the policy is asked for", choices=("triton", "cuda"))
 
 
@@ -264,6 +266,7 @@ def validate(cfg: Config) -> Config:
         ("skills.max_selected", 0 <= cfg.skills.max_selected <= 20, "between 0 and 20"),
         ("rl.lr", cfg.rl.lr > 0, "positive"),
         ("rl.batch_tasks", cfg.rl.batch_tasks >= 1, "at least 1"),
+        ("rollout.gen_batch", cfg.rollout.gen_batch >= 1, "at least 1"),
         ("rl.gamma", 0 <= cfg.rl.gamma <= 1, "between 0 and 1"),
         ("sft.epochs", cfg.sft.epochs >= 1, "at least 1"),
         ("rl.steps", cfg.rl.steps >= 1, "at least 1"),

@@ -78,3 +78,33 @@ def test_hf_merges_concurrent_calls_into_one_batch(hf):
     (a, b, c), batches = asyncio.run(go())
     assert [len(a), len(b), len(c)] == [1, 2, 1] and batches == 1
     assert b[0].token_ids == b[1].token_ids and b[0].prompt_token_ids != a[0].prompt_token_ids
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_hf_samples_under_autocast_like_the_trainer(tmp_path, device):
+    """float32 weights sampled under bf16 autocast: no dtype clash anywhere in generate, and
+    the recorded log-probs are those of a forward pass under the same autocast."""
+    from davinci_kernel.llm.hf_backend import HFBackend
+    from davinci_kernel.rl.modeling import load_model, load_tokenizer
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    path = build_tiny(tmp_path / "m")
+    model = load_model(path, bf16=False, grad_checkpointing=False).to(device).train()
+    b = HFBackend(model=model, tokenizer=load_tokenizer(path), max_batch=3, autocast=torch.bfloat16)
+    reqs = [GenRequest([{"role": "user", "content": f"kernel {i}"}], temperature=1.0, max_new_tokens=6, seed=i)
+            for i in range(5)]  # two batches of at most 3
+    seen = []
+    hook = model.lm_head.register_forward_pre_hook(lambda m, a: seen.append(torch.is_autocast_enabled(device)))
+    out = b.generate_sync(reqs)
+    hook.remove()
+    assert seen and all(seen)  # every forward of the sampling ran under autocast
+    assert b.batches == 1 and model.training  # one call, training mode given back
+    for c in out:
+        assert c.error is None and len(c.token_ids) == len(c.logprobs) > 0
+        ids = torch.tensor([c.prompt_token_ids + c.token_ids], device=device)
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
+            lp = model(ids).logits.float().log_softmax(-1)[0]
+        p = len(c.prompt_token_ids)
+        ref = [lp[p - 1 + j, t].item() for j, t in enumerate(c.token_ids)]
+        assert max(abs(x - y) for x, y in zip(ref, c.logprobs)) < 5e-2

@@ -182,3 +182,27 @@ def test_lora_training_checkpoints_adapter_and_resumes(tmp_path):
     assert trainable and all("lora_" in n for n in trainable)
     t.run()
     assert [m["step"] for m in read_metrics(tmp_path)] == [1, 2]
+
+
+def test_one_step_on_the_real_pipeline(tmp_path, monkeypatch):
+    """rl.env=rollout: the trainer's own model samples through the transformers backend
+    (sized by rollout.gen_batch), the CPU evaluator checks what it wrote, and the step
+    logs, checkpoints and keeps the skill library."""
+    import davinci_kernel.llm.hf_backend as hf_backend
+
+    made = []
+    real = hf_backend.HFBackend.__init__
+
+    def spy(self, *a, **kw):
+        real(self, *a, **kw)
+        made.append(self)
+
+    monkeypatch.setattr(hf_backend.HFBackend, "__init__", spy)
+    cfg = load_config(CONFIG, ["rl.env=rollout", "rl.steps=1", "rl.batch_tasks=1", "rl.eval_every=0",
+                               "rollout.k_schemes=1", "rollout.n_rollouts=2", "rollout.turns=1",
+                               "rollout.gen_batch=3", f"eval.cache_dir={tmp_path / 'cache'}"])
+    RLTrainer(cfg, out=tmp_path).run()
+    (m,) = read_metrics(tmp_path)
+    assert m["step"] == 1 and m["gen_tokens"] > 0 and "reward/policy" in m
+    assert made and all(b.max_batch == 3 and b.autocast is None for b in made)  # bf16 off: no autocast
+    assert ckpt.check(tmp_path / "checkpoints" / "step-1") is None

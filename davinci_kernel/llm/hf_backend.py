@@ -3,7 +3,8 @@
 Covers: loading a causal LM and its tokenizer from a directory (or taking ones already
 in memory: ``HFBackend(model=..., tokenizer=...)``), rendering prompts with the
 tokenizer's chat template, batched sampling grouped by sampling settings and capped at
-``max_batch`` sequences, and per-token log-probs of the raw model distribution (before
+``max_batch`` sequences (optionally under autocast, as the trainer computes: float32
+master weights, bf16 matmuls), and per-token log-probs of the raw model distribution (before
 temperature and top-p, as vLLM reports by default), recorded one step at a time so long
 generations never hold a (steps x vocab) tensor. Generation runs in a worker thread so
 the event loop keeps evaluating kernels meanwhile; calls that arrive while a batch runs
@@ -16,6 +17,7 @@ over HTTP (``serve``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any, Optional
@@ -56,7 +58,11 @@ class HFBackend(Backend):
     gives_token_ids = True
 
     def __init__(self, path: Optional[str] = None, *, model: Any = None, tokenizer: Any = None,
-                 device: Optional[str] = None, dtype: str = "auto", max_batch: int = 16):
+                 device: Optional[str] = None, dtype: str = "auto", max_batch: int = 16,
+                 autocast: Any = None):
+        """``autocast``: a torch dtype to sample under ``torch.autocast`` (the trainer's
+        mixed precision, so sampling runs at its speed and its log-probs match the
+        trainer's scoring), or None for the weights' own dtype."""
         if model is None or tokenizer is None:
             if path is None:
                 raise UsageError("hf backend needs a model directory: hf:PATH")
@@ -64,6 +70,7 @@ class HFBackend(Backend):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch = max(1, max_batch)
+        self.autocast = autocast
         self.name = f"hf:{path}" if path else "hf:<in-memory>"
         self._lock = threading.Lock()
         self._queue: list[tuple[list[GenRequest], asyncio.Future]] = []
@@ -148,8 +155,11 @@ class HFBackend(Backend):
             torch.manual_seed(r0.seed)
         was_training = self.model.training
         self.model.eval()
+        dev_type = torch.device(device).type
+        cast = (torch.autocast(dev_type, dtype=self.autocast) if self.autocast is not None
+                else contextlib.nullcontext())
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), cast:
                 res = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
         except Exception as e:  # noqa: BLE001 - e.g. out of memory: the turn fails, the run goes on
             return [Completion(text="", finish_reason="error", model=self.name,

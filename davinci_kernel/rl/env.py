@@ -84,9 +84,16 @@ class RolloutEnv:
         return self.val
 
     def _backend(self, generator):
-        from ..llm.hf_backend import HFBackend
+        import torch
 
-        return HFBackend(model=generator.model, tokenizer=generator.tokenizer)
+        from ..llm.hf_backend import HFBackend
+        from .modeling import mixed_precision
+
+        # float32 master weights train under bf16 autocast: sample the same way
+        fp32 = next(generator.model.parameters()).dtype == torch.float32
+        cast = torch.bfloat16 if fp32 and mixed_precision(self.cfg.rl.bf16) == "bf16" else None
+        return HFBackend(model=generator.model, tokenizer=generator.tokenizer, max_batch=self.cfg.rollout.gen_batch,
+                         autocast=cast)
 
     def collect(self, tasks, generator, step):
         from ..rollout import collect_groups
