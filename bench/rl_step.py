@@ -6,9 +6,10 @@ policy gradient, AdamW, bf16 autocast, gradient checkpointing) on a synthetic ba
 prompt + completion token ids with random advantages. If ``trl`` is importable, the same
 model (same initial weights), batch and sequence lengths go through TRL's GRPO loss
 (``GRPOTrainer.compute_loss``, beta = 0) with the same optimizer, for a side-by-side
-tokens/s. Optionally (``--full-steps N``) runs whole trainer steps — generation with the
-model being trained, rewards, advantages, update, checkpoint — on the synthetic
-environment, or on the real pipeline with ``--env rollout``.
+tokens/s; ours is timed again after TRL, and the ratio uses both of our runs. Optionally
+(``--full-steps N``) runs whole trainer steps — generation with the model being trained,
+rewards, advantages, update, checkpoint — on the synthetic environment, or on the real
+pipeline with ``--env rollout``.
 
 Writes ``bench/results/rl_step.json`` and prints a table. Not a test.
 
@@ -16,6 +17,8 @@ Writes ``bench/results/rl_step.json`` and prints a table. Not a test.
     python bench/rl_step.py --tiny          # CPU smoke of the same code path
     python bench/rl_step.py --layouts padded:fused,padded:chunked,packed --full-steps 0
                                             # log-probs fused vs chunked, and the packed layout
+    python bench/rl_step.py --full-steps 0 --profile prof/
+                                            # plus one profiled step per side: op tables by device time
     torchrun --nproc_per_node 2 bench/rl_step.py --no-trl --full-steps 0 --out rl_step_ddp2.json
                                             # the same global batch over 2 GPUs (DDP through accelerate)
 
