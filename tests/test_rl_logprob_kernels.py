@@ -141,3 +141,30 @@ def test_fused_head_on_gpu_matches_logits_path():
     torch.testing.assert_close(got, ref, atol=2e-2, rtol=2e-2)
     for a, b in ((gh, h.grad), (gw, w.grad)):
         assert (a - b).norm() / b.norm() < 2e-2
+
+
+def test_a_kernel_that_cannot_launch_falls_back_to_torch(monkeypatch, caplog):
+    """A Triton failure (an old GPU, a missing feature) turns the kernels off once, with a
+    warning, and the torch math gives the same answer."""
+    from davinci_kernel.rl import logprob_kernels as K
+
+    class Broken:  # stands in for a kernel whose compile fails at first launch
+        def __getitem__(self, grid):
+            def launch(*a, **kw):
+                raise RuntimeError("no bf16 on this device")
+            return launch
+
+    monkeypatch.setattr(K, "_INTERPRETED", True)  # CPU tensors take the kernel path
+    monkeypatch.setattr(K, "ENABLED", True)
+    monkeypatch.setattr(K, "_stats_kernel", Broken())
+    monkeypatch.setattr(K, "_dlogits_kernel", Broken())
+    torch.manual_seed(0)
+    z, t, g = torch.randn(4, 33), torch.randint(0, 33, (4,)), torch.randn(4)
+    with caplog.at_level("WARNING"):
+        lp, lse = K.chunk_stats(z, t, 1.0)
+    assert "no bf16 on this device" in caplog.text and not K.ENABLED
+    torch.testing.assert_close(lp, z.log_softmax(-1).gather(-1, t[:, None]).squeeze(-1))
+    monkeypatch.setattr(K, "ENABLED", True)  # the backward path falls back on its own too
+    d = K.chunk_dlogits_(z.clone(), lse, t, g, 1.0)
+    assert not K.ENABLED
+    torch.testing.assert_close(d, (torch.nn.functional.one_hot(t, 33) - z.softmax(-1)) * g[:, None])

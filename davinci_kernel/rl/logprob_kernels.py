@@ -9,16 +9,20 @@ On CUDA each is one Triton kernel that reads the block once (and writes it once,
 in its own dtype, with float32 math in registers: the plain torch version makes a float32
 copy, divides, subtracts, exponentiates and scales as separate passes over a block that is
 hundreds of MB for a 152k vocabulary. Elsewhere (CPU, or when ``TRITON_INTERPRET=1`` is not
-set for CPU tensors) the same math runs in torch, chunk by chunk.
+set for CPU tensors) the same math runs in torch, chunk by chunk; so does everything after
+a kernel fails to compile or launch (one warning, then torch for the rest of the process).
 
 Does not cover: the matmuls with the output head or the choice of chunks (``losses.py``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
+
+log = logging.getLogger(__name__)
 
 try:
     import triton
@@ -34,6 +38,14 @@ _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 ENABLED = True  # False: the torch math everywhere (a side-by-side baseline in bench/logprobs.py)
+
+
+def _give_up(e: Exception) -> None:
+    """A kernel that cannot compile or launch here (an old GPU, a Triton without a feature)
+    turns the kernels off for the process: the torch math takes over, with one warning."""
+    global ENABLED
+    ENABLED = False
+    log.warning("log-prob Triton kernels unavailable (%s: %s); using torch math", type(e).__name__, str(e)[:200])
 
 
 def use_triton(x: torch.Tensor) -> bool:
@@ -82,18 +94,21 @@ if triton is not None:
 
 def chunk_stats(z: torch.Tensor, targets: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     """z (c, V) logits in any float dtype, targets (c,) → (log π(target) (c,), lse (c,)), float32."""
-    if not use_triton(z):
-        x = z.float() / temperature  # (c, V)
-        lse = torch.logsumexp(x, dim=-1)  # (c,)
-        return x.gather(-1, targets[:, None]).squeeze(-1) - lse, lse
-    z = z.contiguous()
-    c, v = z.shape
-    logp = torch.empty(c, dtype=torch.float32, device=z.device)
-    lse = torch.empty_like(logp)
-    if c:
-        _stats_kernel[(c,)](z, targets.contiguous(), logp, lse, v, z.stride(0), 1.0 / temperature,
-                            BLOCK=min(BLOCK_V, triton.next_power_of_2(v)), num_warps=8)
-    return logp, lse
+    if use_triton(z):
+        z = z.contiguous()
+        c, v = z.shape
+        logp = torch.empty(c, dtype=torch.float32, device=z.device)
+        lse = torch.empty_like(logp)
+        try:
+            if c:
+                _stats_kernel[(c,)](z, targets.contiguous(), logp, lse, v, z.stride(0), 1.0 / temperature,
+                                    BLOCK=min(BLOCK_V, triton.next_power_of_2(v)), num_warps=8)
+            return logp, lse
+        except Exception as e:  # noqa: BLE001 - compile or launch failure: fall back below
+            _give_up(e)
+    x = z.float() / temperature  # (c, V)
+    lse = torch.logsumexp(x, dim=-1)  # (c,)
+    return x.gather(-1, targets[:, None]).squeeze(-1) - lse, lse
 
 
 def chunk_dlogits_(z: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, grad: torch.Tensor,
@@ -102,15 +117,18 @@ def chunk_dlogits_(z: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, gr
     z's dtype, written into ``out`` (same shape and dtype; default: over z itself) and
     returned."""
     out = z if out is None else out
-    if not use_triton(z) or not (z.is_contiguous() and out.is_contiguous()):
-        g = grad[:, None].float()  # (c, 1)
-        d = -torch.exp(z.float() / temperature - lse[:, None]) * g  # (c, V)
-        d.scatter_add_(-1, targets[:, None], g)
-        return out.copy_(d / temperature)
-    c, v = z.shape
-    if c:
-        block = min(BLOCK_V, triton.next_power_of_2(v))
-        _dlogits_kernel[(c, triton.cdiv(v, block))](z, out, targets.contiguous(), lse.float().contiguous(),
-                                                    grad.float().contiguous(), v, z.stride(0), 1.0 / temperature,
-                                                    BLOCK=block, num_warps=4)
-    return out
+    if use_triton(z) and z.is_contiguous() and out.is_contiguous():
+        c, v = z.shape
+        try:
+            if c:
+                block = min(BLOCK_V, triton.next_power_of_2(v))
+                _dlogits_kernel[(c, triton.cdiv(v, block))](z, out, targets.contiguous(), lse.float().contiguous(),
+                                                            grad.float().contiguous(), v, z.stride(0),
+                                                            1.0 / temperature, BLOCK=block, num_warps=4)
+            return out
+        except Exception as e:  # noqa: BLE001 - compile or launch failure: fall back below
+            _give_up(e)
+    g = grad[:, None].float()  # (c, 1)
+    d = -torch.exp(z.float() / temperature - lse[:, None]) * g  # (c, V)
+    d.scatter_add_(-1, targets[:, None], g)
+    return out.copy_(d / temperature)
