@@ -76,7 +76,8 @@ def test_training_group_with_real_cpu_evaluator(evaluator, tmp_path):
                          admission=Admission(), cfg=cfg, step=1)
     assert g.schemes == [["mask_tails"], []] and len(g.episodes) == 4
     firsts = [ep.turns[0].result for ep in g.episodes]
-    assert sorted(r.correct for r in firsts) == [False, False, True, True]
+    assert sorted(r.correct for r in firsts) == [False, False, True, True], [
+        (r.correct, r.stage, r.error_kind, (r.error_msg or "")[:300], r.flags) for r in firsts]
     wrong = next(ep for ep in g.episodes if not ep.turns[0].result.correct)
     assert wrong.turns[0].result.compiled and wrong.turns[0].reward == 0.0
     assert wrong.turns[0].result.feedback.strip() in wrong.turns[1].messages[-1]["content"]

@@ -222,7 +222,7 @@ class Evaluator:
             if cached is None:
                 cached = self._store_reference(key, out)
             elif not cached.get("perturb_used") and "pref" in out.get("leaves", {}):
-                self._store_perturbed(cached, out)  # an earlier candidate stopped before the shape re-check
+                cached = self._store_perturbed(cached, out)  # an earlier candidate stopped before the re-check
             self._fetch_samples(h, out, res.phase_seconds)
             clock.mark("transfer")
         res.compiled = bool(out.get("compiled"))
@@ -282,8 +282,16 @@ class Evaluator:
     def _store_reference(self, key: tuple, out: dict) -> dict:
         """Cache the reference outputs of a task: their files move out of the job's folder
         into the cache's own and are mapped, not copied (5 trials of a 512 MB output would
-        otherwise be read into fresh harness memory)."""
+        otherwise be read into fresh harness memory). Returns the entry to judge with.
+
+        When two workers computed the same task at once, the first entry stays: jobs
+        started since may hold it (and add the shape re-check's outputs to it later), and
+        the same seeds give the same reference outputs either way."""
         leaves = out.get("leaves", {})
+        with self._ref_lock:
+            have = self._ref_cache.get(key)
+        if have is not None:
+            return self._store_perturbed(have, out) if "pref" in leaves and not have.get("perturb_used") else have
         home = os.path.join(self.tmp_root, "refs", uuid.uuid4().hex[:12])
         os.makedirs(home)
         keep = _keeper(home)
@@ -297,20 +305,35 @@ class Evaluator:
             "ref_aliases": out.get("ref_aliases", False),
         }
         with self._ref_lock:
-            twin = self._ref_cache.pop(key, None)  # two workers computed the same task at once
-            if twin is not None:
-                shutil.rmtree(twin["home"], ignore_errors=True)
-            if len(self._ref_cache) >= _REF_CACHE_MAX:
-                old = self._ref_cache.pop(next(iter(self._ref_cache)))
-                shutil.rmtree(old["home"], ignore_errors=True)  # mapped pages live on until unmapped
-            self._ref_cache[key] = entry
-        return entry
+            twin = self._ref_cache.get(key)  # stored while this one was being built
+            if twin is None:
+                if len(self._ref_cache) >= _REF_CACHE_MAX:
+                    old = self._ref_cache.pop(next(iter(self._ref_cache)))
+                    shutil.rmtree(old["home"], ignore_errors=True)  # mapped pages live on until unmapped
+                self._ref_cache[key] = entry
+                return entry
+        shutil.rmtree(home, ignore_errors=True)  # ours stays usable: its tensors are mapped
+        if entry["pref"] is not None and not twin.get("perturb_used"):
+            with self._ref_lock:
+                if not twin.get("perturb_used") and os.path.isdir(twin["home"]):
+                    twin["pref"], twin["perturb_used"] = entry["pref"], entry["perturb_used"]
+        return twin if twin.get("perturb_used") or entry["pref"] is None else entry
 
-    def _store_perturbed(self, entry: dict, out: dict) -> None:
-        keep = _keeper(entry["home"])
-        pref = [keep(m) for m in out["leaves"]["pref"]]
+    def _store_perturbed(self, entry: dict, out: dict) -> dict:
+        """Add a job's shape re-check outputs to a cached entry that lacks them (an earlier
+        candidate stopped before the re-check). Returns the entry to judge with: if the
+        entry left the cache meanwhile (its folder is gone), a copy with this job's own
+        outputs, uncached."""
         with self._ref_lock:
-            entry["pref"], entry["perturb_used"] = pref, out.get("perturb_used")
+            if entry.get("perturb_used"):  # another job added them first
+                return entry
+            if os.path.isdir(entry["home"]):
+                keep = _keeper(entry["home"])
+                entry["pref"] = [keep(m) for m in out["leaves"]["pref"]]
+                entry["perturb_used"] = out.get("perturb_used")
+                return entry
+        own = [read_leaf(m) for m in out["leaves"]["pref"]]
+        return {**entry, "pref": own, "perturb_used": out.get("perturb_used")}
 
     def _add_flags(self, res: EvalResult, out: dict) -> None:
         for f in out.get("flags", []):
