@@ -98,7 +98,7 @@ class _FusedLinearLogProb(torch.autograd.Function):
     def forward(ctx, hidden, weight, bias, targets, temperature: float, compute_dtype):
         # hidden (K, H), weight (V, H), bias (V,) or None, targets (K,) → (K,)
         fast = use_triton(hidden)
-        step = _row_step(weight.shape[0], torch.finfo(compute_dtype).bits // 8 if fast else 4)
+        step = _row_step(weight.shape[0], compute_dtype.itemsize if fast else 4)
         w = weight.to(compute_dtype)
         b = bias.to(compute_dtype) if bias is not None else None
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)

@@ -110,26 +110,27 @@ class Staged:
     role: torch.Tensor  # (K,)
 
 
-def stage(row: Row, device) -> Staged:
-    """``row`` on ``device``. The index arithmetic runs on the host, where the positions
-    already are (unique() on the GPU would wait for the device: its output size depends on
-    the data), and on CUDA every copy goes from pinned memory without blocking, so staging
-    the next micro-batches never stalls the host behind queued GPU work."""
-    device = torch.device(device)
+def _put(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``; to CUDA from pinned memory without blocking, so a copy
+    queued ahead never stalls the host behind queued GPU work."""
     pinned = device.type == "cuda"
+    return (x.pin_memory() if pinned else x).to(device, non_blocking=pinned)
 
-    def put(x: torch.Tensor) -> torch.Tensor:
-        return (x.pin_memory() if pinned else x).to(device, non_blocking=pinned)
 
+def stage(row: Row, device) -> Staged:
+    """``row`` on ``device`` (``_put``). The index arithmetic runs on the host, where the
+    positions already are: unique() on the GPU would wait for the device (its output size
+    depends on the data)."""
+    device = torch.device(device)
     n, width = row.input_ids.shape
     if n == 1:  # one packed row: the kept columns are the K tokens themselves
         keep, rows = row.loss_pos, None
     else:
         b, t = row.loss_pos // width, row.loss_pos % width  # (K,), (K,)
         keep = torch.unique(t)  # (P,) sorted columns any sample needs
-        rows = (put(b), put(torch.searchsorted(keep, t)))  # each token's (row, column among the kept)
-    return Staged(put(row.input_ids), put(row.position_ids), put(row.targets), put(keep), rows, put(row.adv),
-                  put(row.role))
+        rows = (_put(b, device), _put(torch.searchsorted(keep, t), device))  # each token's (row, kept column)
+    return Staged(*(_put(x, device) for x in (row.input_ids, row.position_ids, row.targets, keep)), rows,
+                  _put(row.adv, device), _put(row.role, device))
 
 
 def row_logprobs(model, row: Row | Staged, device, temperature: float, impl: str = "chunked") -> torch.Tensor:
@@ -252,8 +253,7 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
             continue
         optimizer.zero_grad(set_to_none=True)
         staged = [stage(r, device) for r in rows]  # all copies queued up front, none blocks
-        dev_ws = [w.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else w.to(device)
-                  for w in ws]
+        dev_ws = [_put(w, device) for w in ws]
         for i, (row, st, o, w, dw) in enumerate(zip(rows, staged, old, ws, dev_ws)):
             with dist.no_sync(model, last=(i == len(rows) - 1)):
                 new = row_logprobs(model, st, device, s.temperature, s.logprobs)
