@@ -92,8 +92,8 @@ def test_hf_samples_under_autocast_like_the_trainer(tmp_path, device):
     path = build_tiny(tmp_path / "m")
     model = load_model(path, bf16=False, grad_checkpointing=False).to(device).train()
     b = HFBackend(model=model, tokenizer=load_tokenizer(path), max_batch=3, autocast=torch.bfloat16)
-    reqs = [GenRequest([{"role": "user", "content": f"kernel {i}"}], temperature=1.0, max_new_tokens=6, seed=i)
-            for i in range(5)]  # two batches of at most 3
+    reqs = [GenRequest([{"role": "user", "content": "kernel " + "x" * (5 * i)}], temperature=1.0, max_new_tokens=6,
+                       seed=i) for i in range(5)]  # two left-padded batches of at most 3
     seen = []
     hook = model.lm_head.register_forward_pre_hook(lambda m, a: seen.append(torch.is_autocast_enabled(device)))
     out = b.generate_sync(reqs)
@@ -108,3 +108,65 @@ def test_hf_samples_under_autocast_like_the_trainer(tmp_path, device):
         p = len(c.prompt_token_ids)
         ref = [lp[p - 1 + j, t].item() for j, t in enumerate(c.token_ids)]
         assert max(abs(x - y) for x, y in zip(ref, c.logprobs)) < 5e-2
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("b,h,kvh,length", [(1, 4, 2, 1), (3, 8, 2, 37), (2, 6, 3, 129)])
+def test_grouped_sdpa_equals_repeated_heads(dtype, b, h, kvh, length, device):
+    """A one-token query against a shared padding mask: same output as repeating every
+    key/value head n_rep times and doing the softmax by hand."""
+    from davinci_kernel.llm.grouped_decode import grouped_sdpa
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    g = torch.Generator().manual_seed(length)
+    d = 16
+    q = torch.randn(b, h, 1, d, generator=g).to(dtype)
+    k = torch.randn(b, kvh, length, d, generator=g).to(dtype)
+    v = torch.randn(b, kvh, length, d, generator=g).to(dtype)
+    mask = torch.ones(b, 1, 1, length, dtype=torch.bool)
+    for i in range(b):  # left padding of different widths, the last position always visible
+        mask[i, ..., : min(i * 3, length - 1)] = False
+
+    class Attn(torch.nn.Module):
+        num_key_value_groups = h // kvh
+
+    out, _ = grouped_sdpa(Attn(), q.to(device), k.to(device), v.to(device), mask.to(device), scaling=d ** -0.5)
+    out = out.cpu()  # (B, 1, H, D)
+    kr, vr = k.repeat_interleave(h // kvh, 1).float(), v.repeat_interleave(h // kvh, 1).float()
+    s = (q.float() @ kr.transpose(-1, -2)) * d ** -0.5  # (B, H, 1, L)
+    ref = s.masked_fill(~mask, float("-inf")).softmax(-1) @ vr  # (B, H, 1, D)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out.float(), ref.transpose(1, 2), atol=tol, rtol=tol)
+
+
+def test_grouped_decode_samples_what_sdpa_samples(tmp_path, monkeypatch):
+    """Left-padded prompts of different lengths on a grouped-query model (4 query / 2
+    key-value heads): greedy replies and their log-probs are the same with and without
+    grouped single-token steps and with the prompt encoded in chunks, the grouped steps do
+    run, and the model's setting comes back."""
+    import davinci_kernel.llm.grouped_decode as gd
+    from davinci_kernel.llm.hf_backend import HFBackend
+    from davinci_kernel.rl.modeling import load_model, load_tokenizer
+
+    path = build_tiny(tmp_path / "m", heads=4)
+    model = load_model(path, bf16=False, grad_checkpointing=False)
+    model.config._attn_implementation = "sdpa"
+    b = HFBackend(model=model, tokenizer=load_tokenizer(path), max_batch=4)
+    reqs = [GenRequest([{"role": "user", "content": "kernel " + "x" * (7 * i)}], temperature=0, max_new_tokens=6)
+            for i in range(4)]
+    steps = []
+    real = gd.grouped_sdpa
+    monkeypatch.setattr(gd, "grouped_sdpa", lambda m, q, *a, **k: (steps.append(q.shape[2]), real(m, q, *a, **k))[1])
+    gd._registered = False  # register the counting wrapper
+    grouped = b.generate_sync(reqs)
+    assert model.config._attn_implementation == "sdpa" and steps.count(1) > 0
+    b.grouped = False
+    plain = b.generate_sync(reqs)
+    gd._registered = False
+    b.grouped, b.prefill_chunk = True, 5  # prompts encoded 5 tokens at a time
+    chunked = b.generate_sync(reqs)
+    for x, y in [*zip(grouped, plain), *zip(chunked, plain)]:
+        assert x.token_ids == y.token_ids and len(x.token_ids) == 6
+        assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs)) < 1e-4

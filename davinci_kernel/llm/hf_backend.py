@@ -4,7 +4,8 @@ Covers: loading a causal LM and its tokenizer from a directory (or taking ones a
 in memory: ``HFBackend(model=..., tokenizer=...)``), rendering prompts with the
 tokenizer's chat template, batched sampling grouped by sampling settings and capped at
 ``max_batch`` sequences (optionally under autocast, as the trainer computes: float32
-master weights, bf16 matmuls), and per-token log-probs of the raw model distribution (before
+master weights, bf16 matmuls; single-token steps read the KV cache without repeating
+grouped heads, ``grouped_decode.py``; optionally prompts encoded in chunks), and per-token log-probs of the raw model distribution (before
 temperature and top-p, as vLLM reports by default), recorded one step at a time so long
 generations never hold a (steps x vocab) tensor. Generation runs in a worker thread so
 the event loop keeps evaluating kernels meanwhile; calls that arrive while a batch runs
@@ -25,6 +26,7 @@ from typing import Any, Optional
 from ..errors import UsageError
 from ..records import Completion
 from .base import Backend, GenRequest
+from .grouped_decode import grouped_decode
 
 
 class _LogprobRecorder:
@@ -59,10 +61,13 @@ class HFBackend(Backend):
 
     def __init__(self, path: Optional[str] = None, *, model: Any = None, tokenizer: Any = None,
                  device: Optional[str] = None, dtype: str = "auto", max_batch: int = 16,
-                 autocast: Any = None):
+                 autocast: Any = None, prefill_chunk: int = 0, grouped: bool = True):
         """``autocast``: a torch dtype to sample under ``torch.autocast`` (the trainer's
         mixed precision, so sampling runs at its speed and its log-probs match the
-        trainer's scoring), or None for the weights' own dtype."""
+        trainer's scoring), or None for the weights' own dtype. ``prefill_chunk``: encode
+        prompts this many tokens at a time (bounds the attention scratch of long, padded
+        prompt batches; 0 = all at once). ``grouped``: single-token steps of grouped-query
+        models through ``grouped_decode`` (False: transformers' attention as it is)."""
         if model is None or tokenizer is None:
             if path is None:
                 raise UsageError("hf backend needs a model directory: hf:PATH")
@@ -71,6 +76,8 @@ class HFBackend(Backend):
         self.tokenizer = tokenizer
         self.max_batch = max(1, max_batch)
         self.autocast = autocast
+        self.prefill_chunk = max(0, prefill_chunk)
+        self.grouped = grouped
         self.name = f"hf:{path}" if path else "hf:<in-memory>"
         self._lock = threading.Lock()
         self._queue: list[tuple[list[GenRequest], asyncio.Future]] = []
@@ -147,6 +154,8 @@ class HFBackend(Backend):
         recorder = _LogprobRecorder()
         kwargs: dict[str, Any] = dict(max_new_tokens=r0.max_new_tokens, pad_token_id=pad,
                                       logits_processor=[recorder], return_dict_in_generate=True)
+        if self.prefill_chunk and width > self.prefill_chunk:
+            kwargs["prefill_chunk_size"] = self.prefill_chunk
         if r0.temperature > 0:
             kwargs.update(do_sample=True, temperature=r0.temperature, top_p=r0.top_p, top_k=0)
         else:
@@ -159,7 +168,8 @@ class HFBackend(Backend):
         cast = (torch.autocast(dev_type, dtype=self.autocast) if self.autocast is not None
                 else contextlib.nullcontext())
         try:
-            with torch.inference_mode(), cast:
+            with torch.inference_mode(), cast, \
+                    (grouped_decode(self.model) if self.grouped else contextlib.nullcontext()):
                 res = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
         except Exception as e:  # noqa: BLE001 - e.g. out of memory: the turn fails, the run goes on
             return [Completion(text="", finish_reason="error", model=self.name,

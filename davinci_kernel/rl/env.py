@@ -92,8 +92,10 @@ class RolloutEnv:
         # float32 master weights train under bf16 autocast: sample the same way
         fp32 = next(generator.model.parameters()).dtype == torch.float32
         cast = torch.bfloat16 if fp32 and mixed_precision(self.cfg.rl.bf16) == "bf16" else None
+        # prompts encoded 2048 tokens at a time: a batch of long, left-padded policy prompts
+        # otherwise needs attention scratch for all of them at once
         return HFBackend(model=generator.model, tokenizer=generator.tokenizer, max_batch=self.cfg.rollout.gen_batch,
-                         autocast=cast)
+                         autocast=cast, prefill_chunk=2048)
 
     def collect(self, tasks, generator, step):
         from ..rollout import collect_groups

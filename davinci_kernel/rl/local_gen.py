@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from ..llm.grouped_decode import grouped_decode
 from ..records import Completion
 from .sequences import render_prompt
 
@@ -31,6 +32,8 @@ class LocalGenerator:
         self.eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._cache_kw = _cache_kwarg(model)
+        # the prompt pass needs the last position's logits only, not a (B, W, V) tensor
+        self._last_only = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
 
     @torch.no_grad()
     def generate(self, prompts: Sequence, max_new_tokens: int = 64, temperature: float = 1.0,
@@ -43,7 +46,9 @@ class LocalGenerator:
         was_training = self.model.training
         self.model.eval()
         try:
-            toks, logps, finished = self._sample(ids, max_new_tokens, temperature, top_p, stop_at_eos, generator)
+            with grouped_decode(self.model):
+                toks, logps, finished = self._sample(ids, max_new_tokens, temperature, top_p, stop_at_eos,
+                                                     generator)
         finally:
             if was_training:
                 self.model.train()
@@ -64,7 +69,7 @@ class LocalGenerator:
             mask[i, width - len(x):] = 1
         inp, mask = inp.to(self.device), mask.to(self.device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, W)
-        out = self.model(input_ids=inp, attention_mask=mask, position_ids=pos, use_cache=True)
+        out = self.model(input_ids=inp, attention_mask=mask, position_ids=pos, use_cache=True, **self._last_only)
         past, logits = _cache_of(out), out.logits[:, -1, :]
         next_pos = pos[:, -1:] + 1  # (B, 1)
         draw = _device_generator(generator, self.device)
@@ -120,18 +125,25 @@ def _device_generator(generator: Optional[torch.Generator], device) -> Optional[
     return g
 
 
-def _cache_kwarg(model) -> str:
-    """Newer transformers name the KV cache argument ``cache``; older ones ``past_key_values``."""
+def _forward_params(model) -> set[str]:
     import inspect
 
     base = getattr(model, "module", model)  # DDP wrapper
     if hasattr(base, "get_base_model"):  # peft
         base = base.get_base_model()
     try:
-        params = inspect.signature(base.forward).parameters
+        return set(inspect.signature(base.forward).parameters)
     except (TypeError, ValueError):
-        return "past_key_values"
-    return "cache" if "cache" in params else "past_key_values"
+        return set()
+
+
+def _accepts(model, name: str) -> bool:
+    return name in _forward_params(model)
+
+
+def _cache_kwarg(model) -> str:
+    """Newer transformers name the KV cache argument ``cache``; older ones ``past_key_values``."""
+    return "cache" if _accepts(model, "cache") else "past_key_values"
 
 
 def _cache_of(out):

@@ -194,7 +194,7 @@ class RLTrainer:
     def _group_sums(self, groups: list[TaskGroup]) -> dict[str, tuple[float, float]]:
         s: dict[str, list[float]] = {k: [0.0, 0.0] for k in (
             "reward/policy", "reward/select", "reward/summary", "reward/best_turn", "correct/policy",
-            "speedup/correct", "turns/episode", "gen_tokens")}
+            "speedup/correct", "turns/episode", "gen_tokens", "gen_errors")}
 
         def add(key, value, n=1.0):
             s[key][0] += value
@@ -217,6 +217,8 @@ class RLTrainer:
             for t in [*g.selections, *g.summaries, *(x for e in g.episodes for x in e.turns)]:
                 if t.completion is not None and t.completion.token_ids:
                     add("gen_tokens", len(t.completion.token_ids), 0.0)
+                if t.completion is not None and t.completion.error:
+                    add("gen_errors", 1.0, 0.0)
         return {k: (v[0], v[1]) for k, v in s.items()}
 
     def _reduce(self, sums: dict[str, tuple[float, float]]) -> dict[str, float]:
@@ -237,6 +239,7 @@ class RLTrainer:
         with self._whole():
             groups = self.env.collect(mine, gen, step)
         t_gen = time.perf_counter() - t0
+        _warn_gen_errors(groups, step)
         dropped = self._prepare_groups(groups, step)
         samples = build_samples(groups, self.tokenizer)
         upd = update(self.model, self.optimizer, samples, self.settings, self.acc)
@@ -304,6 +307,16 @@ class RLTrainer:
             self.log.close()
         self.acc.wait_for_everyone()
         return last
+
+
+def _warn_gen_errors(groups: list[TaskGroup], step: int) -> None:
+    """One warning per step naming how many model calls failed and the first reason (an
+    out-of-memory sampler otherwise shows only as zero rewards)."""
+    errs = [t.completion.error for g in groups
+            for t in [*g.selections, *g.summaries, *(x for e in g.episodes for x in e.turns)]
+            if t.completion is not None and t.completion.error]
+    if errs:
+        log.warning("step %d: %d model call(s) failed; first: %s", step, len(errs), errs[0])
 
 
 def train_rl(cfg: Config, out: Optional[str] = None, resume: bool = False, echo=None) -> dict:

@@ -1,0 +1,144 @@
+"""Rollout sampling throughput: the trainer's in-process sampler on the built-in tasks' prompts.
+
+During ``dvk train rl`` with ``rl.env=rollout`` the model being trained writes every
+selection, policy and summary reply (``RolloutEnv._backend`` → ``llm/hf_backend.py``:
+transformers ``generate``, float32 master weights under bf16 autocast, batches of
+``rollout.gen_batch``). This benchmark times that path on real first-turn policy prompts
+(each built-in task with two seed skills, as the policy agent renders them) with the
+randomly initialised ~0.5B Qwen3 of ``rl_step.py``, side by side with variants:
+
+- ``hf_sdpa``: transformers' own attention (the baseline: before 5.24 its ``sdpa`` repeats
+  the grouped key/value heads of the whole cache at every sampled token of a padded batch);
+- ``hf``: as the trainer samples (single-token steps through ``llm/grouped_decode.py``);
+- ``hf_chunk``: the same with the prompt encoded 1024 tokens at a time (``prefill_chunk``);
+- ``local``: ``rl/local_gen.py`` (own decode loop, sampling on the device) under the same autocast.
+
+Per variant: wall time, generated tokens/s, failed requests with the first error, and
+peak GPU memory. Writes ``bench/results/rollout_sampling.json`` and prints a table. Not a test.
+
+    python bench/rollout_sampling.py                       # H200: about 2 minutes
+    python bench/rollout_sampling.py --tiny --n 4 --new 8  # CPU smoke of the same code path
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (ROOT, ROOT / "bench"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from davinci_kernel.agents.policy import first_messages  # noqa: E402
+from davinci_kernel.llm.base import GenRequest  # noqa: E402
+from davinci_kernel.llm.hf_backend import HFBackend  # noqa: E402
+from davinci_kernel.rl.local_gen import LocalGenerator  # noqa: E402
+from davinci_kernel.rl.modeling import load_model, load_tokenizer  # noqa: E402
+from davinci_kernel.skills.seed_build import load_sources  # noqa: E402
+from davinci_kernel.tasks.loader import load_suite  # noqa: E402
+from rl_step import QWEN3_05B, TINY, build_model_dir  # noqa: E402
+
+VARIANTS = ("hf_sdpa", "hf", "hf_chunk", "local")
+
+
+def policy_prompts(n: int) -> list[list[dict]]:
+    tasks = load_suite("builtin")
+    skills = [s for s, _, _ in load_sources()]
+    return [first_messages(tasks[i % len(tasks)], skills[(2 * i) % len(skills):(2 * i) % len(skills) + 2])
+            for i in range(n)]
+
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def run_variant(name: str, model, tok, prompts, args) -> dict:
+    cast = torch.bfloat16 if torch.cuda.is_available() else None
+    dev = next(model.parameters()).device
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    _sync()
+    t0 = time.perf_counter()
+    if name == "local":
+        gen = LocalGenerator(model, tok, device=dev)
+        g = torch.Generator().manual_seed(0)
+        outs = []
+        for i in range(0, len(prompts), args.batch):
+            with torch.autocast(dev.type, dtype=cast, enabled=cast is not None):
+                outs += gen.generate(prompts[i:i + args.batch], max_new_tokens=args.new, generator=g)
+    else:
+        b = HFBackend(model=model, tokenizer=tok, max_batch=args.batch, autocast=cast,
+                      prefill_chunk=1024 if name == "hf_chunk" else 0, grouped=name != "hf_sdpa")
+        outs = b.generate_sync([GenRequest(m, temperature=1.0, max_new_tokens=args.new, seed=i)
+                                for i, m in enumerate(prompts)])
+    _sync()
+    wall = time.perf_counter() - t0
+    errors = [c.error for c in outs if c.error]
+    tokens = sum(len(c.token_ids or []) for c in outs)
+    return {"variant": name, "wall_s": wall, "gen_tokens": tokens, "tokens_per_s": tokens / wall,
+            "failed": len(errors), "first_error": errors[0] if errors else None,
+            "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=64, help="requests (first-turn policy prompts)")
+    ap.add_argument("--batch", type=int, default=64, help="sequences per generate call (rollout.gen_batch)")
+    ap.add_argument("--new", type=int, default=256, help="max new tokens per request")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--tiny", action="store_true", help="a CPU-sized model")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rollout_sampling.json"))
+    args = ap.parse_args()
+    names = [v for v in args.variants.split(",") if v]
+    bad = [v for v in names if v not in VARIANTS]
+    if bad or not names or args.n < 1 or args.batch < 1 or args.new < 1:
+        print(f"rollout_sampling.py: --variants takes {', '.join(VARIANTS)}; --n, --batch, --new > 0",
+              file=sys.stderr)
+        sys.exit(2)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_model_dir(Path(tmp) / "model", TINY if args.tiny else QWEN3_05B)
+        tok = load_tokenizer(path)
+        model = load_model(path, bf16=False, grad_checkpointing=True).to(dev).train()  # as the trainer holds it
+        prompts = policy_prompts(args.n)
+        texts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in prompts]
+        lens = [len(t) for t in texts]
+        plen = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        result = {"device": torch.cuda.get_device_name(0) if dev == "cuda"
+                  else f"CPU, {os.cpu_count()} cores ({platform.machine()})",
+                  "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+                  "model": "tiny" if args.tiny else "qwen3-0.5B shape, random init, float32 weights, bf16 autocast",
+                  "requests": args.n, "batch": args.batch, "max_new_tokens": args.new,
+                  "prompt_chars_mean": sum(lens) / len(lens), "prompt_tokens_mean": sum(plen) / len(plen),
+                  "prompt_tokens_max": max(plen), "variants": []}
+        out = Path(args.out)
+        for name in names:
+            result["variants"].append(run_variant(name, model, tok, prompts, args))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(result, indent=2))
+    print(f"{args.n} prompts, mean {result['prompt_tokens_mean']:.0f} / max {result['prompt_tokens_max']} tokens, "
+          f"batch {args.batch}, {args.new} new tokens")
+    print(f"{'variant':<10}{'wall s':>9}{'tokens':>9}{'tok/s':>9}{'failed':>8}{'peak GiB':>10}  first error")
+    for r in result["variants"]:
+        print(f"{r['variant']:<10}{r['wall_s']:>9.2f}{r['gen_tokens']:>9}{r['tokens_per_s']:>9.0f}{r['failed']:>8}"
+              f"{(r['peak_mem_gib'] or 0):>10.1f}  {r['first_error'] or ''}")
+    base = next((r for r in result["variants"] if r["variant"] == "hf_sdpa" and r["gen_tokens"]), None)
+    for r in result["variants"]:
+        if base is not None and r is not base and r["gen_tokens"]:
+            print(f"{r['variant']} / hf_sdpa tokens/s: {r['tokens_per_s'] / base['tokens_per_s']:.2f}x")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
