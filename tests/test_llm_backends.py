@@ -170,3 +170,35 @@ def test_grouped_decode_samples_what_sdpa_samples(tmp_path, monkeypatch):
     for x, y in [*zip(grouped, plain), *zip(chunked, plain)]:
         assert x.token_ids == y.token_ids and len(x.token_ids) == 6
         assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs)) < 1e-4
+
+
+def test_hf_batch_out_of_memory_is_retried_in_halves(tmp_path, monkeypatch):
+    """A generate call over more than two sequences runs out of memory: the batch is split
+    until it fits, every request still gets its reply, and later batches start smaller."""
+    from davinci_kernel.llm.hf_backend import HFBackend
+    from davinci_kernel.rl.modeling import load_model, load_tokenizer
+
+    path = build_tiny(tmp_path / "m")
+    model = load_model(path, bf16=False, grad_checkpointing=False)
+    b = HFBackend(model=model, tokenizer=load_tokenizer(path), max_batch=8)
+    real, sizes = model.generate, []
+
+    def generate(input_ids, **kw):
+        sizes.append(input_ids.shape[0])
+        if input_ids.shape[0] > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.53 GiB")
+        return real(input_ids=input_ids, **kw)
+
+    monkeypatch.setattr(model, "generate", generate)
+    reqs = [GenRequest([{"role": "user", "content": f"kernel {i}"}], temperature=0, max_new_tokens=4)
+            for i in range(7)]
+    out = b.generate_sync(reqs)
+    assert all(c.error is None and len(c.token_ids) == 4 for c in out)
+    assert sizes[:3] == [7, 4, 2] and b.max_batch == 2
+    again = b.generate_sync(reqs[:1])
+    assert again[0].token_ids == out[0].token_ids  # a split batch samples what a whole one would
+    b.max_batch = 1
+    sizes.clear()
+    monkeypatch.setattr(model, "generate", lambda **kw: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError("oom")))
+    (one,) = b.generate_sync(reqs[:1])
+    assert one.error and "out of memory" in one.error and not one.token_ids

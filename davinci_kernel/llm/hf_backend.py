@@ -2,14 +2,20 @@
 
 Covers: loading a causal LM and its tokenizer from a directory (or taking ones already
 in memory: ``HFBackend(model=..., tokenizer=...)``), rendering prompts with the
-tokenizer's chat template, batched sampling grouped by sampling settings and capped at
-``max_batch`` sequences (optionally under autocast, as the trainer computes: float32
-master weights, bf16 matmuls; single-token steps read the KV cache without repeating
-grouped heads, ``grouped_decode.py``; optionally prompts encoded in chunks), and per-token log-probs of the raw model distribution (before
-temperature and top-p, as vLLM reports by default), recorded one step at a time so long
-generations never hold a (steps x vocab) tensor. Generation runs in a worker thread so
-the event loop keeps evaluating kernels meanwhile; calls that arrive while a batch runs
-(several task groups in flight) are merged into the next batch.
+tokenizer's chat template, and batched sampling:
+- requests grouped by sampling settings, at most ``max_batch`` sequences at once; a batch
+  that runs out of GPU memory is retried in halves, and later batches start at the size
+  that fit;
+- optionally under autocast, as the trainer computes (float32 master weights, bf16
+  matmuls), and with prompts encoded in chunks;
+- single-token steps of grouped-query models read the KV cache without repeating heads
+  (``grouped_decode.py``);
+- per-token log-probs of the raw model distribution (before temperature and top-p, as vLLM
+  reports by default), recorded one step at a time so long generations never hold a
+  (steps x vocab) tensor.
+Generation runs in a worker thread so the event loop keeps evaluating kernels meanwhile;
+calls that arrive while a batch runs (several task groups in flight) are merged into the
+next batch.
 
 Does not cover: training (``rl/``), multi-GPU sharding beyond ``device_map``, or serving
 over HTTP (``serve``).
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from pathlib import Path
 from typing import Any, Optional
@@ -27,6 +34,8 @@ from ..errors import UsageError
 from ..records import Completion
 from .base import Backend, GenRequest
 from .grouped_decode import grouped_decode
+
+log = logging.getLogger(__name__)
 
 
 class _LogprobRecorder:
@@ -167,16 +176,32 @@ class HFBackend(Backend):
         dev_type = torch.device(device).type
         cast = (torch.autocast(dev_type, dtype=self.autocast) if self.autocast is not None
                 else contextlib.nullcontext())
+        oom = False
         try:
             with torch.inference_mode(), cast, \
                     (grouped_decode(self.model) if self.grouped else contextlib.nullcontext()):
                 res = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
-        except Exception as e:  # noqa: BLE001 - e.g. out of memory: the turn fails, the run goes on
+        except torch.cuda.OutOfMemoryError as e:
+            if len(reqs) == 1:
+                return [Completion(text="", finish_reason="error", model=self.name,
+                                   error=f"generation failed: out of memory: {str(e)[:300]}")]
+            oom = True  # retried in halves below, once the failed batch's tensors are freed
+        except Exception as e:  # noqa: BLE001 - the turn fails, the run goes on
             return [Completion(text="", finish_reason="error", model=self.name,
                                error=f"generation failed: {type(e).__name__}: {str(e)[:300]}") for _ in reqs]
         finally:
             if was_training:
                 self.model.train()
+        if oom:
+            del ids, mask, recorder, kwargs
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            half = (len(reqs) + 1) // 2
+            if half < self.max_batch:
+                log.warning("%s: %d sequences at once ran out of memory; batches of at most %d from now on",
+                            self.name, len(reqs), half)
+                self.max_batch = half  # later batches start at a size that fits
+            return self._batch(reqs[:half]) + self._batch(reqs[half:])
         seqs = res.sequences
         logps = recorder.finish(seqs)
         gen = seqs[:, width:].tolist()

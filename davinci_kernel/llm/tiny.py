@@ -54,8 +54,19 @@ def parse_tiny_spec(spec: str) -> dict:
     return opts
 
 
-def train_tokenizer(vocab: int = 512):
-    """A byte-level BPE tokenizer with the chat template, as a ``PreTrainedTokenizerFast``."""
+def project_corpus() -> list[str]:
+    """This package's own kernel-domain text: built-in tasks and their reference kernels,
+    seed skills and agent prompts (about 0.5 MB), for a tokenizer whose tokens per character
+    on our prompts are close to a real model's."""
+    root = Path(__file__).resolve().parents[1]
+    files = [*sorted((root / "tasks").rglob("*.py")), *sorted((root / "skills" / "seed").glob("*.md")),
+             *sorted((root / "agents" / "prompts").glob("*.md"))]
+    return [f.read_text(errors="replace") for f in files]
+
+
+def train_tokenizer(vocab: int = 512, texts: Optional[list[str]] = None):
+    """A byte-level BPE tokenizer with the chat template, as a ``PreTrainedTokenizerFast``,
+    trained on a built-in snippet corpus (or on ``texts``)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -64,7 +75,7 @@ def train_tokenizer(vocab: int = 512):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(_CORPUS * 4, trainer=trainer)
+    tok.train_from_iterator(texts if texts else _CORPUS * 4, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    bos_token=None, unk_token=None)
     fast.chat_template = CHAT_TEMPLATE
