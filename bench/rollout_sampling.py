@@ -80,7 +80,8 @@ def run_variant(name: str, model, tok, prompts, args) -> dict:
     else:
         b = HFBackend(model=model, tokenizer=tok, max_batch=args.batch, autocast=cast,
                       prefill_chunk=1024 if name == "hf_chunk" else 0, grouped=name != "hf_sdpa")
-        outs = b.generate_sync([GenRequest(m, temperature=1.0, max_new_tokens=args.new, seed=i)
+        # in this thread (the trainer runs it in a worker thread): the profiler sees its ops
+        outs = b.generate_blocking([GenRequest(m, temperature=1.0, max_new_tokens=args.new, seed=i)
                                 for i, m in enumerate(prompts)])
     _sync()
     wall = time.perf_counter() - t0
@@ -91,6 +92,25 @@ def run_variant(name: str, model, tok, prompts, args) -> dict:
             "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None}
 
 
+def _profile(name: str, model, tok, prompts, args) -> None:
+    """One short run of a variant under torch.profiler: the top ops by device time and by
+    host time go to ``--profile DIR/NAME.txt`` (where a sampled token's time goes)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    short = argparse.Namespace(**{**vars(args), "new": args.profile_new})
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts) as prof:
+        r = run_variant(name, model, tok, prompts, short)
+    d = Path(args.profile)
+    d.mkdir(parents=True, exist_ok=True)
+    dev_key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    ka = prof.key_averages()
+    (d / f"{name}.txt").write_text(
+        f"{name}: {r['gen_tokens']} tokens in {r['wall_s']:.2f}s under the profiler\n\nby device time\n"
+        + ka.table(sort_by=dev_key, row_limit=30, max_name_column_width=60)
+        + "\n\nby host time\n" + ka.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=64, help="requests (first-turn policy prompts)")
@@ -99,6 +119,10 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--tiny", action="store_true", help="a CPU-sized model")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rollout_sampling.json"))
+    ap.add_argument("--profile", default="", metavar="DIR",
+                    help="also run each variant once more under torch.profiler (--profile-new tokens); op "
+                         "tables by device and host time go to DIR")
+    ap.add_argument("--profile-new", type=int, default=16)
     args = ap.parse_args()
     names = [v for v in args.variants.split(",") if v]
     bad = [v for v in names if v not in VARIANTS]
@@ -124,6 +148,8 @@ def main() -> None:
                   "prompt_tokens_max": max(plen), "variants": []}
         out = Path(args.out)
         for name in names:
+            if args.profile:
+                _profile(name, model, tok, prompts, args)
             result["variants"].append(run_variant(name, model, tok, prompts, args))
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(result, indent=2))
