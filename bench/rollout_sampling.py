@@ -1,17 +1,19 @@
 """Rollout sampling throughput: the trainer's in-process sampler on the built-in tasks' prompts.
 
 During ``dvk train rl`` with ``rl.env=rollout`` the model being trained writes every
-selection, policy and summary reply (``RolloutEnv._backend`` → ``llm/hf_backend.py``:
-transformers ``generate``, float32 master weights under bf16 autocast, batches of
-``rollout.gen_batch``). This benchmark times that path on real first-turn policy prompts
+selection, policy and summary reply (``RolloutEnv._backend`` → ``rl/local_gen.py``
+``LocalBackend``: float32 master weights under bf16 autocast, batches of
+``rollout.gen_batch``). This benchmark times sampling on real first-turn policy prompts
 (each built-in task with two seed skills, as the policy agent renders them) with the
-randomly initialised ~0.5B Qwen3 of ``rl_step.py``, side by side with variants:
+randomly initialised ~0.5B Qwen3 of ``rl_step.py`` (and its tokenizer trained on our own
+kernel text), side by side:
 
-- ``hf_sdpa``: transformers' own attention (the baseline: before 5.24 its ``sdpa`` repeats
-  the grouped key/value heads of the whole cache at every sampled token of a padded batch);
-- ``hf``: as the trainer samples (single-token steps through ``llm/grouped_decode.py``);
+- ``hf_sdpa``: transformers ``generate`` with its own attention (the baseline: before 5.24
+  its ``sdpa`` repeats the grouped key/value heads of the whole cache at every sampled
+  token of a padded batch);
+- ``hf``: ``generate`` with single-token steps through ``llm/grouped_decode.py`` (``HFBackend``);
 - ``hf_chunk``: the same with the prompt encoded 1024 tokens at a time (``prefill_chunk``);
-- ``local``: ``rl/local_gen.py`` (own decode loop, sampling on the device) under the same autocast.
+- ``local``: as the trainer samples (``LocalBackend``: own decode loop, sampling on the device).
 
 Per variant: wall time, generated tokens/s, failed requests with the first error, and
 peak GPU memory. Writes ``bench/results/rollout_sampling.json`` and prints a table. Not a test.
@@ -41,7 +43,7 @@ for p in (ROOT, ROOT / "bench"):
 from davinci_kernel.agents.policy import first_messages  # noqa: E402
 from davinci_kernel.llm.base import GenRequest  # noqa: E402
 from davinci_kernel.llm.hf_backend import HFBackend  # noqa: E402
-from davinci_kernel.rl.local_gen import LocalGenerator  # noqa: E402
+from davinci_kernel.rl.local_gen import LocalBackend  # noqa: E402
 from davinci_kernel.rl.modeling import load_model, load_tokenizer  # noqa: E402
 from davinci_kernel.skills.seed_build import load_sources  # noqa: E402
 from davinci_kernel.tasks.loader import load_suite  # noqa: E402
@@ -64,25 +66,19 @@ def _sync():
 
 def run_variant(name: str, model, tok, prompts, args) -> dict:
     cast = torch.bfloat16 if torch.cuda.is_available() else None
-    dev = next(model.parameters()).device
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     _sync()
     t0 = time.perf_counter()
+    reqs = [GenRequest(m, temperature=1.0, max_new_tokens=args.new, seed=i) for i, m in enumerate(prompts)]
     if name == "local":
-        gen = LocalGenerator(model, tok, device=dev)
-        g = torch.Generator().manual_seed(0)
-        outs = []
-        for i in range(0, len(prompts), args.batch):
-            with torch.autocast(dev.type, dtype=cast, enabled=cast is not None):
-                outs += gen.generate(prompts[i:i + args.batch], max_new_tokens=args.new, generator=g)
+        b = LocalBackend(model, tok, max_batch=args.batch, autocast=cast)
     else:
         b = HFBackend(model=model, tokenizer=tok, max_batch=args.batch, autocast=cast,
                       prefill_chunk=1024 if name == "hf_chunk" else 0, grouped=name != "hf_sdpa")
-        # in this thread (the trainer runs it in a worker thread): the profiler sees its ops
-        outs = b.generate_blocking([GenRequest(m, temperature=1.0, max_new_tokens=args.new, seed=i)
-                                for i, m in enumerate(prompts)])
+    # in this thread (the trainer runs it in a worker thread): the profiler sees its ops
+    outs = b.generate_blocking(reqs)
     _sync()
     wall = time.perf_counter() - t0
     errors = [c.error for c in outs if c.error]

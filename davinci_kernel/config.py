@@ -99,7 +99,7 @@ class RolloutConfig:
     temperature: float = opt(1.0, "sampling temperature")
     top_p: float = opt(1.0, "nucleus sampling")
     max_new_tokens: int = opt(4096, "generation limit per call")
-    gen_batch: int = opt(64, "most sequences the trainer's in-process sampler (transformers generate) runs at once; "
+    gen_batch: int = opt(64, "most sequences the trainer's in-process sampler (rl/local_gen.py) runs at once; "
                              "concurrent task groups are merged up to it")
     language: str = opt("triton", "kernel language the policy is asked for", choices=("triton", "cuda"))
 

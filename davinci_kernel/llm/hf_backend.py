@@ -144,6 +144,8 @@ class HFBackend(Backend):
         return out  # type: ignore[return-value]
 
     def _batch(self, reqs: list[GenRequest]) -> list[Completion]:
+        """Prompts → ``_sample``; a failure becomes error completions, and running out of
+        GPU memory splits the batch in halves (later batches start at the size that fit)."""
         import torch
 
         try:
@@ -151,6 +153,48 @@ class HFBackend(Backend):
         except Exception as e:  # noqa: BLE001 - a template that rejects a message list
             return [Completion(text="", finish_reason="error", model=self.name,
                                error=f"chat template failed: {e}") for _ in reqs]
+        oom = False
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._sample(reqs, prompts)
+        except torch.cuda.OutOfMemoryError as e:
+            if len(reqs) == 1:
+                return [Completion(text="", finish_reason="error", model=self.name,
+                                   error=f"generation failed: out of memory: {str(e)[:300]}")]
+            oom = True  # retried in halves below, once the failed batch's tensors are freed
+        except Exception as e:  # noqa: BLE001 - the turn fails, the run goes on
+            return [Completion(text="", finish_reason="error", model=self.name,
+                               error=f"generation failed: {type(e).__name__}: {str(e)[:300]}") for _ in reqs]
+        finally:
+            if was_training:
+                self.model.train()
+        assert oom
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        half = (len(reqs) + 1) // 2
+        if half < self.max_batch:
+            log.warning("%s: %d sequences at once ran out of memory; batches of at most %d from now on",
+                        self.name, len(reqs), half)
+            self.max_batch = half  # later batches start at a size that fits
+        return self._batch(reqs[:half]) + self._batch(reqs[half:])
+
+    def _context(self):
+        """Inference mode, the autocast, and grouped single-token attention steps."""
+        import torch
+
+        ctx = contextlib.ExitStack()
+        ctx.enter_context(torch.inference_mode())
+        if self.autocast is not None:
+            ctx.enter_context(torch.autocast(torch.device(_model_device(self.model)).type, dtype=self.autocast))
+        if self.grouped:
+            ctx.enter_context(grouped_decode(self.model))
+        return ctx
+
+    def _sample(self, reqs: list[GenRequest], prompts: list[list[int]]) -> list[Completion]:
+        """One transformers ``generate`` call over left-padded prompts (model in eval mode)."""
+        import torch
+
         width = max(len(p) for p in prompts)
         pad = self.tokenizer.pad_token_id
         ids = torch.full((len(reqs), width), pad, dtype=torch.long)
@@ -171,37 +215,8 @@ class HFBackend(Backend):
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         if r0.seed is not None:
             torch.manual_seed(r0.seed)
-        was_training = self.model.training
-        self.model.eval()
-        dev_type = torch.device(device).type
-        cast = (torch.autocast(dev_type, dtype=self.autocast) if self.autocast is not None
-                else contextlib.nullcontext())
-        oom = False
-        try:
-            with torch.inference_mode(), cast, \
-                    (grouped_decode(self.model) if self.grouped else contextlib.nullcontext()):
-                res = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
-        except torch.cuda.OutOfMemoryError as e:
-            if len(reqs) == 1:
-                return [Completion(text="", finish_reason="error", model=self.name,
-                                   error=f"generation failed: out of memory: {str(e)[:300]}")]
-            oom = True  # retried in halves below, once the failed batch's tensors are freed
-        except Exception as e:  # noqa: BLE001 - the turn fails, the run goes on
-            return [Completion(text="", finish_reason="error", model=self.name,
-                               error=f"generation failed: {type(e).__name__}: {str(e)[:300]}") for _ in reqs]
-        finally:
-            if was_training:
-                self.model.train()
-        if oom:
-            del ids, mask, recorder, kwargs
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            half = (len(reqs) + 1) // 2
-            if half < self.max_batch:
-                log.warning("%s: %d sequences at once ran out of memory; batches of at most %d from now on",
-                            self.name, len(reqs), half)
-                self.max_batch = half  # later batches start at a size that fits
-            return self._batch(reqs[:half]) + self._batch(reqs[half:])
+        with self._context():
+            res = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
         seqs = res.sequences
         logps = recorder.finish(seqs)
         gen = seqs[:, width:].tolist()

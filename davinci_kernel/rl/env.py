@@ -55,7 +55,7 @@ def make_env(cfg, workdir: Path) -> Env:
 class RolloutEnv:
     """The real pipeline: built-in / KernelBench tasks, the sandboxed evaluator, the skill
     store, and ``davinci_kernel.rollout.collect_groups`` driving the three agents on an
-    in-process HF backend that wraps the trainer's model object."""
+    in-process backend that samples from the trainer's model object (``LocalBackend``)."""
 
     name = "rollout"
 
@@ -86,16 +86,13 @@ class RolloutEnv:
     def _backend(self, generator):
         import torch
 
-        from ..llm.hf_backend import HFBackend
+        from .local_gen import LocalBackend
         from .modeling import mixed_precision
 
         # float32 master weights train under bf16 autocast: sample the same way
         fp32 = next(generator.model.parameters()).dtype == torch.float32
         cast = torch.bfloat16 if fp32 and mixed_precision(self.cfg.rl.bf16) == "bf16" else None
-        # prompts encoded 2048 tokens at a time: a batch of long, left-padded policy prompts
-        # otherwise needs attention scratch for all of them at once
-        return HFBackend(model=generator.model, tokenizer=generator.tokenizer, max_batch=self.cfg.rollout.gen_batch,
-                         autocast=cast, prefill_chunk=2048)
+        return LocalBackend(generator.model, generator.tokenizer, max_batch=self.cfg.rollout.gen_batch, autocast=cast)
 
     def collect(self, tasks, generator, step):
         from ..rollout import collect_groups

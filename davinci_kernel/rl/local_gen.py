@@ -5,7 +5,8 @@ Covers: batched, left-padded sampling with a KV cache from a transformers causal
 records with ``prompt_token_ids``, ``token_ids`` and the sampling log-probs
 (log-softmax of logits / temperature, nucleus-truncated when top_p < 1). Position ids
 start at 0 at the first real token of each prompt, which is how the trainer scores the
-same tokens, so the two log-probs agree up to float error.
+same tokens, so the two log-probs agree up to float error. ``LocalBackend`` puts this
+decode loop behind the ``Backend`` interface for the rollout pipeline.
 
 Does not cover: serving, chat parsing, or any role logic (``rollout/``, ``agents/``).
 """
@@ -17,6 +18,7 @@ from typing import Optional, Sequence
 import torch
 
 from ..llm.grouped_decode import grouped_decode
+from ..llm.hf_backend import HFBackend, _eos_ids
 from ..records import Completion
 from .sequences import render_prompt
 
@@ -159,3 +161,28 @@ def _nucleus(logp: torch.Tensor, top_p: float) -> torch.Tensor:
     sorted_lp = sorted_lp.masked_fill(drop, float("-inf"))
     out = torch.full_like(logp, float("-inf")).scatter(-1, idx, sorted_lp)
     return torch.log_softmax(out, dim=-1)
+
+
+class LocalBackend(HFBackend):
+    """The trainer's rollout backend (``RolloutEnv``): ``HFBackend``'s request queue,
+    batching, prompt rendering and out-of-memory halving, with ``LocalGenerator``'s decode
+    loop in place of transformers' ``generate``. Its log-probs are those of the sampling
+    distribution (logits / temperature, nucleus-renormalised), which is what the trainer
+    scores, so the mismatch check compares like with like at any temperature. On an H200,
+    64 policy prompts on a 0.5B Qwen3 sample 1.7x faster this way than through ``generate``,
+    whose host time per step exceeded its device time (``bench/rollout_sampling.py``)."""
+
+    def __init__(self, model, tokenizer, max_batch: int = 64, autocast=None):
+        super().__init__(model=model, tokenizer=tokenizer, max_batch=max_batch, autocast=autocast)
+        self.name = "local:<trainer>"
+        self._gen = LocalGenerator(model, tokenizer, name=self.name)
+        self._gen.eos = _eos_ids(model, tokenizer)
+
+    def _sample(self, reqs, prompts):
+        r0 = reqs[0]
+        g = torch.Generator().manual_seed(r0.seed) if r0.seed is not None else None
+        with self._context():
+            toks, logps, finished = self._gen._sample(prompts, r0.max_new_tokens, r0.temperature, r0.top_p, True, g)
+        return [Completion(text=self.tokenizer.decode(t, skip_special_tokens=True), token_ids=t, logprobs=lp,
+                           prompt_token_ids=list(p), finish_reason="stop" if fin else "length", model=self.name)
+                for p, t, lp, fin in zip(prompts, toks, logps, finished)]
