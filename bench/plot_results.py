@@ -2,8 +2,10 @@
 
 Reads ``bench/results/reference_kernels_h200.json`` (per-task speedups of the reference
 kernels, through the report's own figure code) and ``bench/results/harness_h200.json``
-(speedup repeatability of the widest-spread tasks under each timing setting), writes
-``bench/results/reference_kernels_h200.png`` and ``bench/results/harness_repeatability_h200.png``.
+(speedup repeatability of the widest-spread tasks under each timing setting) and
+``bench/results/sft_then_rl_h200.json`` (SFT loss by epoch, then the RL step), writes
+``bench/results/reference_kernels_h200.png``, ``bench/results/harness_repeatability_h200.png``
+and ``bench/results/sft_then_rl_h200.png``.
 
     python bench/plot_results.py
 """
@@ -62,6 +64,37 @@ def repeatability_png() -> Path:
     return out
 
 
+def sft_then_rl_png() -> Path:
+    """SFT loss per epoch (log scale), and the RL steps' correct fraction and update tokens."""
+    d = json.loads((RES / "sft_then_rl_h200.json").read_text())
+    fig = Figure(figsize=(9, 3.6))
+    ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
+    ep = sorted(d["sft"]["loss_by_epoch"].items(), key=lambda kv: int(kv[0]))
+    ax.plot([int(k) for k, _ in ep], [v for _, v in ep], marker="o")
+    ax.set_yscale("log")
+    ax.set_xlabel("SFT epoch")
+    ax.set_ylabel("loss (assistant tokens)")
+    ax.set_title(f"SFT on {d['sft']['examples']} reference-kernel conversations", fontsize=10)
+    ax.grid(alpha=0.3)
+    steps = d["rl"]["steps"]
+    xs = range(1, len(steps) + 1)
+    bx.bar([x - 0.2 for x in xs], [s["correct/policy"] for s in steps], width=0.4, label="correct fraction")
+    bx.set_ylim(0, 1)
+    bx.set_xlabel("RL step")
+    bx.set_xticks(list(xs))
+    bx.set_ylabel("correct fraction of policy turns")
+    tw = bx.twinx()
+    tw.bar([x + 0.2 for x in xs], [s["update_tokens"] / 1000 for s in steps], width=0.4, color="tab:orange",
+           label="update tokens (k)")
+    tw.set_ylabel("tokens in the update (k)")
+    bx.set_title("RL from the SFT model", fontsize=10)
+    fig.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    out = RES / "sft_then_rl_h200.png"
+    fig.savefig(out, dpi=120)
+    return out
+
+
 if __name__ == "__main__":
-    for p in (reference_png(), repeatability_png()):
+    for p in (reference_png(), repeatability_png(), sft_then_rl_png()):
         print("wrote", p)
