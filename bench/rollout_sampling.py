@@ -8,7 +8,7 @@ selection, policy and summary reply (``RolloutEnv._backend`` → ``rl/local_gen.
 randomly initialised ~0.5B Qwen3 of ``rl_step.py`` (and its tokenizer trained on our own
 kernel text), side by side:
 
-- ``hf_sdpa``: transformers ``generate`` with its own attention (the baseline: before 5.24
+- ``hf_sdpa``: transformers ``generate`` with its own attention (the baseline: up to 5.22
   its ``sdpa`` repeats the grouped key/value heads of the whole cache at every sampled
   token of a padded batch);
 - ``hf``: ``generate`` with single-token steps through ``llm/grouped_decode.py`` (``HFBackend``);

@@ -206,3 +206,23 @@ def test_one_step_on_the_real_pipeline(tmp_path, monkeypatch):
     assert m["step"] == 1 and m["gen_tokens"] > 0 and "reward/policy" in m
     assert made and all(b.max_batch == 3 and b.autocast is None for b in made)  # bf16 off: no autocast
     assert ckpt.check(tmp_path / "checkpoints" / "step-1") is None
+
+
+def test_failed_model_calls_are_counted_and_warned(caplog):
+    """A sampler that fails (out of memory, say) shows as gen_errors in the step's metrics
+    and one warning with the first reason, not only as zero rewards."""
+    import logging
+
+    from davinci_kernel.records import Completion, Episode, TaskGroup, Turn
+    from davinci_kernel.rl.trainer import RLTrainer, _warn_gen_errors
+
+    ok = Completion(text="x", token_ids=[1, 2, 3], logprobs=[0.0] * 3)
+    bad = Completion(text="", finish_reason="error", error="generation failed: out of memory: 3.5 GiB")
+    g = TaskGroup(task="t", selections=[Turn("select", "t", completion=ok)],
+                  episodes=[Episode("t", 0, 0, turns=[Turn("policy", "t", completion=bad),
+                                                      Turn("policy", "t", completion=bad, turn=1)])])
+    sums = RLTrainer._group_sums(None, [g])
+    assert sums["gen_errors"] == (2.0, 0.0) and sums["gen_tokens"] == (3.0, 0.0)
+    with caplog.at_level(logging.WARNING, logger="davinci_kernel.rl"):
+        _warn_gen_errors([g], 7)
+    assert "step 7: 2 model call(s) failed; first: generation failed: out of memory" in caplog.text

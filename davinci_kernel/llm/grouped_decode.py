@@ -1,16 +1,16 @@
 """Single-token attention steps of grouped-query models that read each cached head once.
 
-transformers' ``sdpa`` attention (before 5.24) repeats every key/value head ``n_rep``
-times whenever it gets an attention mask, and a left-padded batch of prompts always has
-one; so each sampled token copied the whole KV cache of every layer. On an H200, 64
-first-turn policy prompts of ~6k tokens through a 0.5B Qwen3 (16 query / 8 key-value
-heads) ran out of its 140 GB that way, and 16 at a time ran at ~150 tokens/s
-(``bench/rollout_sampling.py``). ``grouped_decode(model)`` switches the model, while it
-samples, to an attention function that, for a one-token query, lays the ``n_rep`` query
-heads of each key/value head side by side as queries of that head — (B, H, 1, D) →
-(B, KVH, n_rep, D) — so one fused attention call reads the cache as it is, with the same
-mask for every head. Longer queries (encoding the prompt) go to transformers' ``sdpa``
-unchanged.
+transformers' ``sdpa`` attention (5.22 and earlier; 5.24 packs the heads itself) repeats
+every key/value head ``n_rep`` times whenever it gets an attention mask, and a
+left-padded batch of prompts always has one; so each sampled token copied the whole KV
+cache of every layer. On an H200, 64 first-turn policy prompts of ~6k tokens through a
+0.5B Qwen3 (16 query / 8 key-value heads) ran out of its 140 GB that way, and 16 at a
+time ran at ~150 tokens/s (``bench/rollout_sampling.py``). ``grouped_decode(model)``
+switches the model, while it samples, to an attention function that, for a one-token
+query, lays the ``n_rep`` query heads of each key/value head side by side as queries of
+that head — (B, H, 1, D) → (B, KVH, n_rep, D) — so one fused attention call reads the
+cache as it is, with the same mask for every head. Longer queries (encoding the prompt)
+go to transformers' ``sdpa`` unchanged.
 
 Covers: the attention function, its registration with transformers' attention and mask
 interfaces, and the context manager that switches a model (plain, peft-wrapped, FSDP) to
@@ -21,11 +21,8 @@ whose attention is not ``sdpa`` (they are left as they are).
 from __future__ import annotations
 
 import contextlib
-import logging
 
 import torch
-
-log = logging.getLogger(__name__)
 
 NAME = "dvk_grouped_sdpa"
 _registered = False
