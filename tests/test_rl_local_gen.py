@@ -74,8 +74,9 @@ def test_eos_of_one_row_leaves_the_others_running(tmp_path):
         assert o.finish_reason == ("stop" if stop in f.token_ids else "length")
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_local_backend_logprobs_are_what_the_trainer_scores(tmp_path, temperature):
+def test_local_backend_logprobs_are_what_the_trainer_scores(tmp_path, temperature, device):
     """The rollout backend of rl.env=rollout: chat requests of different lengths, sampled
     through the decode loop; each reply's log-probs equal the trainer's scoring of the same
     tokens at the sampling temperature (update.row_logprobs' math), a seeded request repeats,
@@ -84,7 +85,9 @@ def test_local_backend_logprobs_are_what_the_trainer_scores(tmp_path, temperatur
     from davinci_kernel.rl.local_gen import LocalBackend
     from davinci_kernel.rl.losses import token_logprobs
 
-    model, gen = _setup(tmp_path)
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    model, gen = _setup(tmp_path, device)
     model.train()
     b = LocalBackend(model, gen.tokenizer, max_batch=4)
     reqs = [GenRequest([{"role": "user", "content": "relu kernel " + "x" * (4 * i)}], temperature=temperature,
@@ -94,8 +97,8 @@ def test_local_backend_logprobs_are_what_the_trainer_scores(tmp_path, temperatur
     assert [c.token_ids for c in out] == [c.token_ids for c in again] and model.training
     for c in out:
         assert c.error is None and 0 < len(c.token_ids) == len(c.logprobs) <= 9
-        ids = torch.tensor([c.prompt_token_ids + c.token_ids])
+        ids = torch.tensor([c.prompt_token_ids + c.token_ids], device=device)
         with torch.no_grad():
             logits = model(input_ids=ids).logits[0, len(c.prompt_token_ids) - 1:-1]
-        ref = token_logprobs(logits, torch.tensor(c.token_ids), temperature)
+        ref = token_logprobs(logits, torch.tensor(c.token_ids, device=device), temperature).cpu()
         torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=1e-4, rtol=1e-4)
