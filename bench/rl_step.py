@@ -221,8 +221,8 @@ def bench_full(path, args, report=lambda part: None) -> dict:
             f"rl.micro_batch_tokens={args.micro_batch_tokens}", "rl.lr=1e-6",
             f"rollout.max_new_tokens={args.full_new_tokens}", "rl.batch_tasks=4", "rollout.k_schemes=3",
             "rollout.n_rollouts=4", "rollout.turns=2"])
-        keep = ("step_s", "gen_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens", "gen_errors",
-                "samples", "reward/policy", "correct/policy")
+        keep = ("step_s", "gen_s", "sample_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens",
+                "gen_errors", "samples", "reward/policy", "correct/policy")
         out = {"env": args.env, "steps": []}
         t0 = time.perf_counter()
         t = RLTrainer(cfg, out=tmp)

@@ -138,9 +138,9 @@ def main() -> None:
             f"rollout.n_rollouts={args.rollouts}", f"rollout.turns={args.turns}", "rollout.s_summaries=2",
             f"rollout.max_new_tokens={args.new}", f"rollout.temperature={args.temperature}",
             f"eval.cache_dir={tmp / 'eval-cache'}", f"skills.db={tmp / 'skills.db'}"])
-        keep = ("step_s", "gen_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens", "gen_errors",
-                "samples", "prs_dropped", "reward/policy", "reward/best_turn", "correct/policy", "speedup/correct",
-                "reward/summary", "skills_admitted", "tasks")
+        keep = ("step_s", "gen_s", "sample_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens",
+                "gen_errors", "samples", "prs_dropped", "mismatch_dropped", "reward/policy", "reward/best_turn",
+                "correct/policy", "speedup/correct", "reward/summary", "skills_admitted", "tasks")
         result["rl"] = {"steps": []}
         t0 = time.perf_counter()
         trainer = RLTrainer(rl_cfg, out=tmp / "rl")
@@ -150,7 +150,8 @@ def main() -> None:
             result["rl"]["steps"].append({k: m.get(k) for k in keep})
             save()
             r = result["rl"]["steps"][-1]
-            print(f"rl step {s}: {r['step_s']:.1f}s (generation + evaluation {r['gen_s']:.1f}s, update "
+            print(f"rl step {s}: {r['step_s']:.1f}s (generation + evaluation {r['gen_s']:.1f}s, of it sampling "
+                  f"{r['sample_s'] or 0:.1f}s; update "
                   f"{r['update_s']:.2f}s, {r['update_tokens']} tokens), correct {r['correct/policy']:.2f}, "
                   f"reward {r['reward/policy']:.3f}, {r['gen_errors']:.0f} failed calls")
         t0 = time.perf_counter()

@@ -204,6 +204,7 @@ def test_one_step_on_the_real_pipeline(tmp_path, monkeypatch):
     RLTrainer(cfg, out=tmp_path).run()
     (m,) = read_metrics(tmp_path)
     assert m["step"] == 1 and m["gen_tokens"] > 0 and "reward/policy" in m
+    assert 0 < m["sample_s"] < m["gen_s"]  # sampling, then the evaluator's share of the step
     assert made and all(b.max_batch == 3 and b.autocast is None for b in made)  # bf16 off: no autocast
     assert ckpt.check(tmp_path / "checkpoints" / "step-1") is None
 

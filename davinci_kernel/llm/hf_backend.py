@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -92,6 +93,7 @@ class HFBackend(Backend):
         self._queue: list[tuple[list[GenRequest], asyncio.Future]] = []
         self._drainer: Optional[asyncio.Task] = None
         self.batches = 0  # generate_blocking calls, for tests and benchmarks
+        self.busy_s = 0.0  # seconds spent sampling (the rest of a rollout is evaluation and waiting)
         if getattr(tokenizer, "chat_template", None) is None:
             raise UsageError(f"{self.name}: the tokenizer has no chat template; "
                              "add chat_template to tokenizer_config.json")
@@ -136,11 +138,13 @@ class HFBackend(Backend):
             groups.setdefault(r.sampling_key(), []).append(i)
         with self._lock:
             self.batches += 1
+            t0 = time.perf_counter()
             for idx in groups.values():
                 for start in range(0, len(idx), self.max_batch):
                     chunk = idx[start:start + self.max_batch]
                     for i, c in zip(chunk, self._batch([requests[i] for i in chunk])):
                         out[i] = c
+            self.busy_s += time.perf_counter() - t0
         return out  # type: ignore[return-value]
 
     def _batch(self, reqs: list[GenRequest]) -> list[Completion]:

@@ -76,6 +76,7 @@ class RolloutEnv:
         self.evaluator = Evaluator(cfg.eval)
         self.store = open_store(cfg.skills)
         self.admission = Admission()
+        self._last_backend = None
 
     def train_tasks(self) -> list[Task]:
         return self.tasks
@@ -97,7 +98,8 @@ class RolloutEnv:
     def collect(self, tasks, generator, step):
         from ..rollout import collect_groups
 
-        return collect_groups(tasks, backend=self._backend(generator), store=self.store,
+        self._last_backend = self._backend(generator)
+        return collect_groups(tasks, backend=self._last_backend, store=self.store,
                               evaluator=self.evaluator, admission=self.admission, cfg=self.cfg, step=step)
 
     def staged(self):
@@ -121,7 +123,10 @@ class RolloutEnv:
             self.store.rollback(int(info["step"]))
 
     def metrics(self, groups):
-        return {}
+        """``sample_s``: of the step's generation time, the seconds the model spent sampling
+        (the rest went to evaluation and waiting on it); the mean over ranks."""
+        b = self._last_backend
+        return {"sample_s": (b.busy_s, 1.0)} if b is not None else {}
 
     def validate(self, generator, step):
         from ..rollout import validate_tasks
