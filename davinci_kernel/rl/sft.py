@@ -13,7 +13,8 @@ Covers:
 - tokenization with a loss mask on assistant tokens only (``encode_chat``), micro-batches of
   ``max_seq_len`` tokens (right-padded (B, L) batches, or packed rows with position ids
   restarting per example: ``sft.micro_batch_layout``), and training
-  (AdamW, LoRA option, bf16 where supported, gradient checkpointing, accelerate).
+  (AdamW, LoRA option, bf16 where supported, gradient checkpointing, accelerate; token
+  log-probs straight from the output head, no logits tensor, as the RL update takes them).
 
 Does not cover: RL (``trainer.py``) or producing trajectories (``rollout/``).
 """
@@ -322,7 +323,7 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
             for i, row in enumerate(mine):
                 ctx = acc.no_sync(model) if (world > 1 and i < len(mine) - 1) else contextlib.nullcontext()
                 with ctx:
-                    lp = row_logprobs(model, row, acc.device, 1.0)
+                    lp = row_logprobs(model, row, acc.device, 1.0, "fused")  # no logits tensor, as in RL
                     loss = -lp.sum() * weight / max(denom, 1.0) * world
                     acc.backward(loss)
                 total += float(-lp.detach().sum()) * weight
