@@ -227,3 +227,23 @@ def test_failed_model_calls_are_counted_and_warned(caplog):
     with caplog.at_level(logging.WARNING, logger="davinci_kernel.rl"):
         _warn_gen_errors([g], 7)
     assert "step 7: 2 model call(s) failed; first: generation failed: out of memory" in caplog.text
+
+
+def test_rollout_env_keeps_the_batch_size_that_fit(tmp_path):
+    """After a step's sampler had to halve its batches (out of memory), the next step's
+    sampler starts at the size that fit instead of failing at the configured one again."""
+    from types import SimpleNamespace
+
+    from davinci_kernel.llm.tiny import build_tiny
+    from davinci_kernel.rl.env import RolloutEnv
+    from davinci_kernel.rl.local_gen import LocalGenerator
+    from davinci_kernel.rl.modeling import load_model, load_tokenizer
+
+    cfg = load_config(CONFIG, ["rl.env=rollout", "rollout.gen_batch=64", f"eval.cache_dir={tmp_path / 'cache'}",
+                               f"skills.db={tmp_path / 'skills.db'}"])
+    env = RolloutEnv(cfg, tmp_path)
+    path = build_tiny(tmp_path / "m")
+    gen = LocalGenerator(load_model(path, bf16=False, grad_checkpointing=False), load_tokenizer(path))
+    assert env._backend(gen).max_batch == 64
+    env._last_backend = SimpleNamespace(max_batch=16)  # what the last step's halving left
+    assert env._backend(gen).max_batch == 16

@@ -93,7 +93,11 @@ class RolloutEnv:
         # float32 master weights train under bf16 autocast: sample the same way
         fp32 = next(generator.model.parameters()).dtype == torch.float32
         cast = torch.bfloat16 if fp32 and mixed_precision(self.cfg.rl.bf16) == "bf16" else None
-        return LocalBackend(generator.model, generator.tokenizer, max_batch=self.cfg.rollout.gen_batch, autocast=cast)
+        # a batch size that ran out of memory in an earlier step is not tried again
+        cap = self.cfg.rollout.gen_batch
+        if self._last_backend is not None:
+            cap = min(cap, self._last_backend.max_batch)
+        return LocalBackend(generator.model, generator.tokenizer, max_batch=cap, autocast=cast)
 
     def collect(self, tasks, generator, step):
         from ..rollout import collect_groups
