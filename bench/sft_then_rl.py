@@ -12,10 +12,13 @@ TRLOO advantages → PRS → update. A random model writes nothing correct (ever
 update has work to do.
 
 Per phase: time, tokens/s, SFT loss; per RL step: generation (sampling + evaluation) and
-update time, update tokens/s, correct fraction, mean reward. Writes
-``bench/results/sft_then_rl.json`` after every phase and step, and prints a table. Not a test.
+update time (and of the generation, the sampling), update tokens/s, correct fraction,
+mean reward. Writes ``bench/results/sft_then_rl.json`` after every phase and step, and
+prints a line for each. Not a test.
 
-    python bench/sft_then_rl.py                 # H200: about 5 minutes
+    python bench/sft_then_rl.py                 # H200: about 8 minutes (2 RL steps of 2 turns)
+    python bench/sft_then_rl.py --rl-steps 1 --turns 1 --rollouts 8 --new 768
+                                                # the committed run: 4.5 minutes
     python bench/sft_then_rl.py --tiny          # CPU smoke of the same code path (nothing correct)
 """
 
