@@ -209,10 +209,36 @@ def bench_trl(path, samples, args) -> dict:
         return {"error": f"{type(e).__name__}: {e}"[:500]}
 
 
+# what a whole trainer step reports here (rl_step.py --full-steps, sft_then_rl.py)
+STEP_KEYS = ("step_s", "gen_s", "sample_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens",
+             "gen_errors", "samples", "prs_dropped", "mismatch_dropped", "reward/policy", "reward/best_turn",
+             "correct/policy", "speedup/correct", "reward/summary", "skills_admitted", "tasks")
+
+
+def trainer_steps(cfg, workdir, steps: int, report=lambda part: None) -> dict:
+    """``steps`` whole trainer steps in ``workdir``, then a checkpoint: setup, per-step
+    (``STEP_KEYS``) and checkpoint times; ``report`` gets the result so far after every step."""
+    from davinci_kernel.rl.trainer import RLTrainer
+
+    out: dict = {"steps": []}
+    t0 = time.perf_counter()
+    t = RLTrainer(cfg, out=workdir)
+    out["setup_s"] = time.perf_counter() - t0
+    for s in range(1, steps + 1):
+        m = t.step(s)
+        out["steps"].append({k: m.get(k) for k in STEP_KEYS})
+        report(out)
+    t0 = time.perf_counter()
+    t.save(steps)
+    out["checkpoint_s"] = time.perf_counter() - t0
+    del t
+    _free()
+    return out
+
+
 def bench_full(path, args, report=lambda part: None) -> dict:
     """Whole trainer steps; ``report`` gets the result so far after every step."""
     from davinci_kernel.config import load_config
-    from davinci_kernel.rl.trainer import RLTrainer
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", [
@@ -221,27 +247,13 @@ def bench_full(path, args, report=lambda part: None) -> dict:
             f"rl.micro_batch_tokens={args.micro_batch_tokens}", "rl.lr=1e-6",
             f"rollout.max_new_tokens={args.full_new_tokens}", "rl.batch_tasks=4", "rollout.k_schemes=3",
             "rollout.n_rollouts=4", "rollout.turns=2"])
-        keep = ("step_s", "gen_s", "sample_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens",
-                "gen_errors", "samples", "reward/policy", "correct/policy")
-        out = {"env": args.env, "steps": []}
-        t0 = time.perf_counter()
-        t = RLTrainer(cfg, out=tmp)
-        out["setup_s"] = time.perf_counter() - t0
-        for s in range(1, args.full_steps + 1):
-            m = t.step(s)
-            out["steps"].append({k: m.get(k) for k in keep})
-            report(out)
-        t0 = time.perf_counter()
-        t.save(args.full_steps)
-        out["checkpoint_s"] = time.perf_counter() - t0
-        del t
-        _free()
-    return out
+        return {"env": args.env, **trainer_steps(cfg, tmp, args.full_steps,
+                                                 lambda part: report({"env": args.env, **part}))}
 
 
 def _profile(step, name: str, args) -> None:
-    """One more ``step()`` under torch.profiler: the top ops by device time go to
-    ``--profile DIR/NAME.txt`` (where the time of each side goes)."""
+    """One more ``step()`` under torch.profiler: the top ops by device time, then by host
+    time, go to ``--profile DIR/NAME.txt`` (where the time of each side goes)."""
     if not args.profile:
         return
     from torch.profiler import ProfilerActivity, profile
@@ -254,7 +266,10 @@ def _profile(step, name: str, args) -> None:
     d = Path(args.profile)
     d.mkdir(parents=True, exist_ok=True)
     safe = "".join(c if c.isalnum() else "_" for c in name)
-    (d / f"{safe}.txt").write_text(prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=60))
+    ka = prof.key_averages()
+    (d / f"{safe}.txt").write_text(
+        "by device time\n" + ka.table(sort_by=key, row_limit=40, max_name_column_width=60)
+        + "\n\nby host time\n" + ka.table(sort_by="self_cpu_time_total", row_limit=40, max_name_column_width=60))
 
 
 def _free():

@@ -47,7 +47,7 @@ from davinci_kernel.rl.local_gen import LocalBackend  # noqa: E402
 from davinci_kernel.rl.modeling import load_model, load_tokenizer  # noqa: E402
 from davinci_kernel.skills.seed_build import load_sources  # noqa: E402
 from davinci_kernel.tasks.loader import load_suite  # noqa: E402
-from rl_step import QWEN3_05B, TINY, build_model_dir  # noqa: E402
+from rl_step import QWEN3_05B, TINY, _profile, _sync, build_model_dir  # noqa: E402
 
 VARIANTS = ("hf_sdpa", "hf", "hf_chunk", "local")
 
@@ -57,11 +57,6 @@ def policy_prompts(n: int) -> list[list[dict]]:
     skills = [s for s, _, _ in load_sources()]
     return [first_messages(tasks[i % len(tasks)], skills[(2 * i) % len(skills):(2 * i) % len(skills) + 2])
             for i in range(n)]
-
-
-def _sync():
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
 
 
 def run_variant(name: str, model, tok, prompts, args) -> dict:
@@ -86,25 +81,6 @@ def run_variant(name: str, model, tok, prompts, args) -> dict:
     return {"variant": name, "wall_s": wall, "gen_tokens": tokens, "tokens_per_s": tokens / wall,
             "failed": len(errors), "first_error": errors[0] if errors else None,
             "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None}
-
-
-def _profile(name: str, model, tok, prompts, args) -> None:
-    """One short run of a variant under torch.profiler: the top ops by device time and by
-    host time go to ``--profile DIR/NAME.txt`` (where a sampled token's time goes)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    short = argparse.Namespace(**{**vars(args), "new": args.profile_new})
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    with profile(activities=acts) as prof:
-        r = run_variant(name, model, tok, prompts, short)
-    d = Path(args.profile)
-    d.mkdir(parents=True, exist_ok=True)
-    dev_key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
-    ka = prof.key_averages()
-    (d / f"{name}.txt").write_text(
-        f"{name}: {r['gen_tokens']} tokens in {r['wall_s']:.2f}s under the profiler\n\nby device time\n"
-        + ka.table(sort_by=dev_key, row_limit=30, max_name_column_width=60)
-        + "\n\nby host time\n" + ka.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60))
 
 
 def main() -> None:
@@ -144,8 +120,8 @@ def main() -> None:
                   "prompt_tokens_max": max(plen), "variants": []}
         out = Path(args.out)
         for name in names:
-            if args.profile:
-                _profile(name, model, tok, prompts, args)
+            short = argparse.Namespace(**{**vars(args), "new": args.profile_new})
+            _profile(lambda: run_variant(name, model, tok, prompts, short), name, args)  # with --profile
             result["variants"].append(run_variant(name, model, tok, prompts, args))
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(result, indent=2))

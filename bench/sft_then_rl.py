@@ -43,7 +43,7 @@ for p in (ROOT, ROOT / "bench"):
 from davinci_kernel.agents.policy import first_messages  # noqa: E402
 from davinci_kernel.config import load_config  # noqa: E402
 from davinci_kernel.tasks.loader import candidate_path, load_suite, reference_dir  # noqa: E402
-from rl_step import QWEN3_05B, TINY, build_model_dir  # noqa: E402
+from rl_step import QWEN3_05B, TINY, build_model_dir, trainer_steps  # noqa: E402
 
 
 def write_sft_data(path: Path, language: str = "triton") -> int:
@@ -95,7 +95,6 @@ def main() -> None:
     if args.tiny:
         args.sft_epochs, args.rl_steps, args.new, args.batch_tasks, args.rollouts = 1, 1, 8, 1, 2
     from davinci_kernel.rl.sft import train_sft
-    from davinci_kernel.rl.trainer import RLTrainer
 
     result = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available()
               else f"CPU, {os.cpu_count()} cores ({platform.machine()})",
@@ -141,25 +140,17 @@ def main() -> None:
             f"rollout.n_rollouts={args.rollouts}", f"rollout.turns={args.turns}", "rollout.s_summaries=2",
             f"rollout.max_new_tokens={args.new}", f"rollout.temperature={args.temperature}",
             f"eval.cache_dir={tmp / 'eval-cache'}", f"skills.db={tmp / 'skills.db'}"])
-        keep = ("step_s", "gen_s", "sample_s", "update_s", "update_tokens", "update_tokens_per_s", "gen_tokens",
-                "gen_errors", "samples", "prs_dropped", "mismatch_dropped", "reward/policy", "reward/best_turn",
-                "correct/policy", "speedup/correct", "reward/summary", "skills_admitted", "tasks")
-        result["rl"] = {"steps": []}
-        t0 = time.perf_counter()
-        trainer = RLTrainer(rl_cfg, out=tmp / "rl")
-        result["rl"]["setup_s"] = time.perf_counter() - t0
-        for s in range(1, args.rl_steps + 1):
-            m = trainer.step(s)
-            result["rl"]["steps"].append({k: m.get(k) for k in keep})
+
+        def step_done(part: dict) -> None:
+            result["rl"] = part
             save()
-            r = result["rl"]["steps"][-1]
-            print(f"rl step {s}: {r['step_s']:.1f}s (generation + evaluation {r['gen_s']:.1f}s, of it sampling "
-                  f"{r['sample_s'] or 0:.1f}s; update "
-                  f"{r['update_s']:.2f}s, {r['update_tokens']} tokens), correct {r['correct/policy']:.2f}, "
-                  f"reward {r['reward/policy']:.3f}, {r['gen_errors']:.0f} failed calls")
-        t0 = time.perf_counter()
-        trainer.save(args.rl_steps)
-        result["rl"]["checkpoint_s"] = time.perf_counter() - t0
+            r = part["steps"][-1]
+            print(f"rl step {len(part['steps'])}: {r['step_s']:.1f}s (generation + evaluation {r['gen_s']:.1f}s, of "
+                  f"it sampling {r['sample_s'] or 0:.1f}s; update {r['update_s']:.2f}s, {r['update_tokens']} tokens), "
+                  f"correct {r['correct/policy']:.2f}, reward {r['reward/policy']:.3f}, "
+                  f"{r['gen_errors']:.0f} failed calls")
+
+        result["rl"] = trainer_steps(rl_cfg, tmp / "rl", args.rl_steps, step_done)
         save()
     print(f"wrote {out}")
 

@@ -157,7 +157,6 @@ class HFBackend(Backend):
         except Exception as e:  # noqa: BLE001 - a template that rejects a message list
             return [Completion(text="", finish_reason="error", model=self.name,
                                error=f"chat template failed: {e}") for _ in reqs]
-        oom = False
         was_training = self.model.training
         self.model.eval()
         try:
@@ -166,14 +165,13 @@ class HFBackend(Backend):
             if len(reqs) == 1:
                 return [Completion(text="", finish_reason="error", model=self.name,
                                    error=f"generation failed: out of memory: {str(e)[:300]}")]
-            oom = True  # retried in halves below, once the failed batch's tensors are freed
         except Exception as e:  # noqa: BLE001 - the turn fails, the run goes on
             return [Completion(text="", finish_reason="error", model=self.name,
                                error=f"generation failed: {type(e).__name__}: {str(e)[:300]}") for _ in reqs]
         finally:
             if was_training:
                 self.model.train()
-        assert oom
+        # out of memory with several sequences: retried in halves, the failed batch's tensors freed
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         half = (len(reqs) + 1) // 2

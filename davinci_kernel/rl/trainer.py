@@ -39,7 +39,7 @@ from .metrics_log import MetricsLog
 from .modeling import is_adapter_dir, load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
 from .rejection import apply_prs
 from .sharding import full_state, gathered, load_optimizer, names_keyed, shard_model
-from .sequences import build_samples
+from .sequences import build_samples, group_turns
 from ..llm.tiny import resolve_model
 from .update import UpdateSettings, update
 
@@ -214,7 +214,7 @@ class RLTrainer:
                     add("correct/policy", float(ok))
                     if ok and t.result.speedup is not None:
                         add("speedup/correct", t.result.speedup)
-            for t in [*g.selections, *g.summaries, *(x for e in g.episodes for x in e.turns)]:
+            for t in group_turns(g):
                 if t.completion is not None and t.completion.token_ids:
                     add("gen_tokens", len(t.completion.token_ids), 0.0)
                 if t.completion is not None and t.completion.error:
@@ -312,8 +312,7 @@ class RLTrainer:
 def _warn_gen_errors(groups: list[TaskGroup], step: int) -> None:
     """One warning per step naming how many model calls failed and the first reason (an
     out-of-memory sampler otherwise shows only as zero rewards)."""
-    errs = [t.completion.error for g in groups
-            for t in [*g.selections, *g.summaries, *(x for e in g.episodes for x in e.turns)]
+    errs = [t.completion.error for g in groups for t in group_turns(g)
             if t.completion is not None and t.completion.error]
     if errs:
         log.warning("step %d: %d model call(s) failed; first: %s", step, len(errs), errs[0])
