@@ -1,8 +1,10 @@
 """`dvk` — the command line. Thin: parse, call one library function, print.
 
 Exit codes: 0 done (a wrong candidate is a result, not an error), 2 bad usage or
-input (one line on stderr, no traceback), 1 our own failure. Commands that print
-``--json`` write exactly one JSON document on stdout.
+input (one line on stderr, no traceback), 1 our own failure, 130 interrupted (Ctrl-C;
+one line on stderr says what was saved; a command that saves as it goes resumes when
+rerun with the same ``--out``). Commands that print ``--json`` write exactly one JSON
+document on stdout. ``dvk --version`` prints the package version.
 
 Each stage registers its own commands through a ``register(app)`` function so this
 file stays small: tasks/eval/bench live here; skills, optimize/run, train and report
@@ -18,10 +20,12 @@ from typing import Optional
 
 import typer
 
-from .errors import UsageError
+from .errors import Interrupted, UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="davinci-kernel: evaluate, optimize and train GPU-kernel agents with a skill library.")
+                  help="davinci-kernel: evaluate, optimize and train GPU-kernel agents with a skill library.\n\n"
+                       "Exit codes: 0 done (a wrong kernel is a result), 2 bad usage or input, "
+                       "1 our own failure, 130 interrupted (Ctrl-C).")
 
 _REGISTRARS = (
     "davinci_kernel.commands_eval",
@@ -63,24 +67,90 @@ def _click_exceptions() -> tuple:
     return tuple(usage) or (RuntimeError,), tuple(abort) or (RuntimeError,)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("davinci-kernel")
+        except PackageNotFoundError:
+            v = "unknown (not installed)"
+        typer.echo(f"dvk (davinci-kernel) {v}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
-    """davinci-kernel: evaluate, optimize and train GPU-kernel agents with a skill library."""
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="print the version and exit"),
+) -> None:
+    """davinci-kernel: evaluate, optimize and train GPU-kernel agents with a skill library.
+
+    Exit codes: 0 done (a wrong kernel is a result), 2 bad usage or input, 1 our own
+    failure, 130 interrupted (Ctrl-C).
+    """
+
+
+def _plain_flags(cmd) -> None:
+    """On/off flags show no value type in --help (typer would print ``--json <bool>``)."""
+    for p in getattr(cmd, "params", ()):
+        if getattr(p, "is_flag", False):
+            p.metavar = ""
+    for sub in getattr(cmd, "commands", {}).values():
+        _plain_flags(sub)
+
+
+def _command():
+    import typer.main
+
+    cmd = typer.main.get_command(app)
+    _plain_flags(cmd)
+
+    def fix_help(c) -> None:
+        orig = c.get_help_option
+
+        def get_help_option(ctx, _orig=orig):
+            opt = _orig(ctx)
+            if opt is not None:
+                opt.metavar = ""
+            return opt
+
+        c.get_help_option = get_help_option
+        for sub in getattr(c, "commands", {}).values():
+            fix_help(sub)
+
+    fix_help(cmd)
+    return cmd
+
+
+def _interrupt_exit(note: str) -> None:
+    typer.echo(f"interrupted: {note}", err=True)
+    sys.exit(130)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
     _register_all()
     try:
-        app(args=argv, standalone_mode=False)
+        rv = _command().main(args=argv, prog_name="dvk", standalone_mode=False)
     except UsageError as e:
         typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except Interrupted as e:
+        _interrupt_exit(str(e))
+    except KeyboardInterrupt:
+        _interrupt_exit("nothing was saved")
+    except IsADirectoryError as e:
+        typer.echo(f"error: {e.filename or e} is a directory, not a file", err=True)
+        sys.exit(2)
+    except NotADirectoryError as e:
+        typer.echo(f"error: {e.filename or e}: a part of this path is a file, not a folder", err=True)
         sys.exit(2)
     except FileNotFoundError as e:
         typer.echo(f"error: file not found: {e.filename or e}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        sys.exit(130)
+    except UnicodeDecodeError as e:
+        typer.echo(f"error: an input file is not UTF-8 text (byte {e.start}: {e.reason})", err=True)
+        sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except Exception as e:  # click's usage errors carry their own exit code (2)
@@ -91,6 +161,12 @@ def main(argv: Optional[list[str]] = None) -> None:
         if isinstance(e, click_exc[1]):
             sys.exit(1)
         raise
+    # Outside standalone mode typer turns a KeyboardInterrupt (Ctrl-C while a command that
+    # does not catch it runs) and an explicit typer.Exit into a returned exit code.
+    if isinstance(rv, int) and not isinstance(rv, bool):
+        if rv == 130:
+            _interrupt_exit("nothing was saved")
+        sys.exit(rv)
     sys.exit(0)
 
 
