@@ -1,5 +1,6 @@
-"""SFT: data from trajectories, JSONL and an offline HF dataset; diversity filter;
-assistant-only loss mask; packing; a short training run that lowers the loss."""
+"""SFT: data from trajectories, JSONL and an offline HF dataset; examples for all three agents
+(policy, selection, summary); the diversity filter per role, skill collapse included; a loss
+mask on the chosen assistant turn only; packing; a short training run that lowers the loss."""
 
 import json
 
@@ -124,3 +125,157 @@ def test_sft_cli_with_lora(data, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["train", "sft", "--config", str(yaml), "sft.minhash_threshold=2"])
     assert e.value.code == 2 and "sft.minhash_threshold=2.0: must be in (0, 1]" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- only the chosen turn is trained
+def _three_turn_group():
+    """One episode: wrong at turns 1 and 2, correct (1.5x) at turn 3, with the conversation the
+    rollout builds (each turn's prompt holds the earlier answers and their feedback)."""
+    conv = [{"role": "system", "content": "You write Triton kernels."}, {"role": "user", "content": "task relu"}]
+    answers = ["WRONG one", "WRONG two", "ANSWER three"]
+    results = [EvalResult(compiled=False), EvalResult(compiled=True, correct=False),
+               EvalResult(compiled=True, correct=True, speedup=1.5)]
+    turns = []
+    for t, (text, res) in enumerate(zip(answers, results)):
+        turns.append(Turn(role="policy", task="level1/1_relu", messages=list(conv), completion=Completion(text=text),
+                          result=res, turn=t, reward=1.0 if res.correct else 0.0))
+        conv += [{"role": "assistant", "content": text}, {"role": "user", "content": f"feedback {t + 1}"}]
+    return TaskGroup(task="level1/1_relu", episodes=[Episode("level1/1_relu", 0, 0, turns=turns)])
+
+
+def test_success_at_turn_three_trains_only_turn_three(tmp_path):
+    from transformers import AutoTokenizer
+
+    from davinci_kernel.rl.sft import examples_from_group
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("tiny", tmp_path))
+    (ex,) = examples_from_group(_three_turn_group())
+    assert ex.role == "policy" and ex.score == 1.5 and ex.answer == "ANSWER three"
+    assert [m["content"] for m in ex.messages if m["role"] == "assistant"] == ["WRONG one", "WRONG two", "ANSWER three"]
+    assert [m.get("weight", 1) for m in ex.messages if m["role"] == "assistant"] == [0, 0, 1]
+    ids, mask = encode_chat(tok, ex.messages)
+    # expected, token by token: the whole context (turns 1-2 included) as the prompt the policy
+    # saw at turn 3, then exactly the tokens of the third assistant message
+    plain = [{"role": m["role"], "content": m["content"]} for m in ex.messages]
+    prompt = tok.apply_chat_template(plain[:-1], tokenize=False, add_generation_prompt=True)
+    full = tok.apply_chat_template(plain, tokenize=False)
+    p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    a_ids = tok(full[len(prompt):], add_special_tokens=False)["input_ids"]
+    assert ids == p_ids + a_ids
+    assert mask == [False] * len(p_ids) + [True] * len(a_ids)
+    assert tok.decode([t for t, m in zip(ids, mask) if m]) == "ANSWER three<|im_end|>\n"
+    assert "WRONG one" in tok.decode(ids) and "WRONG two" in tok.decode(ids)  # still there as context
+    row = pack_examples([(ids, mask)], max_len=len(ids) + 1)[0]
+    assert tok.decode(row.targets.tolist()) == "ANSWER three<|im_end|>\n"
+
+
+# --------------------------------------------------------------------------- selection examples
+def _sel_reply(names):
+    return json.dumps({"name": "select_skills", "arguments": {
+        "think": "t", "selected_skills": [{"name": n, "reason": "r"} for n in names]}})
+
+
+def _selection_group(task="level1/1_relu", rewards=(0.2, 1.4, 1.4), null_reward=0.5, picks=None):
+    """k = len(rewards) selection schemes plus the null scheme (last), two rollouts each."""
+    picks = picks or [["tile_it"], ["vectorize", "fuse_ops"], ["fuse_ops", "vectorize"]]
+    msgs = [{"role": "system", "content": "select"}, {"role": "user", "content": f"{task} candidates"}]
+    sels = [Turn(role="select", task=task, messages=msgs, completion=Completion(text=_sel_reply(p)), scheme=i, turn=i)
+            for i, p in enumerate(picks)]
+    eps = []
+    for si, r in enumerate(list(rewards) + [null_reward]):
+        for ro in range(2):
+            eps.append(Episode(task, si, ro, turns=[Turn(role="policy", task=task, messages=msgs[:1],
+                                                         completion=Completion(text="x"), reward=r)]))
+    return TaskGroup(task=task, schemes=[p for p in picks] + [[]], selections=sels, episodes=eps)
+
+
+def test_selection_examples_from_the_best_schemes():
+    from davinci_kernel.rl.sft import examples_from_group, selection_examples
+
+    ex = selection_examples(_selection_group())
+    assert [e.role for e in ex] == ["select", "select"] and all(e.score == 1.4 for e in ex)
+    assert [json.loads(e.answer)["arguments"]["selected_skills"][0]["name"] for e in ex] == ["vectorize", "fuse_ops"]
+    assert ex[0].messages[:-1] == [{"role": "system", "content": "select"},
+                                   {"role": "user", "content": "level1/1_relu candidates"}]
+    # the null scheme did better than every selection: nothing to copy
+    assert selection_examples(_selection_group(null_reward=2.0)) == []
+    assert selection_examples(_selection_group(rewards=(0.0, 0.0, 0.0), null_reward=0.0)) == []
+    g = _selection_group()
+    g.selections[1].parse_error = "bad call"
+    assert len(selection_examples(g)) == 1
+    assert {e.role for e in examples_from_group(_selection_group())} == {"select"}  # no correct policy turn
+    # from JSONL too, with the role named
+    obj = {"task": "t", "role": "select", "messages": ex[0].messages}
+    from davinci_kernel.rl.sft import _from_json
+
+    assert _from_json(obj, "x.jsonl")[0].role == "select"
+    with pytest.raises(UsageError, match="role 'critic'"):
+        _from_json(dict(obj, role="critic"), "x.jsonl")
+
+
+def test_diversity_filter_per_role_for_selections():
+    from davinci_kernel.rl.sft import selection_examples
+
+    ex = selection_examples(_selection_group())  # same picks in another order: one kept
+    ex += selection_examples(_selection_group(task="level1/2_add"))  # same picks, other task: kept
+    code = [Example([{"role": "user", "content": "u"},
+                     {"role": "assistant", "content": f"```python\n{_kernel(1)}\n```"}], "level1/1_relu", 1.0)]
+    kept, rep = diversity_filter(ex + code * 2, threshold=0.85, max_per_task=8)
+    assert rep.extra["by_role"]["select"] == {"total": 4, "near_duplicates": 2, "over_task_cap": 0,
+                                              "over_cluster_cap": 0, "kept": 2, "extra": {}}
+    assert rep.extra["by_role"]["policy"]["kept"] == 1 and rep.kept == 3
+    assert sorted(e.task for e in kept if e.role == "select") == ["level1/1_relu", "level1/2_add"]
+    # the per-task cap counts each role on its own: a policy example does not use a selection's slot
+    kept, rep = diversity_filter(ex + code, threshold=0.85, max_per_task=1)
+    assert [(e.role, e.task) for e in kept].count(("policy", "level1/1_relu")) == 1
+    assert [(e.role, e.task) for e in kept].count(("select", "level1/1_relu")) == 1
+
+
+# --------------------------------------------------------------------------- summaries: skill collapse
+_TILING = ("## Motivation\nThe kernel reads each input tile many times from global memory.\n"
+           "## Key Idea\nLoad a {b}x{b} tile into shared memory once, synchronize, and reuse it for every "
+           "output element of the block; pick the block size from the row length.\n"
+           "## Example\n```python\nacc = tl.dot(a_tile, b_tile)  # BLOCK = {b}\n```")
+_FUSION = ("## Motivation\nSeveral elementwise ops each launch a kernel and round-trip through memory.\n"
+           "## Key Idea\nFuse bias add, activation and scaling into the epilogue of the producing kernel so the "
+           "intermediate never leaves registers.\n## Example\n```python\ny = tl.maximum(acc + bias, 0) * scale\n```")
+
+
+def _summary_example(task, skills, reward):
+    reply = json.dumps({"name": "update_skill_library", "arguments": {"think": "t", "new_skills": [
+        {"name": n, "description": d, "scope": "general", "tags": ["memory"], "content": c} for n, d, c in skills]}})
+    return Example([{"role": "user", "content": f"summarize {task}"}, {"role": "assistant", "content": reply}],
+                   task, reward, "trajectory", "summary")
+
+
+def test_summary_filter_removes_near_identical_skills():
+    tile = "Reuse shared-memory tiles of the inputs"
+    ex = [_summary_example("level1/1_mm", [("smem_tiling", tile, _TILING.format(b=64))], 2.0),
+          # the same skill renamed, re-numbered, one word changed, on another task: skill collapse
+          _summary_example("level1/5_mm", [("shared_tile_reuse", tile, _TILING.format(b=128)
+                                            .replace("many times", "several times"))], 1.8),
+          # a pair whose second skill repeats the first example's skill: dropped as well
+          _summary_example("level2/7_gemm", [("epilogue_fusion", "Fuse the elementwise tail", _FUSION),
+                                             ("tile_in_smem", tile, _TILING.format(b=32))], 1.5),
+          _summary_example("level2/8_gemm", [("epilogue_fusion", "Fuse the elementwise tail", _FUSION)], 1.3)]
+    assert ex[0].answer != ex[1].answer  # not identical text
+    kept, rep = diversity_filter(ex, threshold=0.85, max_per_task=8)
+    assert [e.task for e in kept] == ["level1/1_mm", "level2/8_gemm"]
+    assert rep.extra["by_role"]["summary"]["near_duplicates"] == 2
+    # different skills are all kept
+    kept, _ = diversity_filter([ex[0], ex[3]], threshold=0.85, max_per_task=8)
+    assert len(kept) == 2
+
+
+def test_group_gives_examples_for_all_three_roles():
+    from davinci_kernel.rl.sft import examples_from_group
+
+    g = _selection_group()
+    g.episodes[2].turns[0].result = EvalResult(compiled=True, correct=True, speedup=1.4)
+    summ = _summary_example("level1/1_relu", [("smem_tiling", "tiles", _TILING.format(b=64))], 0.0)
+    g.summaries = [Turn(role="summary", task=g.task, messages=summ.messages[:1],
+                        completion=Completion(text=summ.answer), reward=1.6),
+                   Turn(role="summary", task=g.task, messages=summ.messages[:1],
+                        completion=Completion(text="no skill"), reward=0.0)]
+    roles = [e.role for e in examples_from_group(g)]
+    assert sorted(roles) == ["policy", "select", "select", "summary"]

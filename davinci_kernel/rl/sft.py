@@ -1,22 +1,33 @@
-"""SFT cold start: chat data → diversity filter → packed assistant-only loss → model.
+"""SFT cold start of all three agents: chat data → diversity filter per role → packed
+loss on the chosen assistant turns only → model.
 
 Covers:
 - data (``load_examples``): successful trajectories from ``TaskGroup`` JSONL files or run
-  directories (per episode, its best correct policy turn; summary turns that earned a
-  reward), OpenAI-format conversation JSONL (``{"messages": [...], "task": ...}``), and
-  Hugging Face datasets (``hf:NAME`` through ``datasets.load_dataset``, ``hf:DIR`` for a
-  dataset saved with ``save_to_disk``) with a ``messages`` column;
-- the diversity filter (``diversity_filter``): MinHash near-duplicate removal on the code
-  of the last assistant message (datasketch LSH at ``minhash_threshold``), a cap per task
-  (best speedup first), and optional k-means clustering of hashed code-shingle features
-  with a cap per cluster;
-- tokenization with a loss mask on assistant tokens only (``encode_chat``), micro-batches of
+  directories — for the policy, per episode its best correct turn, the earlier turns of that
+  episode kept as context without loss (``weight: 0``); for the selection agent, the
+  ``select_skills`` replies of the schemes whose rollouts did best (highest scheme reward,
+  above 0, not beaten by the null scheme); for the summarizer, summary turns that earned a
+  reward — OpenAI-format conversation JSONL (``{"messages": [...], "task": ...,
+  "role": "policy" | "select" | "summary"}``; an assistant message with ``"weight": 0`` is
+  context only, as in OpenAI fine-tuning files), and Hugging Face datasets (``hf:NAME``
+  through ``datasets.load_dataset``, ``hf:DIR`` for a dataset saved with ``save_to_disk``)
+  with a ``messages`` column;
+- the diversity filter (``diversity_filter``), run for each role on its own: near-duplicate
+  removal (LSH at ``minhash_threshold`` proposes candidates, the exact Jaccard of the
+  shingle sets decides) on what that role produced — the code of a policy answer, the task
+  and picked skill names of a selection, and each proposed skill of a summary (description
+  and content as lower-cased words with digits folded, the name left out, so reworded or
+  renamed copies of one skill count as the same skill: skill collapse) — then a cap per task
+  (best score first) and optional k-means clustering of hashed shingle features with a cap
+  per cluster;
+- tokenization with a loss mask on the trained assistant tokens only (``encode_chat``), micro-batches of
   ``max_seq_len`` tokens (right-padded (B, L) batches, or packed rows with position ids
   restarting per example: ``sft.micro_batch_layout``), and training
   (AdamW, LoRA option, bf16 where supported, gradient checkpointing, accelerate; token
   log-probs straight from the output head, no logits tensor, as the RL update takes them).
 
-Does not cover: RL (``trainer.py``) or producing trajectories (``rollout/``).
+Does not cover: RL (``trainer.py``) or producing trajectories (``rollout/``). The filter's
+design is our own (the paper names a diversity filter, the public release ships none).
 """
 
 from __future__ import annotations
@@ -34,11 +45,14 @@ from typing import Optional
 import torch
 
 from ..errors import UsageError
-from ..records import TaskGroup
+from ..records import TaskGroup, Turn
+from .advantages import scheme_rewards
 from .sequences import Row, assemble, first_fit, length_groups
 
 _CODE_RE = re.compile(r"```(?:python|py|cuda|cpp|c\+\+)?\s*\n(.*?)```", re.S)
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+_WORD_RE = re.compile(r"\w+")
+SFT_ROLES = ("policy", "select", "summary")
 
 
 @dataclass
@@ -47,12 +61,18 @@ class Example:
     task: str = ""
     score: float = 0.0  # higher is kept first by the per-task cap (e.g. speedup)
     source: str = ""
+    role: str = "policy"  # the agent it trains: "policy" | "select" | "summary"
+
+    @property
+    def answer(self) -> str:
+        """The last assistant message: the one an example from a trajectory trains on."""
+        return next((m["content"] for m in reversed(self.messages) if m.get("role") == "assistant"), "") or ""
 
     @property
     def code(self) -> str:
-        last = next((m["content"] for m in reversed(self.messages) if m.get("role") == "assistant"), "")
-        blocks = _CODE_RE.findall(last or "")
-        return "\n".join(blocks) if blocks else (last or "")
+        last = self.answer
+        blocks = _CODE_RE.findall(last)
+        return "\n".join(blocks) if blocks else last
 
 
 @dataclass
@@ -66,22 +86,57 @@ class FilterReport:
 
 
 # --------------------------------------------------------------------------- data
-def examples_from_group(g: TaskGroup) -> list[Example]:
+def _answered(t: Turn) -> bool:
+    """A turn with a prompt and an answer that neither failed nor was rejected (PRS)."""
+    return t.kept and t.completion is not None and not t.completion.error and bool(t.messages)
+
+
+def _with_answer(t: Turn) -> list[dict]:
+    """The turn's prompt, earlier assistant turns as context only (``weight: 0``), and its answer."""
+    ctx = [dict(m, weight=0) if m.get("role") == "assistant" else dict(m) for m in t.messages]
+    return ctx + [{"role": "assistant", "content": t.completion.text}]
+
+
+def policy_examples(g: TaskGroup) -> list[Example]:
+    """Per episode its best correct turn; the earlier (worse or wrong) turns stay context."""
     out = []
     for ep in g.episodes:
         b = ep.best_turn
-        if b is None:
+        if b is None or not _answered(ep.turns[b]):
             continue
         t = ep.turns[b]
-        if t.completion is None or not t.messages:
-            continue
-        out.append(Example(list(t.messages) + [{"role": "assistant", "content": t.completion.text}],
-                           g.task, float(t.result.speedup or 1.0), "trajectory"))
-    for t in g.summaries:
-        if (t.reward or 0.0) > 0 and t.completion is not None and t.messages:
-            out.append(Example(list(t.messages) + [{"role": "assistant", "content": t.completion.text}],
-                               g.task, float(t.reward), "summary"))
+        out.append(Example(_with_answer(t), g.task, float(t.result.speedup or 1.0), "trajectory", "policy"))
     return out
+
+
+def selection_examples(g: TaskGroup) -> list[Example]:
+    """The selection replies of the schemes whose rollouts did best.
+
+    A scheme's reward is the mean over its rollouts of the best-turn reward (as for the
+    selector's advantage). Kept: parsed replies whose scheme reward is above 0 and the
+    highest of the group, the null scheme included — when no skills did better, the
+    selection taught nothing worth copying.
+    """
+    sr = scheme_rewards(g)
+    best = max(sr.values(), default=0.0)
+    out = []
+    for t in g.selections:
+        r = sr.get(t.scheme)
+        if r is None or r <= 0.0 or r < best - 1e-12 or t.parse_error or not _answered(t):
+            continue
+        out.append(Example(_with_answer(t), g.task, float(r), "trajectory", "select"))
+    return out
+
+
+def summary_examples(g: TaskGroup) -> list[Example]:
+    """Summary turns that earned a reward (a verified skill's speedup)."""
+    return [Example(_with_answer(t), g.task, float(t.reward), "trajectory", "summary")
+            for t in g.summaries if (t.reward or 0.0) > 0 and _answered(t)]
+
+
+def examples_from_group(g: TaskGroup) -> list[Example]:
+    """SFT examples of all three agents from one task group."""
+    return policy_examples(g) + selection_examples(g) + summary_examples(g)
 
 
 def _from_json(obj: dict, source: str) -> list[Example]:
@@ -90,7 +145,10 @@ def _from_json(obj: dict, source: str) -> list[Example]:
     msgs = obj.get("messages")
     if not isinstance(msgs, list) or not any(m.get("role") == "assistant" for m in msgs if isinstance(m, dict)):
         return []
-    return [Example(msgs, str(obj.get("task") or ""), float(obj.get("score") or 0.0), source)]
+    role = str(obj.get("role") or "policy")
+    if role not in SFT_ROLES:
+        raise UsageError(f"{source}: role '{role}' is not one of {', '.join(SFT_ROLES)}")
+    return [Example(msgs, str(obj.get("task") or ""), float(obj.get("score") or 0.0), source, role)]
 
 
 def _read_jsonl(path: Path) -> list[Example]:
@@ -175,28 +233,85 @@ def kmeans(x: torch.Tensor, k: int, seed: int = 0, iters: int = 20) -> torch.Ten
     return assign
 
 
-def diversity_filter(examples: list[Example], threshold: float = 0.85, max_per_task: int = 8,
-                     clusters: int = 0, max_per_cluster: int = 0, seed: int = 0,
-                     num_perm: int = 128) -> tuple[list[Example], FilterReport]:
-    """Near-duplicate removal on code (MinHash LSH), a per-task cap, optional cluster caps."""
+def _skill_shingles(skill: dict, n: int = 3) -> set[str]:
+    """Word n-grams of a skill's description and content (lower case, digits folded to 0,
+    name left out): reworded, renumbered or renamed copies of one skill stay close."""
+    text = f"{skill.get('description') or ''}\n{skill.get('content') or ''}"
+    words = [re.sub(r"\d+", "0", w.lower()) for w in _WORD_RE.findall(text)]
+    if len(words) < n:
+        return {" ".join(words)} if words else set()
+    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def _selected_names(text: str) -> list[str]:
+    from ..agents.extract import find_tool_call
+
+    args = find_tool_call(text, "select_skills", "selected_skills") or {}
+    picks = args.get("selected_skills")
+    picks = [picks] if isinstance(picks, dict) else picks if isinstance(picks, list) else []
+    return sorted({str(p.get("name") if isinstance(p, dict) else p) for p in picks})
+
+
+def _summary_skills(text: str) -> list[dict]:
+    from ..agents.summary import parse_summary
+
+    return [sk.to_dict() for sk in parse_summary(text, max_new_skills=1 << 20).skills]
+
+
+def fingerprints(e: Example) -> list[set[str]]:
+    """What the near-duplicate check compares, per role: one shingle set for a policy answer
+    (its code) and for a selection (task and picked names), one per proposed skill for a
+    summary (its whole answer when no skill parses)."""
+    if e.role == "select":
+        return [{f"task:{e.task}"} | {f"pick:{n}" for n in _selected_names(e.answer)}]
+    if e.role == "summary":
+        skills = _summary_skills(e.answer)
+        if skills:
+            return [_skill_shingles(sk) for sk in skills]
+        return [_skill_shingles({"content": e.answer})]
+    return [_shingles(e.code)]
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if (a or b) else 1.0
+
+
+def _drop_near_duplicates(examples: list[Example], order: list[int], threshold: float, seed: int,
+                          num_perm: int) -> tuple[list[int], int]:
+    """Walk ``order`` (best first); drop an example when any of its fingerprints is a near
+    duplicate (Jaccard ≥ threshold) of a fingerprint of an example kept before it."""
     from datasketch import MinHash, MinHashLSH
 
+    # LSH proposes candidates at a looser threshold; the exact Jaccard of the sets decides.
+    lsh = MinHashLSH(threshold=min(threshold, 0.7), num_perm=num_perm)
+    kept_sets: dict[str, set[str]] = {}
+    kept: list[int] = []
+    dropped = 0
+    for i in order:
+        fps = fingerprints(examples[i])
+        mhs = []
+        for fp in fps:
+            mh = MinHash(num_perm=num_perm, seed=seed)
+            for sh in fp:
+                mh.update(sh.encode("utf-8"))
+            mhs.append(mh)
+        if any(_jaccard(fp, kept_sets[k]) >= threshold for fp, mh in zip(fps, mhs) for k in lsh.query(mh)):
+            dropped += 1
+            continue
+        for j, (fp, mh) in enumerate(zip(fps, mhs)):
+            key = f"{i}:{j}"
+            kept_sets[key] = fp
+            lsh.insert(key, mh)
+        kept.append(i)
+    return kept, dropped
+
+
+def _role_filter(examples: list[Example], threshold: float, max_per_task: int, clusters: int,
+                 max_per_cluster: int, seed: int, num_perm: int) -> tuple[list[int], FilterReport]:
+    """The filter for examples of one role: near duplicates, per-task cap, cluster cap."""
     rep = FilterReport(total=len(examples))
     order = sorted(range(len(examples)), key=lambda i: -examples[i].score)  # best first, stable
-    # LSH proposes candidates at a looser threshold; the MinHash Jaccard estimate decides.
-    lsh = MinHashLSH(threshold=min(threshold, 0.7), num_perm=num_perm)
-    hashes: dict[str, MinHash] = {}
-    kept: list[int] = []
-    for i in order:
-        mh = MinHash(num_perm=num_perm, seed=seed)
-        for s in _shingles(examples[i].code):
-            mh.update(s.encode("utf-8"))
-        if any(mh.jaccard(hashes[k]) >= threshold for k in lsh.query(mh)):
-            rep.near_duplicates += 1
-            continue
-        hashes[str(i)] = mh
-        lsh.insert(str(i), mh)
-        kept.append(i)
+    kept, rep.near_duplicates = _drop_near_duplicates(examples, order, threshold, seed, num_perm)
     per_task: dict[str, int] = {}
     capped = []
     for i in kept:
@@ -207,7 +322,8 @@ def diversity_filter(examples: list[Example], threshold: float = 0.85, max_per_t
         per_task[key] = per_task.get(key, 0) + 1
         capped.append(i)
     if clusters > 0 and len(capped) > 1:
-        feats = torch.stack([_features(examples[i].code) for i in capped])
+        feats = torch.stack([_features(" ".join(sorted(set().union(*fingerprints(examples[i])))))
+                             if examples[i].role != "policy" else _features(examples[i].code) for i in capped])
         assign = kmeans(feats, clusters, seed).tolist()
         cap = max_per_cluster or math.ceil(len(capped) / min(clusters, len(capped)))
         per_cluster: dict[int, int] = {}
@@ -221,25 +337,50 @@ def diversity_filter(examples: list[Example], threshold: float = 0.85, max_per_t
         rep.extra["cluster_sizes"] = sorted(per_cluster.values(), reverse=True)
         capped = final
     rep.kept = len(capped)
-    return [examples[i] for i in sorted(capped)], rep
+    return capped, rep
+
+
+def diversity_filter(examples: list[Example], threshold: float = 0.85, max_per_task: int = 8,
+                     clusters: int = 0, max_per_cluster: int = 0, seed: int = 0,
+                     num_perm: int = 128) -> tuple[list[Example], FilterReport]:
+    """Each role on its own: near-duplicate removal (see ``fingerprints``), a per-task cap,
+    optional cluster caps. The report sums over roles; ``extra["by_role"]`` has each role's."""
+    rep = FilterReport(total=len(examples))
+    chosen: list[int] = []
+    by_role: dict[str, dict] = {}
+    for role in sorted({e.role for e in examples}):
+        idx = [i for i, e in enumerate(examples) if e.role == role]
+        kept, r = _role_filter([examples[i] for i in idx], threshold, max_per_task, clusters, max_per_cluster,
+                               seed, num_perm)
+        chosen += [idx[j] for j in kept]
+        rep.near_duplicates += r.near_duplicates
+        rep.over_task_cap += r.over_task_cap
+        rep.over_cluster_cap += r.over_cluster_cap
+        by_role[role] = r.__dict__
+    rep.kept = len(chosen)
+    rep.extra["by_role"] = by_role
+    return [examples[i] for i in sorted(chosen)], rep
 
 
 # --------------------------------------------------------------------------- tokens
 def encode_chat(tokenizer, messages: list[dict]) -> tuple[list[int], list[bool]]:
-    """Token ids and a mask that is true on assistant tokens (their end-of-turn marker included).
+    """Token ids and a mask that is true on the trained assistant tokens (their end-of-turn
+    marker included). An assistant message with ``"weight": 0`` is context, no loss.
 
-    Each assistant turn is the text the chat template adds between the conversation so far
-    with a generation prompt and the conversation including that turn; text pieces are
-    tokenized separately, as prompt and completion are at generation time.
+    Each trained assistant turn is the text the chat template adds between the conversation
+    so far with a generation prompt and the conversation including that turn; the context
+    before it (earlier untrained turns included) is tokenized as one piece and the answer as
+    another, as prompt and completion are at generation time.
     """
+    msgs = [{k: v for k, v in m.items() if k != "weight"} for m in messages]
     ids: list[int] = []
     mask: list[bool] = []
     done = ""
     for i, m in enumerate(messages):
-        if m.get("role") != "assistant":
+        if m.get("role") != "assistant" or m.get("weight", 1) == 0:
             continue
-        prefix = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True)
-        full = tokenizer.apply_chat_template(messages[:i + 1], tokenize=False)
+        prefix = tokenizer.apply_chat_template(msgs[:i], tokenize=False, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template(msgs[:i + 1], tokenize=False)
         if not prefix.startswith(done) or not full.startswith(prefix):
             raise ValueError("chat template is not prefix-stable; cannot locate assistant tokens")
         for text, train in ((prefix[len(done):], False), (full[len(prefix):], True)):
@@ -302,8 +443,10 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
     model, opt = acc.prepare(model, opt)
     rows = pack_examples([encode_chat(tokenizer, e.messages) for e in kept], s.max_seq_len, s.micro_batch_layout)
     log = MetricsLog(out_dir) if acc.is_main_process else None
+    roles = ", ".join(f"{k} {v['kept']}/{v['total']}" for k, v in rep.extra["by_role"].items())
     echo(f"sft: {rep.total} examples, {rep.near_duplicates} near duplicates, {rep.over_task_cap} over the "
-         f"per-task cap, {rep.over_cluster_cap} over cluster caps → {rep.kept} kept, {len(rows)} packed rows")
+         f"per-task cap, {rep.over_cluster_cap} over cluster caps → {rep.kept} kept ({roles}), "
+         f"{len(rows)} packed rows")
     rng = random.Random(s.seed)
     step, last_loss = 0, float("nan")
     world, rank = acc.num_processes, acc.process_index
