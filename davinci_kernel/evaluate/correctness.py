@@ -1,18 +1,71 @@
 """Comparing candidate outputs with reference outputs, in the harness process.
 
 Covers: structure, shape and dtype agreement, NaN/Inf (never pass), allclose with the
-configured tolerances, and the error statistics the feedback and the precision guard
-use (max abs/rel difference, relative L2 error computed in float64). Inputs are plain
-CPU tensors rebuilt from raw bytes (transfer.py), so nothing the candidate made can
-change how this code behaves. Does not cover: producing the outputs (worker.py).
+configured tolerances, a relative L2 check per output with a limit per dtype
+(``REL_L2_LIMITS``: catches outputs that pass allclose only because their values are
+small next to ``atol``, such as an all-zeros softmax over a wide row, and outputs
+whose small values hide behind a larger sibling output), exact comparison of integer,
+bool and exponent-only types, complex outputs through their real view, and the error
+statistics the feedback and the precision guard use (max abs/rel difference, relative
+L2 error computed in float64). Any leaf it cannot compare (a dtype the transfer does
+not carry, a sparse, quantized, nested or meta tensor, an object that is neither a
+tensor nor a scalar) makes the comparison fail with ``unsupported_output``; it never
+counts as equal. Inputs are plain CPU tensors rebuilt from raw bytes (transfer.py), so
+nothing the candidate made can change how this code behaves. Does not cover: producing
+the outputs (worker.py) or carrying them across processes (transfer.py).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
+
+
+@dataclass(frozen=True)
+class Limit:
+    """How far one floating output may be from the reference, beyond allclose.
+
+    ``||out - ref||_2 <= rel_l2 * ||ref||_2 + floor * sqrt(n)`` over the output's n values
+    (its real view for complex outputs). ``floor`` is an RMS error allowed whatever the
+    reference's size, so an output that is zero or cancellation noise in the reference
+    (where a relative error means nothing) is left to allclose; it sits far below the
+    values of any output that carries signal (a softmax over a row of N values has RMS
+    ~1.6/N: 1e-5 still catches zeros for rows up to ~1.6e5 wide). ``min_rtol`` widens the
+    elementwise rtol for types whose one ulp is coarser than the configured rtol."""
+    rel_l2: float
+    floor: float
+    min_rtol: float = 0.0
+
+
+# Real dtype name -> limit. Honest kernels measured against torch (CPU, 2.13; fp32
+# accumulation, one rounding at the end): one matmul or softmax 1e-5 to 1e-3, a
+# matmul-gelu-matmul chain rounded at other points 4e-4 (fp16) / 3.4e-3 (bf16: eight times
+# fp16's epsilon); KernelBench accepts half-precision kernels at rel-L2 ~1e-3. An output
+# with no signal has rel-L2 ~1 (zeros) or ~1.4 (uncorrelated values). float32/float64 get
+# the allclose rtol's 1e-2: how accurate a float32 output must be is the precision guard's
+# call (guards.precision_flag, 4e-3), not this one's. float8: one ulp is 6 % (e4m3) or
+# 12 % (e5m2) of a value, so honest outputs differ by it on many elements.
+REL_L2_LIMITS: dict[str, Limit] = {
+    "float64": Limit(1e-2, 1e-5),
+    "float32": Limit(1e-2, 1e-5),
+    "float16": Limit(1e-2, 1e-5),
+    "bfloat16": Limit(5e-2, 1e-5),
+    "float8_e4m3fn": Limit(0.2, 1e-3, 0.125),
+    "float8_e4m3fnuz": Limit(0.2, 1e-3, 0.125),
+    "float8_e5m2": Limit(0.35, 1e-5, 0.25),
+    "float8_e5m2fnuz": Limit(0.35, 1e-5, 0.25),
+}
+
+# Compared bit for bit (through a signed integer view of the same size, which every
+# integer op supports): integers, bool, and float8_e8m0fnu (a power-of-two scale, one ulp = 2x).
+_EXACT = {
+    "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8,
+    "uint64": torch.int64, "uint32": torch.int32, "uint16": torch.int16, "uint8": torch.uint8,
+    "bool": torch.bool, "float8_e8m0fnu": torch.uint8,
+}
 
 
 @dataclass
@@ -22,41 +75,112 @@ class Comparison:
     message: str = ""
     max_abs: float = 0.0
     max_rel: float = 0.0
-    rel_l2: float = 0.0
-    float32: bool = False  # any float32 output (the precision guard applies)
+    rel_l2: float = 0.0  # over all floating outputs together
+    leaf_rel_l2: dict[str, float] = field(default_factory=dict)  # real dtype -> worst rel-L2 of one output
+    float32: bool = False  # any float32 output, complex64 included (the precision guard applies)
     low_mantissa_share: float = 0.0  # share of nonzero float32 outputs with the low 13 mantissa bits zero
     details: list[str] = field(default_factory=list)
 
 
-def compare(ref: list, cand: list, atol: float, rtol: float) -> Comparison:
-    """Compare leaf lists (tensors or scalar descriptions) from one call each."""
+def _name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _uncomparable(leaf: Any) -> Optional[str]:
+    """Why the harness cannot compare this leaf, or None. Leaves are tensors or the
+    descriptions transfer.read_leaf returns for anything else."""
+    if isinstance(leaf, torch.Tensor):
+        if leaf.is_nested:
+            return "a nested tensor"
+        if leaf.layout != torch.strided:
+            return f"a tensor with layout {_name(leaf.layout)} (only dense tensors are compared)"
+        if leaf.is_quantized:
+            return f"a quantized tensor ({_name(leaf.dtype)})"
+        if leaf.device.type == "meta":
+            return "a meta tensor (it holds no values)"
+        name = _name(leaf.dtype)
+        if name not in _EXACT and _real_name(leaf.dtype) not in REL_L2_LIMITS:
+            return f"a {name} tensor (a dtype the harness cannot compare)"
+        return None
+    if isinstance(leaf, dict) and leaf.get("kind") == "scalar":
+        return None
+    if isinstance(leaf, dict) and leaf.get("kind") == "unsupported":
+        what = leaf.get("why") or f"a {leaf.get('dtype', '?')} tensor (a dtype the harness cannot carry)"
+        return f"{what}, shape {tuple(leaf.get('shape') or ())}"
+    return f"an object of type {type(leaf).__name__}"
+
+
+def _real_name(dtype) -> str:
+    """The dtype compared: a complex type's component type, any other type itself."""
+    return {torch.complex64: "float32", torch.complex128: "float64",
+            getattr(torch, "complex32", None): "float16"}.get(dtype, _name(dtype))
+
+
+def _real(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its (..., 2) real view; any other tensor as it is."""
+    if t.is_complex():
+        return torch.view_as_real(t.resolve_conj())
+    return t
+
+
+def _scalars_equal(a, b, atol: float, rtol: float) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isfinite(a) and math.isfinite(b) and abs(b - a) <= atol + rtol * abs(a)
+    return type(a) is type(b) and a == b
+
+
+def compare(ref: list, cand: list, atol: float, rtol: float,
+            limits: Optional[dict[str, Limit]] = None) -> Comparison:
+    """Compare leaf lists (tensors or scalar descriptions) from one call each.
+
+    ``limits``: real dtype name -> Limit; ``REL_L2_LIMITS`` when None."""
+    limits = REL_L2_LIMITS if limits is None else limits
     c = Comparison()
     if len(ref) != len(cand):
         c.ok, c.error_kind = False, "output_structure"
         c.message = f"expected {len(ref)} output tensor(s), got {len(cand)}"
         return c
+
+    def fail(kind: str, message: str) -> None:  # the first failure names the error
+        if c.ok:
+            c.ok, c.error_kind, c.message = False, kind, message
+
     sq_err, sq_ref = 0.0, 0.0
     for i, (r, x) in enumerate(zip(ref, cand)):
         where = f"output {i}" if len(ref) > 1 else "output"
+        why_r, why_x = _uncomparable(r), _uncomparable(x)
+        if why_r:
+            fail("unsupported_output", f"{where}: the reference output is {why_r}; the harness cannot compare it")
+            return c
+        if why_x:
+            fail("unsupported_output", f"{where}: got {why_x}, which the harness cannot compare; "
+                 "return a dense tensor of the reference's dtype")
+            return c
         if not isinstance(r, torch.Tensor):
-            if isinstance(x, torch.Tensor) or r.get("value") != x.get("value"):
-                c.ok, c.error_kind = False, "wrong_output"
-                c.message = f"{where}: expected {r.get('value')!r}, got {x if isinstance(x, torch.Tensor) else x.get('value')!r}"
+            if isinstance(x, torch.Tensor) or not _scalars_equal(r.get("value"), x.get("value"), atol, rtol):
+                fail("wrong_output", f"{where}: expected {r.get('value')!r}, got "
+                     f"{'a tensor' if isinstance(x, torch.Tensor) else repr(x.get('value'))}")
                 return c
             continue
         if not isinstance(x, torch.Tensor):
-            c.ok, c.error_kind = False, "output_structure"
-            c.message = f"{where}: expected a tensor, got {x.get('kind')} {x.get('value', x.get('dtype', ''))}"
+            fail("output_structure", f"{where}: expected a tensor, got {x.get('kind')} {x.get('value', '')!r}")
             return c
         if tuple(r.shape) != tuple(x.shape):
-            c.ok, c.error_kind = False, "shape_mismatch"
-            c.message = f"{where}: expected shape {tuple(r.shape)}, got {tuple(x.shape)}"
+            fail("shape_mismatch", f"{where}: expected shape {tuple(r.shape)}, got {tuple(x.shape)}")
             return c
         if r.dtype != x.dtype:
-            c.ok, c.error_kind = False, "dtype_mismatch"
-            c.message = f"{where}: expected dtype {str(r.dtype).replace('torch.', '')}, got {str(x.dtype).replace('torch.', '')}"
+            fail("dtype_mismatch", f"{where}: expected dtype {_name(r.dtype)}, got {_name(x.dtype)}")
             return c
-        if r.dtype == torch.float32:
+        name = _name(r.dtype)
+        if name in _EXACT:
+            rb, xb = r.view(_EXACT[name]), x.view(_EXACT[name])  # same bits, ops every integer type has
+            if not torch.equal(rb, xb):
+                fail("wrong_output", f"{where}: {int((rb != xb).sum())} of {x.numel()} values differ "
+                     "(exact match required)")
+            continue
+        real = _real_name(r.dtype)
+        r, x = _real(r), _real(x)  # (..., 2) for complex
+        if real == "float32":
             c.float32 = True
             nz = x[x != 0]
             if nz.numel() >= 64:
@@ -64,28 +188,34 @@ def compare(ref: list, cand: list, atol: float, rtol: float) -> Comparison:
                 c.low_mantissa_share = max(c.low_mantissa_share, share)
         if r.numel() == 0:
             continue
-        if not torch.isfinite(x).all():
-            bad = int((~torch.isfinite(x)).sum())
-            c.ok, c.error_kind = False, "nan_inf"
-            c.message = f"{where}: {bad} of {x.numel()} values are NaN/Inf"
+        # float8 / half / float32 → float32 for the arithmetic; float64 stays float64
+        rf, xf = (r, x) if r.dtype == torch.float64 else (r.float(), x.float())
+        if not torch.isfinite(xf).all():
+            bad = int((~torch.isfinite(xf)).sum())
+            fail("nan_inf", f"{where}: {bad} of {x.numel()} values are NaN/Inf")
             return c
-        if not r.dtype.is_floating_point:
-            if not torch.equal(r, x):
-                c.ok, c.error_kind = False, "wrong_output"
-                c.message = f"{where}: {int((r != x).sum())} of {x.numel()} values differ (exact match required)"
-            continue
-        rf, xf = r.float(), x.float()
+        lim = limits.get(real) or REL_L2_LIMITS[real]
+        rt = max(rtol, lim.min_rtol)
         diff = (xf - rf).abs()
-        tol = atol + rtol * rf.abs()
-        bad_mask = ~(diff <= tol)  # NaN in the reference counts as a mismatch
+        bad_mask = ~(diff <= atol + rt * rf.abs())  # NaN in the reference counts as a mismatch
         c.max_abs = max(c.max_abs, float(torch.nan_to_num(diff, nan=float("inf")).max()))
         c.max_rel = max(c.max_rel, float(torch.nan_to_num(diff / rf.abs().clamp_min(1e-6), nan=float("inf")).max()))
-        sq_err += float(torch.linalg.vector_norm(xf - rf, dtype=torch.float64) ** 2)
-        sq_ref += float(torch.linalg.vector_norm(rf, dtype=torch.float64) ** 2)
+        err = float(torch.linalg.vector_norm(diff, dtype=torch.float64))  # ||out - ref||_2
+        norm = float(torch.linalg.vector_norm(rf, dtype=torch.float64))  # ||ref||_2
+        sq_err, sq_ref = sq_err + err ** 2, sq_ref + norm ** 2
+        leaf_l2 = err / norm if norm > 0 else (0.0 if err == 0 else float("inf"))
+        if not math.isnan(leaf_l2):  # NaN: the reference has NaN/Inf, which allclose reports
+            c.leaf_rel_l2[real] = max(c.leaf_rel_l2.get(real, 0.0), leaf_l2)
         n_bad = int(bad_mask.sum())
         if n_bad:
-            c.ok, c.error_kind = False, "wrong_output"
-            c.message = (f"{where}: {n_bad} of {x.numel()} values differ beyond atol={atol:g}, rtol={rtol:g} "
-                         f"(max abs diff {c.max_abs:.3g}, max rel diff {c.max_rel:.3g})")
+            fail("wrong_output", f"{where}: {n_bad} of {x.numel()} values differ beyond atol={atol:g}, rtol={rt:g} "
+                 f"(max abs diff {c.max_abs:.3g}, max rel diff {c.max_rel:.3g})")
+        elif not err <= lim.rel_l2 * norm + lim.floor * math.sqrt(r.numel()):
+            signal = float(torch.linalg.vector_norm(xf, dtype=torch.float64)) / norm if norm > 0 else float("inf")
+            hint = (f"; the output carries almost none of the reference's signal (||out||/||ref|| = {signal:.2g})"
+                    if leaf_l2 >= 0.5 else "")
+            fail("wrong_output", f"{where}: relative L2 error {leaf_l2:.3g} > {lim.rel_l2:g} allowed for "
+                 f"{name} ({x.numel()} values within atol={atol:g}, rtol={rt:g} one by one, but "
+                 f"||out - ref|| = {err:.3g} against ||ref|| = {norm:.3g}){hint}")
     c.rel_l2 = (sq_err ** 0.5) / (sq_ref ** 0.5) if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
     return c

@@ -2,7 +2,10 @@
 
 Covers: flattening a model output (tensor, tuple/list/dict of tensors, scalars) into
 leaves, writing each leaf's raw bytes to a file (under /dev/shm when it exists) and
-reading it back in the harness as a fresh, plain ``torch.Tensor``. The harness never
+reading it back in the harness as a fresh, plain ``torch.Tensor``, for every dtype in
+``_RAW`` (floating, complex, integer, bool and float8 types); any other tensor (another
+dtype, sparse, quantized, nested, meta) crosses as an "unsupported" description that the
+comparison rejects. The harness never
 unpickles objects the candidate made: only shapes, dtype names and raw bytes cross.
 Large GPU outputs (more than SAMPLE_MIN elements) stay on the GPU until the harness
 names a random seed, chosen after the candidate produced them; then SAMPLE_N elements
@@ -18,12 +21,31 @@ from typing import Any
 
 import numpy as np
 
-# dtype name -> (numpy dtype used for the raw bytes, element size)
+# dtype name -> numpy dtype of its raw bytes. A type numpy lacks travels as bytes of the
+# same size and is viewed back on arrival: bfloat16 as int16, float8 types as uint8,
+# complex32 as two float16. Anything else (other dtypes, sparse, quantized, nested or meta
+# tensors) crosses as an "unsupported" description, which correctness.compare rejects.
 _RAW = {
-    "float64": np.float64, "float32": np.float32, "float16": np.float16,
-    "bfloat16": np.int16, "int64": np.int64, "int32": np.int32, "int16": np.int16,
-    "int8": np.int8, "uint8": np.uint8, "bool": np.bool_,
+    "float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": np.int16,
+    "complex128": np.complex128, "complex64": np.complex64, "complex32": np.float16,
+    "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
+    "uint64": np.uint64, "uint32": np.uint32, "uint16": np.uint16, "uint8": np.uint8, "bool": np.bool_,
+    "float8_e4m3fn": np.uint8, "float8_e4m3fnuz": np.uint8, "float8_e5m2": np.uint8,
+    "float8_e5m2fnuz": np.uint8, "float8_e8m0fnu": np.uint8,
 }
+
+
+def _unsupported(torch, t) -> str | None:
+    """Why a tensor cannot cross as raw bytes, or None."""
+    if t.is_nested:
+        return "a nested tensor"
+    if t.layout != torch.strided:
+        return f"a tensor with layout {str(t.layout).replace('torch.', '')} (only dense tensors are compared)"
+    if t.is_quantized:
+        return f"a quantized tensor ({str(t.dtype).replace('torch.', '')})"
+    if t.device.type == "meta":
+        return "a meta tensor (it holds no values)"
+    return None
 
 
 def flatten(out: Any) -> list[Any]:
@@ -47,8 +69,10 @@ def write_leaf(torch, leaf, path: str) -> dict:
         return {"kind": "scalar", "value": leaf if isinstance(leaf, (int, float, bool)) or leaf is None else repr(leaf)}
     t = torch.Tensor.detach(leaf)
     name = str(t.dtype).replace("torch.", "")
-    if name not in _RAW:
-        return {"kind": "unsupported", "dtype": name, "shape": list(t.shape)}
+    why = _unsupported(torch, t)
+    if name not in _RAW or why:
+        return {"kind": "unsupported", "dtype": name, "shape": list(t.shape), "why": why}
+    t = t.resolve_conj().resolve_neg()  # conjugate/negative views as plain values
     meta = {"kind": "tensor", "dtype": name, "shape": list(t.shape), "path": path}
     n = t.numel()
     if n:
@@ -62,8 +86,9 @@ def write_leaf(torch, leaf, path: str) -> dict:
             pass  # the plain way below
     cpu = t.to("cpu", copy=True).contiguous()
     flat = cpu.reshape(-1)
-    if name == "bfloat16":
-        flat = flat.view(torch.int16)
+    raw = torch.from_numpy(np.empty(0, dtype=_RAW[name])).dtype
+    if flat.dtype != raw:  # bfloat16, float8, complex32: the same bytes as a type numpy has
+        flat = flat.view(raw)
     arr = flat.numpy()
     with open(path, "wb") as fh:
         arr.tofile(fh)
@@ -80,6 +105,8 @@ def read_leaf(meta: dict, mapped: bool = False):
 
     if meta["kind"] != "tensor":
         return meta
+    if not isinstance(meta.get("dtype"), str) or meta["dtype"] not in _RAW:  # never carried: compare() rejects the description
+        return {"kind": "unsupported", "dtype": str(meta.get("dtype")), "shape": list(meta.get("shape") or [])}
     if meta.get("sampled"):
         return {"values": read_leaf({k: v for k, v in meta.items() if k != "sampled"}),
                 "seed": meta["seed"], "full_shape": meta["full_shape"]}
@@ -91,8 +118,9 @@ def read_leaf(meta: dict, mapped: bool = False):
         return t.reshape(meta["shape"])
     raw = np.fromfile(meta["path"], dtype=_RAW[meta["dtype"]])
     t = torch.from_numpy(raw)  # a fresh array nobody else holds: no second copy
-    if meta["dtype"] == "bfloat16":
-        t = t.view(torch.int16).view(torch.bfloat16)
+    want = getattr(torch, meta["dtype"])
+    if t.dtype != want:  # bytes of a type numpy lacks (complex32: two float16 per value)
+        t = t.view(want)
     return t.reshape(meta["shape"])
 
 
