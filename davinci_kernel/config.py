@@ -78,40 +78,45 @@ class EvalConfig:
 @dataclass
 class SkillsConfig:
     db: str = opt("~/.cache/davinci_kernel/skills.db", "SQLite skill library")
-    seed_library: bool = opt(True, "import the bundled seed skills into a new, empty library")
-    select_mode: str = opt("llm", "how skills are chosen", choices=("llm", "bm25", "none"))
-    bm25_top_k: int = opt(20, "BM25 candidates shown to the selection agent")
-    max_selected: int = opt(3, "skills the selection agent may pick")
-    verify_min_speedup: float = opt(1.2, "a new skill's verification must reach this speedup")
-    verify_min_gain: float = opt(1.2, "... and this factor over the original turn-1 speedup")
-    max_new_skills: int = opt(2, "skills one summary may propose")
+    seed_library: bool = opt(True, "[O] import the bundled seed skills (our own, not the paper's) into a "
+                              "new, empty library; false: start empty, as the paper does")
+    select_mode: str = opt("llm", "[P] how skills are chosen: llm = BM25 candidates reranked by the "
+                           "selection agent (the method); bm25 = BM25 top skills, no model; none = no "
+                           "skills (bm25 and none: the paper's ablations)", choices=("llm", "bm25", "none"))
+    bm25_top_k: int = opt(20, "[R] BM25 candidates shown to the selection agent")
+    max_selected: int = opt(3, "[R] skills the selection agent may pick")
+    verify_min_speedup: float = opt(1.2, "[R] a new skill's verification must reach this speedup")
+    verify_min_gain: float = opt(1.2, "[R] ... and this factor over the original turn-1 speedup")
+    max_new_skills: int = opt(2, "[R] skills one summary may propose")
 
 
 # --------------------------------------------------------------------------- rollout
 @dataclass
 class RolloutConfig:
-    k_schemes: int = opt(3, "selection samples per task (plus one null scheme)")
-    n_rollouts: int = opt(4, "policy rollouts per scheme")
-    turns: int = opt(3, "policy turns per rollout (T)")
-    s_summaries: int = opt(8, "summary samples when the trigger fires")
-    summary_min_speedup: float = opt(1.2, "trigger: best-turn speedup at least this")
-    summary_min_gain: float = opt(1.2, "trigger: best-turn speedup / turn-1 speedup at least this")
-    temperature: float = opt(1.0, "sampling temperature")
-    top_p: float = opt(1.0, "nucleus sampling")
-    max_new_tokens: int = opt(4096, "generation limit per call")
+    k_schemes: int = opt(3, "[R] selection samples per task k (plus one null scheme [P])")
+    n_rollouts: int = opt(4, "[R] policy rollouts per scheme n")
+    turns: int = opt(3, "[R] policy turns per rollout (T)")
+    s_summaries: int = opt(8, "[R] summary samples s when the trigger fires (8 in the 14B recipe)")
+    summary_min_speedup: float = opt(1.2, "[R] trigger: best-turn speedup at least this")
+    summary_min_gain: float = opt(1.2, "[R] trigger: best-turn speedup / turn-1 speedup at least this")
+    temperature: float = opt(1.0, "[O] sampling temperature")
+    top_p: float = opt(1.0, "[O] nucleus sampling")
+    max_new_tokens: int = opt(4096, "[O] generation limit per call")
     gen_batch: int = opt(64, "most sequences the trainer's in-process sampler (rl/local_gen.py) runs at once; "
                              "concurrent task groups are merged up to it")
-    language: str = opt("triton", "kernel language the policy is asked for", choices=("triton", "cuda"))
+    language: str = opt("triton", "[O] kernel language the policy is asked for", choices=("triton", "cuda"))
 
 
 # --------------------------------------------------------------------------- rewards
 @dataclass
 class RewardConfig:
-    kind: str = opt("released", "reward function (released recipe is the default)",
+    kind: str = opt("released", "[R] reward function: released = the public release's recipe (the "
+                    "default) [R]; tiered = the release's alternative [R]; fastp = from Fast_p "
+                    "thresholds, as the paper describes [P]",
                     choices=("released", "tiered", "fastp"))
-    speedup_cap: float = opt(6.0, "released: cap on the speedup term")
-    coverage_weight: float = opt(0.5, "released: weight of the time-coverage term")
-    fastp_thresholds: list = opt([1.0, 1.2, 1.5, 2.0], "fastp: speedup thresholds, one point each")
+    speedup_cap: float = opt(6.0, "[R] released: cap on the speedup term")
+    coverage_weight: float = opt(0.5, "[R] released: weight of the time-coverage term")
+    fastp_thresholds: list = opt([1.0, 1.2, 1.5, 2.0], "[P] fastp: speedup thresholds p of Fast_p, one point each")
 
 
 # --------------------------------------------------------------------------- training
@@ -119,21 +124,26 @@ class RewardConfig:
 class RLConfig:
     model: str = opt("", "hf:PATH of the backbone (or a tiny:CONFIG for smoke runs)")
     suite: str = opt("builtin", "task suite")
-    steps: int = opt(100, "training steps")
-    batch_tasks: int = opt(16, "tasks per step")
-    lr: float = opt(1e-6, "AdamW learning rate")
-    clip_low: float = opt(0.2, "PPO clip, lower")
-    clip_high: float = opt(0.28, "PPO clip, upper")
-    grad_clip: float = opt(1.0, "gradient norm clip")
-    gamma: float = opt(1.0, "discount over turns")
-    group_by: str = opt("task", "TRLOO group", choices=("task", "scheme"))
-    normalize_adv: bool = opt(False, "divide advantages by mean |A| within the task")
-    selector_scale: float = opt(0.3, "selector advantage scale")
-    summarizer_scale: float = opt(0.5, "summarizer advantage scale")
-    prs: bool = opt(True, "profiling-based rejection sampling")
-    mismatch: str = opt("reject", "rollout/trainer log-prob mismatch handling",
+    steps: int = opt(100, "[O] training steps")
+    batch_tasks: int = opt(16, "[R] tasks per step")
+    lr: float = opt(1e-6, "[R] AdamW learning rate")
+    clip_low: float = opt(0.2, "[R] PPO clip, lower")
+    clip_high: float = opt(0.28, "[R] PPO clip, upper")
+    grad_clip: float = opt(1.0, "[O] gradient norm clip")
+    gamma: float = opt(1.0, "[R] discount over turns")
+    group_by: str = opt("task", "[P] TRLOO group: all rollouts of the task [P], or of one scheme (an "
+                        "option of the release [R])", choices=("task", "scheme"))
+    normalize_adv: bool = opt(False, "[R] divide advantages by mean |A| within the task (an option, off)")
+    selector_scale: float = opt(0.3, "[R] selector advantage scale")
+    summarizer_scale: float = opt(0.5, "[R] summarizer advantage scale")
+    joint_training: bool = opt(True, "[P] train all three agents on the shared backbone; false = the "
+                               "paper's 'no joint training' ablation: only the policy's loss updates the "
+                               "backbone, the selection and summary agents still sample from it (their turns "
+                               "keep their rewards, get no gradient)")
+    prs: bool = opt(True, "[P] profiling-based rejection sampling (PRS; its thresholds [R])")
+    mismatch: str = opt("reject", "[R] rollout/trainer log-prob mismatch handling",
                         choices=("reject", "tis", "off"))
-    lora_r: int = opt(0, "LoRA rank (0 = full fine-tuning)")
+    lora_r: int = opt(0, "[O] LoRA rank (0 = full fine-tuning)")
     fsdp: bool = opt(False, "with several processes, shard parameters, gradients and optimizer state over them "
                      "(torch FSDP2, one unit per decoder layer) instead of replicating them (DDP); full "
                      "fine-tuning only; ignored in one process")
@@ -152,9 +162,9 @@ class RLConfig:
     seed: int = opt(0, "data order and sampling seed")
     env: str = opt("rollout", "source of task groups: the real rollout, or a synthetic environment "
                    "(smoke runs, tests)", choices=("rollout", "synthetic"))
-    minibatches: int = opt(1, "optimizer steps per training step (later ones are off-policy, clipped)")
-    tis_cap: float = opt(2.0, "truncated importance sampling cap (mismatch=tis)")
-    weight_decay: float = opt(0.0, "AdamW weight decay")
+    minibatches: int = opt(1, "[O] optimizer steps per training step (later ones are off-policy, clipped)")
+    tis_cap: float = opt(2.0, "[O] truncated importance sampling cap (mismatch=tis)")
+    weight_decay: float = opt(0.0, "[O] AdamW weight decay")
     lora_alpha: int = opt(32, "LoRA alpha")
     keep_checkpoints: int = opt(3, "complete checkpoints kept; older ones are deleted")
     val_suite: str = opt("", "validation suite for Fast_p every eval_every steps (empty: none)")
@@ -164,17 +174,18 @@ class RLConfig:
 class SFTConfig:
     model: str = opt("", "hf:PATH of the base model")
     data: list = opt([], "JSONL conversation files, run dirs, or hf:NAME datasets")
-    lr: float = opt(2e-5, "learning rate")
-    epochs: int = opt(4, "epochs")
-    max_per_task: int = opt(8, "diversity filter: samples kept per task")
-    minhash_threshold: float = opt(0.85, "diversity filter: Jaccard above this is a near duplicate")
+    lr: float = opt(2e-5, "[R] learning rate")
+    epochs: int = opt(4, "[R] epochs")
+    max_per_task: int = opt(8, "[O] diversity filter: samples kept per task and role")
+    minhash_threshold: float = opt(0.85, "[O] diversity filter: Jaccard at or above this is a near duplicate "
+                                "(code, picks, or one proposed skill)")
     max_seq_len: int = opt(8192, "tokens per micro-batch (and the longest example kept whole)")
     micro_batch_layout: str = opt("padded", "padded: (B, L) right-padded batches; packed: concatenated rows")
     lora_r: int = opt(0, "LoRA rank (0 = full fine-tuning)")
     seed: int = opt(0, "seed")
     batch_rows: int = opt(4, "micro-batches of max_seq_len tokens per optimizer step")
-    clusters: int = opt(0, "diversity filter: k-means clusters over code features (0 = off)")
-    max_per_cluster: int = opt(0, "diversity filter: samples kept per cluster (0 = no cap)")
+    clusters: int = opt(0, "[O] diversity filter: k-means clusters over code features, per role (0 = off)")
+    max_per_cluster: int = opt(0, "[O] diversity filter: samples kept per cluster (0 = no cap)")
     bf16: bool = opt(True, "bf16 compute where supported")
     grad_checkpointing: bool = opt(True, "gradient checkpointing")
 

@@ -4,6 +4,9 @@ Each step: take the next batch of tasks (deterministic order) → every process 
 task groups for its share of them with the model being trained (selection, policy
 turns, summaries) → rewards → per-agent advantages → PRS → one update of the shared
 backbone (``update.py``) → commit the skills staged during the step → log → checkpoint.
+With ``rl.joint_training`` off (the paper's "no joint training" ablation) only policy turns
+reach the update: selection and summary turns are still sampled from the shared backbone
+and keep their rewards, but get advantage 0 and so become no samples (``policy_only``).
 
 Covers: process setup through accelerate (one process, or DDP on CPU/GPU) or fully
 sharded over the processes (``rl.fsdp``: torch FSDP2, ``sharding.py``; checkpoints hold the
@@ -52,6 +55,27 @@ def _seed_all(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
+
+
+def policy_only(group: TaskGroup) -> TaskGroup:
+    """Joint training off: selection and summary turns keep their rewards (logged) and get
+    advantage 0, so ``build_samples`` makes no samples of them and only the policy's loss
+    updates the backbone (the token-mean is then over policy tokens alone)."""
+    for t in list(group.selections) + list(group.summaries):
+        t.advantage = 0.0
+    return group
+
+
+def prepare_group(g: TaskGroup, cfg: Config, prs_rng: random.Random) -> int:
+    """Rewards, per-agent advantages (policy only when ``rl.joint_training`` is off) and PRS
+    for one task group, in place; returns the turns PRS dropped."""
+    r = cfg.rl
+    fill_rewards(g, cfg.reward)
+    fill_advantages(g, r.gamma, r.group_by, r.normalize_adv, r.selector_scale, r.summarizer_scale,
+                    cfg.skills.verify_min_speedup)
+    if not r.joint_training:
+        policy_only(g)
+    return apply_prs([t for e in g.episodes for t in e.turns], prs_rng) if r.prs else 0
 
 
 class RLTrainer:
@@ -180,16 +204,8 @@ class RLTrainer:
 
     # ------------------------------------------------------------------ one step
     def _prepare_groups(self, groups: list[TaskGroup], step: int) -> int:
-        r = self.cfg.rl
-        prs_rng = random.Random(r.seed * 1_000_003 + step * 1009 + self.rank)
-        dropped = 0
-        for g in groups:
-            fill_rewards(g, self.cfg.reward)
-            fill_advantages(g, r.gamma, r.group_by, r.normalize_adv, r.selector_scale, r.summarizer_scale,
-                            self.cfg.skills.verify_min_speedup)
-            if r.prs:
-                dropped += apply_prs([t for e in g.episodes for t in e.turns], prs_rng)
-        return dropped
+        prs_rng = random.Random(self.cfg.rl.seed * 1_000_003 + step * 1009 + self.rank)
+        return sum(prepare_group(g, self.cfg, prs_rng) for g in groups)
 
     def _group_sums(self, groups: list[TaskGroup]) -> dict[str, tuple[float, float]]:
         s: dict[str, list[float]] = {k: [0.0, 0.0] for k in (
