@@ -1,11 +1,22 @@
 """The `dvk bench` run: many candidates, one suite, a results file and a Fast_p table.
 
-Covers: pairing suite tasks with candidate files (a missing file is an unsolved task),
+Covers: pairing suite tasks with candidate files (a missing file is an unsolved task;
+how many were missing is printed, with a hint when none matched the suite's names),
 concurrent evaluation on the local pool or a Ray cluster with a live progress bar,
-``RUN_DIR/results.jsonl`` appended one line per finished task (an interruption keeps
-what finished), ``RUN_DIR/run.json`` metadata, and the summary table (Fast_p for
-p ∈ {0, 1, 1.2, 1.5, 2} per level, geometric-mean speedup vs eager and torch.compile).
-Does not cover: how one candidate is judged (``davinci_kernel.evaluate``).
+``RUN_DIR/results.jsonl`` appended one whole, fsynced line per finished task,
+``RUN_DIR/run.json`` metadata, and the summary table (Fast_p for p ∈ {0, 1, 1.2, 1.5, 2}
+per level, ``n/a`` where timing was unavailable, geometric-mean speedup vs eager and
+torch.compile) over every task the directory holds a line for.
+
+Resuming: a rerun with the same ``--out`` skips tasks that already have a line in
+``results.jsonl`` (another ``--level`` adds its tasks beside the earlier ones) and is
+refused when the directory was made for another suite or candidate set. The file is only
+ever appended to, never truncated or deleted.
+
+Interrupts: Ctrl-C stops the run at once. Worker processes are started with SIGINT
+blocked, so the interrupt reaches only this process and cannot fail a candidate; results
+that arrive after it are dropped, not recorded, and the command exits 130 saying how many
+tasks are saved. Does not cover: how one candidate is judged (``davinci_kernel.evaluate``).
 """
 
 from __future__ import annotations
@@ -13,18 +24,23 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import queue
+import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from .config import EvalConfig
-from .errors import UsageError
+from .errors import Interrupted, UsageError, check_out_dir
 from .evaluate.pool import check_workers
 from .records import EvalResult
-from .report.fastp import fastp_table
+from .report.fastp import NA_NOTE, fastp_table, timing_unavailable
 from .report.terminal import fastp_rich_table
 from .tasks import candidate_path, load_suite, reference_dir
+
+RESULTS_FILE = "results.jsonl"
+_SAME_RUN_KEYS = ("suite", "candidates")
 
 
 def collect(suite: str, candidates: str, level: Optional[int]):
@@ -33,7 +49,9 @@ def collect(suite: str, candidates: str, level: Optional[int]):
         raise UsageError(f"suite {suite!r} has no tasks" + (f" at level {level}" if level else ""))
     cand_dir = reference_dir(suite) if candidates == "reference" else Path(candidates).expanduser()
     if not cand_dir.is_dir():
-        raise UsageError(f"candidates folder not found: {cand_dir}")
+        what = "is a file, not a folder" if cand_dir.exists() else "not found"
+        raise UsageError(f"candidates folder {cand_dir} {what}: give a folder mirroring the suite "
+                         "(levelN/<id>_<Name>.py) or 'reference'")
     items, missing = [], []
     for t in tasks:
         p = candidate_path(cand_dir, t)
@@ -44,6 +62,49 @@ def collect(suite: str, candidates: str, level: Optional[int]):
     return tasks, items, missing, cand_dir
 
 
+def read_results(path: Path) -> dict[str, dict]:
+    """Task → its result line (the last one, should a task have several); lines that do not
+    parse (a line cut by a kill) are skipped."""
+    out: dict[str, dict] = {}
+    if not path.is_file():
+        return out
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict) and d.get("task"):
+                out[d["task"]] = d
+    return out
+
+
+def _open_run_dir(run_dir: Path, meta: dict) -> dict:
+    """Create the directory or check that it holds the same suite and candidates; return the
+    run.json to write (with a ``resumed`` count)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    p = run_dir / "run.json"
+    old: dict = {}
+    if p.is_file():
+        try:
+            old = json.loads(p.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise UsageError(f"{p} is not a bench run.json: choose another --out") from None
+        if not isinstance(old, dict) or old.get("kind", "bench") != "bench":
+            raise UsageError(f"{run_dir} holds a {old.get('kind') if isinstance(old, dict) else 'different'} run, "
+                             "not a dvk bench run: choose another --out")
+        for key in _SAME_RUN_KEYS:
+            if key in old and old[key] != meta[key]:
+                raise UsageError(f"{run_dir} was made for {key} {old[key]!r}, not {meta[key]!r}: rerun with the "
+                                 "same --suite and --candidates to resume it, or choose another --out")
+    elif (run_dir / RESULTS_FILE).is_file():
+        raise UsageError(f"{run_dir} has a results.jsonl but no run.json (not made by dvk bench): "
+                         "choose another --out")
+    if old:
+        meta = {**old, **meta, "resumed": int(old.get("resumed", 0)) + 1}
+    return meta
+
+
 def run_bench(suite: str, candidates: str, device: str = "auto", workers: Optional[int] = None,
               backend: str = "local", level: Optional[int] = None, out: Optional[Path] = None,
               json_out: bool = False, cfg: Optional[EvalConfig] = None) -> dict:
@@ -51,58 +112,95 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     check_workers(workers)  # before any task is read or worker started (the Ray backend too)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = check_out_dir(Path(out) if out else Path("runs") / f"bench-{stamp}")
     tasks, items, missing, cand_dir = collect(suite, candidates, level)
     cfg = cfg or EvalConfig(device=device)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(out) if out else Path("runs") / f"bench-{stamp}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    results_path = run_dir / "results.jsonl"
+    results_path = run_dir / RESULTS_FILE
     console = Console(stderr=True)
     lock = threading.Lock()
-    results: list[dict] = []
+
+    meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite,
+                                   "candidates": "reference" if candidates == "reference" else str(cand_dir.resolve())})
+    done_before = read_results(results_path)
+    _end_with_newline(results_path)
+    results: dict[str, dict] = dict(done_before)
 
     def write(r: EvalResult, cand: Optional[Path]) -> None:
         d = r.to_dict()
         d["candidate"] = str(cand) if cand else None
+        line = json.dumps(d) + "\n"
         with lock:
-            results.append(d)
+            results[d["task"]] = d
             with open(results_path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(d) + "\n")
+                fh.write(line)
                 fh.flush()
                 os.fsync(fh.fileno())
 
-    if results_path.exists():
-        results_path.unlink()
+    todo = [(t, p) for t, p in items if t.name not in done_before]
+    skipped = len(items) - len(todo)
     for t in missing:
-        write(EvalResult(task=t.name, level=t.level, stage="missing", error_kind="missing",
-                         error_msg="no candidate file"), None)
+        if t.name not in done_before:
+            write(EvalResult(task=t.name, level=t.level, stage="missing", error_kind="missing",
+                             error_msg="no candidate file"), None)
+    _report_missing(console, tasks, items, missing, cand_dir, candidates)
+    if skipped:
+        console.print(f"resuming {run_dir}: {skipped} task(s) already in {RESULTS_FILE} skipped, {len(todo)} to run")
 
-    evaluator = _make_evaluator(backend, cfg, workers)
-    meta = {"suite": suite, "candidates": str(cand_dir), "device": evaluator.device, "backend": backend,
-            "workers": evaluator.n_workers,
-            "date": datetime.datetime.now().isoformat(timespec="seconds"), "tasks": len(tasks),
-            "missing": len(missing), "command": " ".join(sys.argv)}
+    all_tasks = load_suite(suite) if level is not None else tasks
+    levels = {t.level for t in tasks} | {int(r.get("level") or 0) for r in results.values()}
+    totals = {lvl: sum(1 for t in all_tasks if t.level == lvl) for lvl in sorted(levels)}
+    meta.update({"device": cfg.device, "backend": backend,
+                 "date": datetime.datetime.now().isoformat(timespec="seconds"), "tasks": len(tasks),
+                 "missing": len(missing), "totals": {str(k): v for k, v in totals.items()},
+                 "level": level, "command": " ".join(sys.argv)})
+
+    if todo:
+        evaluator = _quiet(lambda: _make_evaluator(backend, cfg, workers))
+        meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
     _write_json(run_dir / "run.json", meta)
-    try:
-        with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=console, transient=False) as prog:
-            bar = prog.add_task("", total=len(items))
+    if todo:
+        stop = threading.Event()
+        try:
+            with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TextColumn("{task.description}"), console=console, transient=False) as prog:
+                bar = prog.add_task("", total=len(todo))
 
-            def done(i: int, r: EvalResult) -> None:
-                write(r, items[i][1])
-                mark = "ok" if r.correct else (r.error_kind or ",".join(r.flags) or "fail")
-                prog.update(bar, advance=1, description=f"{r.task} {mark}")
+                def done(i: int, r: EvalResult) -> None:
+                    if stop.is_set():  # arrived after Ctrl-C: maybe cut short, never recorded
+                        return
+                    write(r, todo[i][1])
+                    mark = "ok" if r.correct else (r.error_kind or ",".join(r.flags) or "fail")
+                    prog.update(bar, advance=1, description=f"{r.task} {mark}")
 
-            pairs = [(t, p.read_text(encoding="utf-8", errors="replace")) for t, p in items]
-            evaluator.evaluate_many(pairs, progress=done)
-    finally:
-        evaluator.close()
-    totals: dict = {}
-    for t in tasks:
-        totals[t.level] = totals.get(t.level, 0) + 1
-    table = fastp_table(results, totals=totals)
+                pairs = [(t, p.read_text(encoding="utf-8", errors="replace")) for t, p in todo]
+                _evaluate_all(evaluator, backend, pairs, done, stop)
+        except KeyboardInterrupt:
+            stop.set()
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the clean-up below finish
+            try:
+                console.print("stopping workers…")
+                evaluator.close()
+            finally:
+                signal.signal(signal.SIGINT, old)
+            n_saved = sum(1 for t in tasks if t.name in results)
+            raise Interrupted(f"{n_saved} of {len(tasks)} tasks saved in {results_path} (tasks in flight "
+                              f"were not recorded); rerun with --out {run_dir} to finish") from None
+        else:
+            evaluator.close()
+    return _summarize(run_dir, results_path, results, totals, meta, json_out)
+
+
+def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, meta: dict, json_out: bool) -> dict:
+    from rich.console import Console
+
+    rows = list(results.values())
+    table = fastp_table(rows, totals=totals)
     summary = {"run_dir": str(run_dir), "results": str(results_path), **meta,
                "fast_p": {str(k): v for k, v in table.items()}}
+    na = timing_unavailable(table)
+    if na:
+        summary["note"] = NA_NOTE
     _write_json(run_dir / "summary.json", summary)
     if json_out:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
@@ -111,10 +209,97 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
         if not out.is_terminal:  # logs and pipes: room for the whole table
             out = Console(width=120)
         out.print(fastp_rich_table(table, "Fast_p (share of tasks correct and faster than eager by > p)"))
-        if not any(r.get("timing_available") for r in results):
-            out.print("timing unavailable on this device: Fast_p for p > 0 needs a GPU (--device cuda)")
+        if na:
+            out.print(NA_NOTE)
         out.print(f"results: {results_path}")
     return summary
+
+
+def _report_missing(console, tasks, items, missing, cand_dir: Path, candidates: str) -> None:
+    if not missing:
+        return
+    console.print(f"{len(missing)} of {len(tasks)} candidate files missing in {cand_dir} (counted as unsolved)",
+                  highlight=False)
+    if not items and candidates != "reference":
+        example = candidate_path(cand_dir, tasks[0])
+        found = sorted(str(p.relative_to(cand_dir)) for p in cand_dir.rglob("*.py"))[:3]
+        seen = f"; found e.g. {', '.join(found)}" if found else "; it holds no .py files"
+        console.print(f"hint: no file matched the suite's names: expected e.g. {example}{seen}", highlight=False)
+
+
+def _end_with_newline(path: Path) -> None:
+    """A line cut by a kill stays (it no longer parses) but the next line starts fresh."""
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+
+
+def _block_sigint() -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _quiet(fn: Callable):
+    """Run ``fn`` in a thread that blocks SIGINT, so worker processes it starts inherit the
+    blocked signal: Ctrl-C at the terminal reaches only this process."""
+    box: dict = {}
+
+    def target() -> None:
+        _block_sigint()
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="dvk-bench-start", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _evaluate_all(evaluator, backend: str, pairs: list, done: Callable, stop: threading.Event) -> None:
+    """Every pair through ``evaluator``; ``done(i, result)`` as each finishes. Local: one daemon
+    thread per worker with SIGINT blocked (replacement workers they start inherit that), so the
+    main thread stays free to take Ctrl-C at once."""
+    if backend == "ray":
+        evaluator.evaluate_many(pairs, progress=done)
+        return
+    q: "queue.Queue[int]" = queue.Queue()
+    for i in range(len(pairs)):
+        q.put(i)
+    errors: list = []
+
+    def loop() -> None:
+        _block_sigint()
+        while not stop.is_set():
+            try:
+                i = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                r = evaluator.evaluate(*pairs[i])
+            except BaseException as e:  # noqa: BLE001 - a harness bug, after a stop: ignored
+                if not stop.is_set():
+                    errors.append(e)
+                    stop.set()
+                return
+            done(i, r)
+
+    threads = [threading.Thread(target=loop, name=f"dvk-bench-{k}", daemon=True)
+               for k in range(max(1, min(evaluator.n_workers, len(pairs))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    if errors:
+        raise errors[0]
 
 
 def _make_evaluator(backend: str, cfg: EvalConfig, workers: Optional[int]):
@@ -129,5 +314,8 @@ def _make_evaluator(backend: str, cfg: EvalConfig, workers: Optional[int]):
 
 def _write_json(path: Path, obj) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(obj, indent=2, default=str))
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)

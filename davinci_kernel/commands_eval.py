@@ -13,9 +13,25 @@ from typing import Optional
 
 import typer
 
-from .errors import UsageError
+from .errors import Interrupted, UsageError, read_text_file
 
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
+TIMEOUT_HELP = ("seconds allowed to each stage of one candidate: building and importing it "
+                "(eval.compile_timeout_s) and, separately, running its checks and timing "
+                "(eval.run_timeout_s); must be > 0")
+
+
+def timeout_config(timeout: float) -> dict:
+    """``--timeout`` → the two EvalConfig limits it sets (both), validated."""
+    if not timeout > 0:
+        raise UsageError(f"--timeout {timeout:g}: give a number of seconds > 0")
+    return {"compile_timeout_s": float(timeout), "run_timeout_s": float(timeout)}
+
+
+def timeout_note(res, timeout: float) -> None:
+    """A timed-out result names the limit the user set."""
+    if res.error_kind == "timeout" and "--timeout" not in (res.error_msg or ""):
+        res.error_msg = f"{res.error_msg} [--timeout {timeout:g} s: import/compile and run each]"
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +41,7 @@ def register(app: typer.Typer) -> None:
     @tasks_app.command("list")
     def tasks_list(
         suite: str = typer.Option("builtin", help="builtin | kernelbench:DIR | hf:NAME_OR_PATH"),
-        level: Optional[int] = typer.Option(None, help="only this level"),
+        level: Optional[int] = typer.Option(None, help="only this level (a level the suite lacks is an error)"),
         json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
     ) -> None:
         """List the problems of a suite."""
@@ -57,8 +73,9 @@ def register(app: typer.Typer) -> None:
         candidate: Path = typer.Argument(..., help="candidate file (defines ModelNew)"),
         device: str = typer.Option("auto", help=DEVICE_HELP),
         trials: int = typer.Option(5, help="correctness trials"),
-        atol: float = typer.Option(1e-2), rtol: float = typer.Option(1e-2),
-        timeout: float = typer.Option(120.0, help="run timeout in seconds"),
+        atol: float = typer.Option(1e-2, help="absolute tolerance of the output comparison (allclose)"),
+        rtol: float = typer.Option(1e-2, help="relative tolerance of the output comparison (allclose)"),
+        timeout: float = typer.Option(120.0, help=TIMEOUT_HELP),
         json_out: bool = typer.Option(False, "--json", help="print the EvalResult as JSON"),
     ) -> None:
         """Evaluate one candidate against one problem."""
@@ -67,16 +84,21 @@ def register(app: typer.Typer) -> None:
         from .evaluate import evaluate
         from .tasks import check_problem_source, load_task_file
 
-        for p in (problem, candidate):
-            if not p.is_file():
-                raise UsageError(f"file not found: {p}")
+        limits = timeout_config(timeout)
         task = load_task_file(problem)
         bad = check_problem_source(task.source)
         if bad:
             raise UsageError(f"{problem} is not a KernelBench problem: {bad}")
-        cfg = EvalConfig(device=_check_device(device), trials=trials, atol=atol, rtol=rtol, run_timeout_s=timeout)
+        if not candidate.is_file():
+            read_text_file(candidate, "candidate file")  # raises: missing, or a directory
+        cfg = EvalConfig(device=_check_device(device), trials=trials, atol=atol, rtol=rtol, **limits)
         validate(Config(eval=cfg))
-        res = evaluate(task, candidate.read_text(encoding="utf-8", errors="replace"), cfg)
+        # model-written text: undecodable bytes become U+FFFD and fail as a result, not an error
+        try:
+            res = evaluate(task, candidate.read_text(encoding="utf-8", errors="replace"), cfg)
+        except KeyboardInterrupt:
+            raise Interrupted("no result (dvk eval writes no files)") from None
+        timeout_note(res, timeout)
         if json_out:
             print_json(res.to_dict())
         else:
@@ -89,18 +111,25 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option("auto", help=DEVICE_HELP),
         workers: Optional[int] = typer.Option(None, help="workers (default: one per GPU, 2 on CPU); several on one GPU check side by side and take turns to time"),
         backend: str = typer.Option("local", help="local | ray"),
-        level: Optional[int] = typer.Option(None, help="only this level"),
-        out: Optional[Path] = typer.Option(None, help="run directory (default runs/bench-<time>)"),
+        level: Optional[int] = typer.Option(None, help="only this level (a level the suite lacks is an error)"),
+        out: Optional[Path] = typer.Option(None, help="run directory, created with missing parent folders (default "
+                                                      "runs/bench-<time>); rerun with the same --out to resume: tasks "
+                                                      "already in its results.jsonl are skipped"),
+        timeout: float = typer.Option(120.0, help=TIMEOUT_HELP),
         compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="also time torch.compile baselines"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     ) -> None:
-        """Evaluate a folder of candidates against a suite; Fast_p per level."""
+        """Evaluate a folder of candidates against a suite; Fast_p per level.
+
+        Ctrl-C stops at once (exit 130): finished tasks stay in RUN_DIR/results.jsonl, tasks
+        in flight are not recorded, and a rerun with the same --out evaluates the rest."""
         from .bench_run import run_bench
-        from .config import EvalConfig
+        from .config import EvalConfig, validate, Config
 
         if backend not in ("local", "ray"):
             raise UsageError(f"--backend {backend!r}: use local or ray")
-        cfg = EvalConfig(device=_check_device(device), baseline_compile=compile_baseline)
+        cfg = EvalConfig(device=_check_device(device), baseline_compile=compile_baseline, **timeout_config(timeout))
+        validate(Config(eval=cfg))
         run_bench(suite=suite, candidates=candidates, device=cfg.device, workers=workers,
                   backend=backend, level=level, out=out, json_out=json_out, cfg=cfg)
 

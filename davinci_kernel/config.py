@@ -59,16 +59,28 @@ class EvalConfig:
                                   "clock has left its idle state (it idles at a few hundred MHz); 0 = count only")
     l2_flush_mb: int = opt(256, "size of the buffer written between timed calls")
     baseline_compile: bool = opt(True, "also time a torch.compile baseline (cached)")
-    compile_timeout_s: float = opt(180.0, "limit for building a candidate (CUDA/Triton)")
-    run_timeout_s: float = opt(120.0, "limit for running the checks and timing once built")
+    compile_timeout_s: float = opt(180.0, "limit for importing and building a candidate (module-level code, "
+                                   "CUDA/Triton builds); > 0 seconds; `dvk eval/bench --timeout` sets it")
+    run_timeout_s: float = opt(120.0, "limit for running the checks and timing once built; > 0 seconds; "
+                               "`dvk eval/bench --timeout` sets it")
     precision_rel_l2: float = opt(4e-3, "rel-L2 error above this on float32 outputs is a precision downgrade (chained TF32 matmuls reach ~1.6e-3)")
     min_coverage: float = opt(0.1, "custom-kernel time share below this is 'lazy' (flagged)")
     implausible_speedup: float = opt(10.0, "speedups above this are re-verified in a fresh worker")
     wall_event_ratio: float = opt(1.5, "synchronized wall time above this x event time flags escaped work")
     perturb_shapes: bool = opt(True, "re-check correctness at perturbed module-level sizes")
     cpu_small_shapes: bool = opt(True, "on CPU use the task's CPU_SHAPES overrides")
-    max_jobs_per_worker: int = opt(200, "recycle a worker after this many candidates")
-    spare_workers: int = opt(1, "started, idle workers per GPU that replace a recycled worker at once (none on CPU)")
+    spare_workers: int = opt(1, "candidate workers started ahead per device beyond one per slot: every candidate "
+                             "gets a fresh sandboxed process, so the next ones start while it runs")
+    sandbox: str = opt("auto", "the OS sandbox of candidate workers: 'auto' = all this machine allows (each result's "
+                       "`sandbox` says what ran); 'require' = refuse to start without all of it; 'off' = plain "
+                       "processes (trusted code only)", choices=("auto", "require", "off"))
+    worker_memory_gb: float = opt(-1.0, "host memory limit of one candidate worker (cgroup, or RLIMIT_DATA on CPU "
+                                  "workers where no cgroup can be made): GiB; 0 = none; -1 = half the host's memory")
+    ref_time_tolerance: float = opt(1.3, "the reference's time beside the candidate may differ from its time in the "
+                                    "reference process by at most this factor either way (else reference_slowed "
+                                    "or timing_mismatch)")
+    wall_slack: float = opt(0.25, "share of the candidate's reported time that the harness's wall time around the "
+                            "timed calls may leave unexplained (plus 0.1 ms a call and 20 ms) before timing_mismatch")
     workers_per_gpu: int = opt(1, "workers per GPU when --workers is not given: they check candidates side by "
                                "side and take turns to time them (the GPU gate)")
     cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")
@@ -260,6 +272,8 @@ def validate(cfg: Config) -> Config:
     checks = [
         ("eval.trials", cfg.eval.trials >= 1, "at least 1"),
         ("eval.atol", cfg.eval.atol >= 0, "non-negative"),
+        ("eval.compile_timeout_s", cfg.eval.compile_timeout_s > 0, "more than 0 seconds"),
+        ("eval.run_timeout_s", cfg.eval.run_timeout_s > 0, "more than 0 seconds"),
         ("eval.rtol", cfg.eval.rtol >= 0, "non-negative"),
         ("eval.timing_iters", cfg.eval.timing_iters >= 3, "at least 3"),
         ("eval.timing_max_iters", cfg.eval.timing_max_iters >= cfg.eval.timing_iters, "at least eval.timing_iters"),

@@ -2,7 +2,10 @@
 
 Covers: the KernelBench metrics, computed from ``EvalResult`` records (or their dicts).
 Fast_p = share of tasks whose candidate is correct and faster than eager by more than p
-(p = 0 is plain correctness). A missing result counts as unsolved. Does not cover plots.
+(p = 0 is plain correctness). A missing result counts as unsolved. Where correct results
+exist but none of them was timed (CPU runs: timing needs a GPU), Fast_p for p > 0 is
+unknown, not 0: the table holds None there (``n/a`` on screen, ``null`` in JSON) and
+``untimed`` counts the correct results without a speedup. Does not cover plots.
 """
 
 from __future__ import annotations
@@ -57,8 +60,20 @@ def geomean(values: Iterable[float]) -> Optional[float]:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def timing_unavailable(table: dict) -> bool:
+    """True when some Fast_p (p > 0) of the table is unknown because nothing correct was timed."""
+    return any(v is None for row in table.values() for k, v in row.items() if k.startswith("fast_"))
+
+
+NA_NOTE = ("n/a: timing unavailable (CPU runs check correctness only; Fast_p for p > 0 needs a GPU, "
+           "--device cuda)")
+
+
 def fastp_table(results: Iterable, ps=DEFAULT_PS, totals: Optional[dict[int, int]] = None) -> dict:
-    """{level: {"n": tasks, "fast_<p>": share, "geomean": x, "geomean_compile": x}} plus "all"."""
+    """{level: {"n": tasks, "fast_<p>": share, "geomean": x, "geomean_compile": x}} plus "all".
+
+    ``fast_<p>`` for p > 0 is None when the group has correct results and none of them has
+    a speedup (not timed), and ``untimed`` says how many correct results lack one."""
     by_level: dict = defaultdict(list)
     rs = list(results)
     for r in rs:
@@ -68,9 +83,12 @@ def fastp_table(results: Iterable, ps=DEFAULT_PS, totals: Optional[dict[int, int
     for lvl, group in groups:
         n = (totals or {}).get(lvl) if lvl != "all" else (sum(totals.values()) if totals else None)
         row = {"n": n if n is not None else len(group)}
-        for p in ps:
-            row[f"fast_{p:g}"] = fast_p(group, p, total=row["n"])
         correct = [r for r in group if _get(r, "correct")]
+        untimed = sum(1 for r in correct if _get(r, "speedup") is None)
+        unknown = bool(correct) and untimed == len(correct)
+        for p in ps:
+            row[f"fast_{p:g}"] = None if (p > 0 and unknown) else fast_p(group, p, total=row["n"])
+        row["untimed"] = untimed
         row["geomean"] = geomean(_get(r, "speedup") for r in correct)
         row["geomean_compile"] = geomean(_get(r, "speedup_compile") for r in correct)
         table[lvl] = row

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import quote
 
+from .fastp import NA_NOTE, timing_unavailable
 from .plots import level_label
 from .rundir import RunData, candidate_path
 
@@ -48,6 +49,11 @@ def _e(value: Any) -> str:
 
 def fmt_pct(x: Optional[float]) -> str:
     return "—" if x is None else f"{100.0 * x:.1f}%"
+
+
+def fmt_fastp(x: Optional[float]) -> str:
+    """A Fast_p share; None means unknown (no correct result was timed): ``n/a``."""
+    return "n/a" if x is None else f"{100.0 * x:.1f}%"
 
 
 def fmt_x(x: Optional[float]) -> str:
@@ -84,11 +90,13 @@ def fastp_html(name: str, table: dict, ps) -> str:
         out.append(_cell("n", row["n"], str(row["n"])))
         for p in ps:
             key = f"fast_{p:g}"
-            out.append(_cell(key, row[key], fmt_pct(row[key])))
+            out.append(_cell(key, row[key], fmt_fastp(row[key])))
         out.append(_cell("geomean", row["geomean"], fmt_x(row["geomean"])))
         out.append(_cell("geomean_compile", row["geomean_compile"], fmt_x(row["geomean_compile"])))
         out.append("</tr>")
     out.append("</tbody></table>")
+    if timing_unavailable(table):
+        out.append(f'<div class="note">{_e(NA_NOTE)}</div>')
     return "".join(out)
 
 

@@ -57,15 +57,18 @@ def fastp_figure(tables: dict[str, dict], ps) -> bytes:
         width = 0.8 / len(ps)
         for j, p in enumerate(ps):
             xs = [i + (j - (len(ps) - 1) / 2) * width for i in range(len(levels))]
-            ys = [100.0 * table[lvl][f"fast_{p:g}"] for lvl in levels]
-            ax.bar(xs, ys, width=width, color=P_COLORS[j % len(P_COLORS)], label=f"Fast_{p:g}")
+            vals = [table[lvl][f"fast_{p:g}"] for lvl in levels]
+            ys = [0.0 if v is None else 100.0 * v for v in vals]  # None: not timed (n/a), no bar
+            ax.bar(xs, ys, width=width, color=P_COLORS[j % len(P_COLORS)],
+                   label=f"Fast_{p:g}" + (" (n/a)" if all(v is None for v in vals) else ""))
         ax.set_xticks(range(len(levels)))
         ax.set_xticklabels([f"{level_label(lvl)}\n(n={table[lvl]['n']})" for lvl in levels])
-        ax.set_ylim(0, 105)
+        ax.set_ylim(0, 135)  # headroom above 100 % so the legend covers no bar
+        ax.set_yticks(range(0, 101, 20))
         ax.set_ylabel("% of tasks")
         ax.grid(axis="y", alpha=0.3)
         ax.set_title(f"Fast_p — {name}" if name else "Fast_p")
-    axes[-1].legend(fontsize=8, loc="upper right")
+    axes[-1].legend(fontsize=7, loc="upper center", ncol=len(ps), handlelength=1.0, columnspacing=0.8)
     return _png(fig)
 
 

@@ -1,14 +1,15 @@
 """Fast_p tables on the terminal, shared by `dvk bench`, `dvk run` and `dvk report`.
 
 Covers: rendering one ``fastp_table()`` result as a rich table (levels as rows; correct,
-Fast_p columns, geometric-mean speedups vs eager and vs torch.compile). Does not cover:
+Fast_p columns, ``n/a`` where timing was unavailable, geometric-mean speedups vs eager and
+vs torch.compile). Does not cover:
 computing the numbers (fastp.py) or the HTML page (page.py).
 """
 
 from __future__ import annotations
 
 from .fastp import DEFAULT_PS
-from .page import fmt_pct, fmt_x
+from .page import fmt_fastp, fmt_x
 
 
 def fastp_rich_table(table: dict, title: str = "Fast_p", ps=DEFAULT_PS):
@@ -23,6 +24,6 @@ def fastp_rich_table(table: dict, title: str = "Fast_p", ps=DEFAULT_PS):
     t.add_column("geomean\nvs eager", justify="right")
     t.add_column("geomean\nvs compile", justify="right")
     for lvl, row in table.items():
-        t.add_row(str(lvl) if lvl else "?", str(row["n"]), *[fmt_pct(row[f"fast_{p:g}"]) for p in ps],
+        t.add_row(str(lvl) if lvl else "?", str(row["n"]), *[fmt_fastp(row[f"fast_{p:g}"]) for p in ps],
                   fmt_x(row.get("geomean")), fmt_x(row.get("geomean_compile")))
     return t

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..errors import UsageError
+from ..errors import UsageError, read_text_file
 from ..records import Task
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -36,9 +36,10 @@ def _op_type(source: str) -> str:
 def load_task_file(path: str | Path, suite: str = "file", root: Optional[Path] = None) -> Task:
     """One problem file → Task. The level comes from a ``levelN`` parent folder (else 0)."""
     p = Path(path)
-    if not p.is_file():
-        raise SuiteError(f"problem file not found: {p}")
-    source = p.read_text(encoding="utf-8")
+    try:
+        source = read_text_file(p, "problem file")
+    except UsageError as e:
+        raise SuiteError(str(e)) from None
     level = 0
     m = _LEVEL_RE.match(p.parent.name)
     if m:
@@ -122,7 +123,18 @@ def load_hf(name_or_path: str, level: Optional[int] = None) -> list[Task]:
 
 
 def load_suite(spec: str = "builtin", level: Optional[int] = None) -> list[Task]:
-    """``builtin`` | ``kernelbench:DIR`` | ``hf:NAME_OR_PATH`` | a plain directory."""
+    """``builtin`` | ``kernelbench:DIR`` | ``hf:NAME_OR_PATH`` | a plain directory.
+
+    A ``level`` the suite has no task at is a SuiteError naming the levels it has."""
+    tasks = _load_suite(spec, level)
+    if level is not None and not tasks:
+        have = sorted({t.level for t in _load_suite(spec, None)})
+        has = ("levels " + ", ".join(map(str, have))) if have else "no tasks at all"
+        raise SuiteError(f"--level {level}: suite {spec} has no tasks at that level (it has {has})")
+    return tasks
+
+
+def _load_suite(spec: str, level: Optional[int]) -> list[Task]:
     if spec == "builtin":
         return load_dir(BUILTIN_DIR, suite="builtin", level=level)
     if spec.startswith("kernelbench:"):
