@@ -2,7 +2,9 @@
 
 Covers: parsing the options, calling one store/index function, printing a rich
 table (people) or one JSON document (``--json``). A new library at ``--db`` is
-seeded with the bundled skills (``--no-seed`` to start empty). Bad input raises
+created (a note on stderr says so) and seeded with the bundled skills (``--no-seed``, on
+every command, to start empty); a ``--db`` that is not a skill library is refused. Export
+creates missing parent folders of its file. Bad input raises
 UsageError (one line, exit 2); a malformed JSONL line in ``import`` is a warning
 on stderr, and the command still exits 0 with the good lines imported.
 
@@ -19,9 +21,17 @@ from typing import Optional
 import typer
 
 from ..config import SkillsConfig
-from ..errors import UsageError
+from ..errors import UsageError, check_out_file, read_text_file
 
-_DB_HELP = "SQLite skill library (default: the skills.db of the config)"
+DEFAULT_DB = SkillsConfig().db
+_DB_HELP = (f"SQLite skill library (default: {DEFAULT_DB}); a new one is created, with missing parent "
+            "folders, and seeded with the 23 bundled skills unless --no-seed; a file that is not a skill "
+            "library is refused")
+_SEED_HELP = "seed a new library with the bundled skills (--no-seed: start it empty, e.g. before an import)"
+_SPEEDUP_NOTE = ("speedup: the skill's own example kernel vs eager PyTorch where it was verified (seed skills: "
+                 "measured on an H200, bench/results/skills_speedup.json). Seed examples teach a technique on a "
+                 "small case; several are slower than eager (0.10x-0.5x), and that is not the speedup the "
+                 "technique gives a real kernel.")
 
 
 def _open(db: Optional[str], seed: bool = True):
@@ -31,7 +41,13 @@ def _open(db: Optional[str], seed: bool = True):
     if db:
         cfg.db = db
     cfg.seed_library = seed
-    return open_store(cfg)
+    path = Path(cfg.db).expanduser()
+    new = not path.exists() or path.stat().st_size == 0
+    store = open_store(cfg)
+    if new:
+        how = f"seeded with {len(store)} bundled skills" if len(store) else "empty"
+        typer.echo(f"note: created a new skill library at {path} ({how})", err=True)
+    return store
 
 
 def _emit_json(obj) -> None:
@@ -42,7 +58,7 @@ def _table(skills, scores=None, title: str = ""):
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=title, show_lines=False)
+    t = Table(title=title, show_lines=False, caption=_SPEEDUP_NOTE if skills else None)
     if scores is not None:
         t.add_column("score", justify="right")
     t.add_column("name", no_wrap=True)
@@ -73,7 +89,7 @@ def register(app: typer.Typer) -> None:
                  scope: Optional[str] = typer.Option(None, help="only this scope (general, task_specific/...)"),
                  tag: Optional[list[str]] = typer.Option(None, "--tag", help="only skills with this tag"),
                  step: Optional[int] = typer.Option(None, help="the library as of this training step"),
-                 seed: bool = typer.Option(True, "--seed/--no-seed", help="seed a new library"),
+                 seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                  as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Every skill in the library (name, scope, tags, verified speedup, usage)."""
         with _open(db, seed) as store:
@@ -94,6 +110,7 @@ def register(app: typer.Typer) -> None:
                    scope: Optional[str] = typer.Option(None, help="only this scope"),
                    tag: Optional[list[str]] = typer.Option(None, "--tag", help="only skills with this tag"),
                    db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                   seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                    as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """BM25 search; a problem file is turned into a task query first."""
         from .bm25 import SkillIndex, task_query
@@ -104,7 +121,7 @@ def register(app: typer.Typer) -> None:
             from ..tasks import load_task_file
 
             text = task_query(load_task_file(p))
-        with _open(db) as store:
+        with _open(db, seed) as store:
             hits = SkillIndex(store.all()).search_scored(text, k=k, scope=scope, tags=tag)
         if as_json:
             _emit_json([{"score": sc, **_meta(s)} for s, sc in hits])
@@ -115,9 +132,10 @@ def register(app: typer.Typer) -> None:
     def show_cmd(name: str = typer.Argument(..., help="skill name"),
                  step: Optional[int] = typer.Option(None, help="as of this training step"),
                  db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                 seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                  as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """One skill in full."""
-        with _open(db) as store:
+        with _open(db, seed) as store:
             s = store.get(name, step)
         if as_json:
             _emit_json(_meta(s))
@@ -134,6 +152,7 @@ def register(app: typer.Typer) -> None:
     @skills.command("add")
     def add_cmd(file: str = typer.Argument(..., help="markdown with front matter, or one JSON object"),
                 db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                 no_filter: bool = typer.Option(False, "--no-filter", help="skip the content filter"),
                 as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Add one skill (checked for the required sections and by the content filter)."""
@@ -144,7 +163,7 @@ def register(app: typer.Typer) -> None:
         reason = None if no_filter else content_filter(skill)
         if reason:
             raise UsageError(f"{file}: skill '{skill.name}' rejected: {reason}")
-        with _open(db) as store:
+        with _open(db, seed) as store:
             added = store.add(skill)
         if as_json:
             _emit_json(_meta(added))
@@ -154,10 +173,12 @@ def register(app: typer.Typer) -> None:
     @skills.command("import")
     def import_cmd(jsonl: str = typer.Argument(..., help="one skill per line (exchange format)"),
                    db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                   seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                    replace: bool = typer.Option(False, "--replace", help="replace skills of the same name"),
                    as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Import a JSONL library; bad lines are reported and skipped."""
-        with _open(db) as store:
+        read_text_file(jsonl, "skills file")  # missing, a folder or not UTF-8: one line, exit 2
+        with _open(db, seed) as store:
             n, errors = store.import_jsonl(jsonl, replace=replace)
             total = len(store)
         for line_no, msg in errors:
@@ -169,12 +190,14 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"imported {n} skills, skipped {len(errors)} lines; library has {total}")
 
     @skills.command("export")
-    def export_cmd(jsonl: str = typer.Argument(..., help="output file"),
+    def export_cmd(jsonl: str = typer.Argument(..., help="output file (missing parent folders are created)"),
                    step: Optional[int] = typer.Option(None, help="the library as of this training step"),
                    db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                   seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                    as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Write the library as JSONL (one skill per line)."""
-        with _open(db) as store:
+        check_out_file(jsonl, "export file")  # missing parent folders are created
+        with _open(db, seed) as store:
             n = store.export_jsonl(jsonl, step)
         if as_json:
             _emit_json({"exported": n, "path": str(Path(jsonl).expanduser())})

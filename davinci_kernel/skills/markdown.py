@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import UsageError
+from ..errors import UsageError, read_text_file
 from ..records import Skill
 from .schema import sections, skill_from_dict
 
@@ -58,9 +58,7 @@ def parse_skill_text(text: str, where: str = "<text>") -> tuple[Skill, dict[str,
 
 def read_skill_file(path: str | Path) -> tuple[Skill, dict[str, Any]]:
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise UsageError(f"file not found: {p}")
-    return parse_skill_text(p.read_text(encoding="utf-8"), where=str(p))
+    return parse_skill_text(read_text_file(p, "skill file"), where=str(p))
 
 
 def skill_to_markdown(skill: Skill, extra: dict[str, Any] | None = None) -> str:

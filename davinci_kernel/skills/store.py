@@ -5,7 +5,9 @@ the step that removed it, so the library as of any step is a query); usage
 statistics (times selected, times the episode improved with the skill); snapshot
 markers per step and rollback to a step; import/export of the exchange format
 (one JSON object per line: name, description, scope, tags, content,
-verify_speedup); ``open_store`` that seeds a new, empty library.
+verify_speedup); ``open_store`` that seeds a new, empty library. A path that holds
+anything but an SQLite skill library is refused (``UsageError``), never overwritten;
+a new library's missing parent folders are created.
 
 Concurrency: the database runs in WAL mode, so rollout workers read while one
 writer writes; every write is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``),
@@ -78,6 +80,30 @@ class UnknownSkillError(UsageError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_library_path(path: Path) -> None:
+    """A library path must be an SQLite file, or not exist yet (it is then created, with
+    missing parent folders): anything else is refused, never overwritten."""
+    if path.is_dir():
+        raise UsageError(f"--db {path} is a directory; give the path of a .db file")
+    for q in path.parents:
+        if q.exists():
+            if not q.is_dir():
+                raise UsageError(f"--db {path}: {q} is a file, not a folder")
+            break
+    if path.is_file() and path.stat().st_size > 0:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(len(_SQLITE_MAGIC))
+        except OSError as e:
+            raise UsageError(f"--db {path} cannot be read: {e.strerror or e}") from None
+        if head != _SQLITE_MAGIC:
+            raise UsageError(f"--db {path} is not an SQLite skill library (refusing to overwrite it); "
+                             "give a .db file made by dvk, or a new path")
+
+
 def _row_to_skill(row) -> Skill:
     return Skill(name=row[0], description=row[1], scope=row[2], tags=json.loads(row[3]),
                  content=row[4], verify_speedup=row[5], source_task=row[6], gpu=row[7],
@@ -91,11 +117,18 @@ class SkillStore:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path).expanduser()
         if str(path) != ":memory:":
+            check_library_path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
             self._conn = sqlite3.connect(str(self.path) if str(path) != ":memory:" else ":memory:",
                                          timeout=30.0, isolation_level=None, check_same_thread=False)
+            if str(path) != ":memory:":
+                tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if tables and not tables & {"skills", "meta"}:
+                    self._conn.close()
+                    raise UsageError(f"{self.path} is an SQLite database but not a skill library "
+                                     f"(tables: {', '.join(sorted(tables)[:5])}); give another --db")
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA busy_timeout=30000")
