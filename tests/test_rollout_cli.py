@@ -116,7 +116,8 @@ def test_optimize_writes_best_and_trajectories(setup):
     tmp, script, env = setup
     out = tmp / "opt"
     p = dvk(["optimize", str(tmp / "suite" / "level1" / "1_ReLU.py"), "--model", f"script:{script}",
-             "--turns", "1", "--rollouts", "2", "--device", "cpu", "--workers", "2", "--out", str(out)], env)
+             "--turns", "1", "--rollouts", "2", "--skills", "off", "--device", "cpu", "--workers", "2",
+             "--out", str(out)], env)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "class ModelNew" in (out / "best.py").read_text()
     best = json.loads((out / "best.json").read_text())

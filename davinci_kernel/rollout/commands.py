@@ -2,7 +2,9 @@
 
 Covers: options, the default run directory, live progress, and the closing tables
 (turns and speedups of each rollout for ``optimize``; Fast_p per level at the last and
-best turn for ``run``). Bad options are ``UsageError`` (one line, exit 2).
+best turn for ``run``). In both, ``--skills on|off`` is the switch (default on: for
+``optimize`` all three agents on the default library) and ``--db PATH`` the library.
+Bad options are ``UsageError`` (one line, exit 2); Ctrl-C is ``Interrupted`` (exit 130).
 Does not cover: the work itself.
 """
 
@@ -14,8 +16,12 @@ from typing import Optional
 
 import typer
 
-from ..errors import UsageError
+from ..config import RolloutConfig, SkillsConfig
+from ..errors import Interrupted, UsageError, check_out_dir
 
+_RC = RolloutConfig()
+SKILLS_HELP = "on | off: the skill library's agents (selection, summaries, admission); off = the policy agent alone"
+DB_HELP = f"skill library (SQLite; default {SkillsConfig().db}, created and seeded when new)"
 MODEL_HELP = "openai:URL#MODEL (vLLM, SGLang, an API) | hf:PATH (local transformers) | script:FILE.py"
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
 
@@ -26,6 +32,8 @@ def _rollout_cfg(turns: int, language: str, temperature: Optional[float], max_ne
 
     if turns < 1:
         raise UsageError(f"--turns {turns}: must be at least 1")
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise UsageError(f"--max-new-tokens {max_new_tokens}: must be at least 1")
     if language not in ("triton", "cuda"):
         raise UsageError(f"--language {language}: use triton or cuda")
     rc = RolloutConfig(turns=turns, language=language)
@@ -41,6 +49,13 @@ def _rollout_cfg(turns: int, language: str, temperature: Optional[float], max_ne
                 raise UsageError(f"--{name.split('_')[1]} {value}: too small")
             setattr(rc, name, value)
     return rc
+
+
+def _check_skills(skills: str) -> bool:
+    if skills not in ("on", "off"):
+        hint = " (the library's path is --db PATH)" if skills.endswith(".db") or "/" in skills else ""
+        raise UsageError(f"--skills {skills}: use on or off{hint}")
+    return skills == "on"
 
 
 def _slug(text: str) -> str:
@@ -101,19 +116,25 @@ def register(app: typer.Typer) -> None:
     def optimize_cmd(
         problem: Path = typer.Argument(..., help="KernelBench-format file defining Model, get_inputs, get_init_inputs"),
         model: str = typer.Option(..., "--model", help=MODEL_HELP),
-        turns: int = typer.Option(3, "--turns", help="policy turns per rollout"),
+        turns: int = typer.Option(_RC.turns, "--turns", help="policy turns per rollout"),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-        skills: Optional[str] = typer.Option(None, "--skills", help="skill library (SQLite); enables selection, summaries and admission"),
-        out: Optional[Path] = typer.Option(None, "--out", help="run directory (default runs/optimize-<problem>)"),
-        schemes: Optional[int] = typer.Option(None, "--schemes", help="selection samples k (default 3)"),
-        rollouts: Optional[int] = typer.Option(None, "--rollouts", help="rollouts per scheme n (default 4)"),
-        summaries: Optional[int] = typer.Option(None, "--summaries", help="summary samples s (default 8)"),
-        language: str = typer.Option("triton", "--language", help="triton | cuda"),
-        temperature: Optional[float] = typer.Option(None, "--temperature", help="sampling temperature (default 1.0)"),
-        max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="generation limit per call"),
-        workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes"),
+        skills: str = typer.Option("on", "--skills", help=SKILLS_HELP),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        out: Optional[Path] = typer.Option(None, "--out", help="run directory, created with missing parent folders "
+                                                              "(default runs/optimize-<problem>)"),
+        schemes: int = typer.Option(_RC.k_schemes, "--schemes", help="selection samples k (with --skills on)"),
+        rollouts: int = typer.Option(_RC.n_rollouts, "--rollouts", help="rollouts per scheme n"),
+        summaries: int = typer.Option(_RC.s_summaries, "--summaries", help="summary samples s (with --skills on)"),
+        language: str = typer.Option(_RC.language, "--language", help="triton | cuda"),
+        temperature: float = typer.Option(_RC.temperature, "--temperature", help="sampling temperature"),
+        max_new_tokens: int = typer.Option(_RC.max_new_tokens, "--max-new-tokens", help="generation limit per call"),
+        workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
+                                                                      "(default: one per GPU, 2 on CPU)"),
     ) -> None:
-        """Optimize one PyTorch module with the agent loop; writes RUN_DIR/best.py."""
+        """Optimize one PyTorch module with the agent loop; writes RUN_DIR/best.py.
+
+        By default all three agents run on the default library: skill selection, the policy
+        and skill summaries (--skills off: the policy agent alone)."""
         from ..tasks import check_problem_source, load_task_file
         from .optimize import OptimizeSettings, optimize
         from .progress import live
@@ -123,28 +144,40 @@ def register(app: typer.Typer) -> None:
         problem_error = check_problem_source(task.source)
         if problem_error:
             raise UsageError(f"{problem}: not a KernelBench-format problem ({problem_error})")
+        use_skills = _check_skills(skills)
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
-        rundir = RunDir(out or Path("runs") / f"optimize-{_slug(problem.stem)}")
-        settings = OptimizeSettings(model=model, device=device, workers=workers, skills_db=skills, rollout=rc)
-        with live(rc.turns, "turn", f"optimize {task.title}") as progress:
-            result = optimize(task, settings, rundir, progress=progress)
+        rundir = RunDir(check_out_dir(out or Path("runs") / f"optimize-{_slug(problem.stem)}"))
+        if db is not None and use_skills:
+            from ..skills.store import check_library_path
+
+            check_library_path(Path(db).expanduser())
+        settings = OptimizeSettings(model=model, device=device, workers=workers, skills=use_skills, skills_db=db,
+                                    rollout=rc)
+        try:
+            with live(rc.turns, "turn", f"optimize {task.title}") as progress:
+                result = optimize(task, settings, rundir, progress=progress)
+        except KeyboardInterrupt:
+            raise Interrupted(f"dvk optimize writes its results when the task group ends: nothing but "
+                              f"{rundir.file('run.json')} was saved, and library writes are all-or-nothing") from None
         _print_optimize(result, rundir)
 
     @app.command("run")
     def run_cmd(
         suite: str = typer.Option("builtin", "--suite", help="builtin | kernelbench:DIR | hf:NAME_OR_PATH"),
         model: str = typer.Option(..., "--model", help=MODEL_HELP),
-        skills: str = typer.Option("on", "--skills", help="on | off: inject selected skills (the paper's ablation)"),
-        turns: int = typer.Option(3, "--turns", help="policy turns per task"),
-        out: Optional[Path] = typer.Option(None, "--out", help="run directory; rerun with the same --out to resume"),
+        skills: str = typer.Option("on", "--skills", help=SKILLS_HELP + " (the paper's ablation)"),
+        turns: int = typer.Option(_RC.turns, "--turns", help="policy turns per task"),
+        out: Optional[Path] = typer.Option(None, "--out", help="run directory, created with missing parent folders; "
+                                                              "rerun with the same --out to resume"),
         level: Optional[int] = typer.Option(None, "--level", help="only this level"),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-        db: Optional[str] = typer.Option(None, "--db", help="skill library (default: the config's skills.db)"),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         parallel: int = typer.Option(1, "--parallel", help="tasks in flight at once"),
-        language: str = typer.Option("triton", "--language", help="triton | cuda"),
-        temperature: Optional[float] = typer.Option(None, "--temperature", help="sampling temperature (default 1.0)"),
-        max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="generation limit per call"),
-        workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes"),
+        language: str = typer.Option(_RC.language, "--language", help="triton | cuda"),
+        temperature: float = typer.Option(_RC.temperature, "--temperature", help="sampling temperature"),
+        max_new_tokens: int = typer.Option(_RC.max_new_tokens, "--max-new-tokens", help="generation limit per call"),
+        workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
+                                                                      "(default: one per GPU, 2 on CPU)"),
     ) -> None:
         """Run every task of a suite through the episode; Fast_p at the last and best turn."""
         from ..tasks import load_suite
@@ -152,18 +185,25 @@ def register(app: typer.Typer) -> None:
         from .rundir import RunDir
         from .suite import RunSettings, run_suite
 
-        if skills not in ("on", "off"):
-            raise UsageError(f"--skills {skills}: use on or off")
+        _check_skills(skills)
         if parallel < 1:
             raise UsageError("--parallel must be at least 1")
         tasks = load_suite(suite, level=level)
         if not tasks:
             raise UsageError(f"suite {suite} has no tasks" + (f" at level {level}" if level else ""))
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens)
-        rundir = RunDir(out or Path("runs") / f"run-{_slug(suite)}-skills_{skills}")
+        rundir = RunDir(check_out_dir(out or Path("runs") / f"run-{_slug(suite)}-skills_{skills}"))
+        if db is not None and skills == "on":
+            from ..skills.store import check_library_path
+
+            check_library_path(Path(db).expanduser())
         settings = RunSettings(model=model, suite=suite, skills=skills == "on", turns=turns, device=device,
                                workers=workers, parallel=parallel, skills_db=db, rollout=rc)
-        with live(len(tasks), "task", f"run {suite}") as progress:
-            res = run_suite(tasks, settings, rundir, progress=progress)
+        try:
+            with live(len(tasks), "task", f"run {suite}") as progress:
+                res = run_suite(tasks, settings, rundir, progress=progress)
+        except KeyboardInterrupt:
+            raise Interrupted(f"finished tasks are in {rundir.file('results.jsonl')}; rerun the same command "
+                              "to resume") from None
         _print_fastp(res["summary"], f"{suite}, skills {skills}: {res['done']} run, {res['skipped']} resumed")
         typer.echo(f"results: {rundir.file('results.jsonl')}  (dvk report {rundir.path})")

@@ -1,7 +1,8 @@
 """`dvk optimize`: the agent loop on one module of the user's, in KernelBench format.
 
 Covers: one task group on the problem file (k selection samples plus the null scheme
-when a library is given, n rollouts, T turns, summaries and verification), committing a
+when skills are on, the default, n rollouts, T turns, summaries and verification; with
+skills off the policy agent alone), committing a
 verified new skill to the library, and writing ``RUN_DIR/best.py`` (the best candidate:
 correct and fastest; else the one that got furthest), ``best.json`` (its EvalResult),
 ``groups.jsonl`` (every model call), ``results.jsonl`` and ``skills.jsonl`` (newly
@@ -30,7 +31,8 @@ class OptimizeSettings:
     model: str
     device: str = "auto"
     workers: Optional[int] = None
-    skills_db: Optional[str] = None  # None: no library, no summaries
+    skills: bool = True  # selection, summaries and admission on the library (False: the policy agent alone)
+    skills_db: Optional[str] = None  # the library; None: the default (SkillsConfig().db)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
 
 
@@ -58,9 +60,10 @@ def best_candidate(group: TaskGroup) -> tuple[Optional[str], Optional[EvalResult
 def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: Optional[Callable] = None,
              session_kw: Optional[dict] = None) -> dict:
     rc = settings.rollout
-    use_skills = settings.skills_db is not None
+    use_skills = settings.skills
     meta = {"kind": "optimize", "model": settings.model, "problem": task.path or task.name,
-            "turns": rc.turns, "skills": settings.skills_db or "off", "k_schemes": rc.k_schemes,
+            "turns": rc.turns, "skills": "on" if use_skills else "off",
+            "db": (settings.skills_db or SkillsConfig().db) if use_skills else None, "k_schemes": rc.k_schemes,
             "n_rollouts": rc.n_rollouts, "language": rc.language, "totals": {str(task.level): 1}}
     plan = GroupPlan(k_schemes=rc.k_schemes if use_skills else 0, null_scheme=True, n_rollouts=rc.n_rollouts,
                      turns=rc.turns, summaries=use_skills, record_usage=use_skills)
