@@ -343,13 +343,17 @@ def load_config(path: Optional[str | Path] = None, overrides: Optional[list[str]
     """Defaults, then the YAML file, then dotted overrides; validated."""
     import yaml
 
+    from .errors import read_text_file
+
     cfg = Config()
     if path is not None:
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            text = read_text_file(p, "config file")
+        except UsageError as e:
+            raise ConfigError(str(e)) from None
+        try:
+            data = yaml.safe_load(text) or {}
         except yaml.YAMLError as e:
             raise ConfigError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
         if not isinstance(data, dict):

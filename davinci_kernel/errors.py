@@ -57,3 +57,25 @@ def check_out_file(path: str | Path, flag: str = "output file") -> Path:
         raise UsageError(f"{flag} {p} is a directory, not a file")
     check_out_dir(p.parent, flag)
     return p
+
+
+def check_utf8(path: str | Path, what: str = "file") -> None:
+    """UsageError unless ``path`` decodes as UTF-8 (read in chunks; large files are fine)."""
+    import codecs
+
+    p = Path(path).expanduser()
+    dec = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    try:
+        with open(p, "rb") as fh:
+            while True:
+                chunk = fh.read(1 << 20)
+                try:
+                    dec.decode(chunk, final=not chunk)
+                except UnicodeDecodeError as e:
+                    raise UsageError(f"{what} {p} is not UTF-8 text (byte {offset + e.start}: {e.reason})") from None
+                if not chunk:
+                    return
+                offset += len(chunk)
+    except OSError as e:
+        raise UsageError(f"{what} {p} cannot be read: {e.strerror or e}") from None

@@ -2,15 +2,28 @@
 
 The config (YAML + dotted ``key=value`` overrides) is loaded and validated before any
 model is touched, so a bad value exits with code 2 and a one-line message naming the
-field, the value and what is allowed. Does not cover training itself.
+field, the value and what is allowed; so do a config or ``sft.data`` file that is not
+UTF-8 and an ``--out`` under a regular file. ``train rl`` refuses an ``--out`` that
+already holds a training run unless ``--resume`` (continue it) or ``--overwrite``
+(delete it whole first) is given; resuming a run that reached ``rl.steps`` says so and
+exits 0. Ctrl-C exits 130 naming the newest complete checkpoint. Does not cover
+training itself.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+from pathlib import Path
 from typing import Optional
 
 import typer
+
+from ..errors import Interrupted, UsageError, check_out_dir, check_utf8
+
+# what a `dvk train rl` run directory holds (any of them marks one)
+_RUN_MARKERS = ("metrics.jsonl", "checkpoints", "config.json")
 
 
 def _setup_logging() -> None:
@@ -27,38 +40,110 @@ def _echo(msg: str) -> None:
     typer.echo(msg, err=True)
 
 
+def _latest_step(out: Path) -> Optional[int]:
+    from . import checkpoint as ckpt
+
+    root = out / "checkpoints"
+    found = ckpt.latest_complete(root) if root.is_dir() else None
+    return found[0] if found else None
+
+
+def prepare_rl_out(out: Path, resume: bool, overwrite: bool, steps: int) -> Optional[str]:
+    """Check ``--out`` of a `train rl` run before anything is loaded. Returns a message when
+    the run is already finished (nothing to do), else None."""
+    check_out_dir(out)
+    if resume and overwrite:
+        raise UsageError("--resume and --overwrite exclude each other: continue the run or start it over")
+    has_run = out.is_dir() and any((out / m).exists() for m in _RUN_MARKERS)
+    if has_run and not resume:
+        if not overwrite:
+            raise UsageError(f"--out {out} already holds a training run: continue it with --resume, start over "
+                             "with --overwrite (deletes it), or choose a new --out")
+        here = Path.cwd().resolve()
+        target = out.resolve()
+        if target in (here, Path.home().resolve(), *here.parents):
+            raise UsageError(f"--overwrite would delete {target}, which holds the current folder or your home; "
+                             "choose a new --out")
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise UsageError(f"--overwrite runs in one process only: delete {out} before a multi-process launch")
+        shutil.rmtree(out)
+        _echo(f"deleted the earlier run in {out} (--overwrite)")
+    if resume:
+        last = _latest_step(out)
+        if last is not None and last >= steps:
+            return (f"the run in {out} is finished: its newest checkpoint is step {last} and rl.steps={steps}; "
+                    "nothing to do (raise rl.steps to train further)")
+    return None
+
+
+def _check_sft_data(specs: list) -> None:
+    """Every local sft.data file (and the *.jsonl of a data folder) is UTF-8, so a bad file is
+    one line before a model is loaded."""
+    for spec in specs or []:
+        spec = str(spec)
+        if spec.startswith("hf:"):
+            continue
+        p = Path(spec).expanduser()
+        files = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p] if p.is_file() else []
+        for f in files:
+            check_utf8(f, "sft.data file")
+
+
 def register(app: typer.Typer) -> None:
     train = typer.Typer(no_args_is_help=True, help="Train the backbone: SFT cold start, then multi-turn RL.")
     ctx = {"allow_extra_args": True, "ignore_unknown_options": True}
 
     @train.command("rl", context_settings=ctx)
     def rl_cmd(config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
-               out: Optional[str] = typer.Option(None, "--out", help="run directory (default: the config's out)"),
-               resume: bool = typer.Option(False, "--resume", help="continue from the newest complete checkpoint"),
+               out: Optional[str] = typer.Option(None, "--out", help="run directory, created with missing parent "
+                                                                    "folders (default: the config's out)"),
+               resume: bool = typer.Option(False, "--resume", help="continue the run in --out from its newest "
+                                                                   "complete checkpoint"),
+               overwrite: bool = typer.Option(False, "--overwrite", help="delete the run already in --out, whole, "
+                                                                         "and start over"),
                overrides: Optional[list[str]] = typer.Argument(None, help="section.key=value overrides")):
-        """Multi-turn REINFORCE (TRLOO) over selection, policy and summary turns."""
+        """Multi-turn REINFORCE (TRLOO) over selection, policy and summary turns.
+
+        An --out that already holds a run is refused unless --resume or --overwrite is given."""
         from ..config import load_config
 
         cfg = load_config(config, overrides or [])
+        out_dir = Path(out or cfg.out).expanduser()
+        finished = prepare_rl_out(out_dir, resume, overwrite, cfg.rl.steps)
+        if finished:
+            _echo(finished)
+            return
         _setup_logging()
         from .trainer import train_rl
 
-        last = train_rl(cfg, out=out, resume=resume, echo=_echo)
+        try:
+            last = train_rl(cfg, out=str(out_dir), resume=resume, echo=_echo)
+        except KeyboardInterrupt:
+            step = _latest_step(out_dir)
+            saved = (f"checkpoints up to step {step} are in {out_dir / 'checkpoints'}; continue with --resume"
+                     if step is not None else f"no complete checkpoint in {out_dir} yet")
+            raise Interrupted(saved) from None
         if last:
             _echo(f"done: step {cfg.rl.steps}, reward/policy {last.get('reward/policy', 0.0):.3f}")
 
     @train.command("sft", context_settings=ctx)
     def sft_cmd(config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
-                out: Optional[str] = typer.Option(None, "--out", help="output directory (default: the config's out)"),
+                out: Optional[str] = typer.Option(None, "--out", help="output directory, created with missing parent "
+                                                                     "folders (default: the config's out)"),
                 overrides: Optional[list[str]] = typer.Argument(None, help="section.key=value overrides")):
         """Supervised cold start on diversity-filtered successful trajectories."""
         from ..config import load_config
 
         cfg = load_config(config, overrides or [])
+        check_out_dir(Path(out or cfg.out))
+        _check_sft_data(cfg.sft.data)
         _setup_logging()
         from .sft import train_sft
 
-        info = train_sft(cfg, out=out, echo=_echo)
+        try:
+            info = train_sft(cfg, out=out, echo=_echo)
+        except KeyboardInterrupt:
+            raise Interrupted("SFT saves its model only when training ends: no model was saved") from None
         _echo(f"done: {info['samples']} samples, model saved to {info['model_dir']}")
 
     app.add_typer(train, name="train")
