@@ -1,0 +1,142 @@
+"""Helpers of tests/test_evaluate_sandbox.py: a throwaway harness process, honest and zeros
+candidates, and fixture metadata.
+
+Several sandbox fixtures attack the *harness process* itself (they write its memory through
+/proc, SIGKILL its workers, overwrite files it owns). They must never run inside the pytest
+process (on code without a sandbox they would corrupt it), so every evaluation here runs in
+a separate harness process started by ``run_harness``: ``python tests/sandbox_helpers.py
+SPEC.json`` builds an ``Evaluator``, evaluates the items and prints one JSON line with the
+results. Its HOME and working directory are temporary folders the test made, so an attack
+that looks for the harness's state under HOME or the working directory finds only test files.
+
+Run directly: ``python tests/sandbox_helpers.py SPEC.json`` where SPEC holds
+``{"items": [[task_file, candidate_file], ...], "mode": "seq" | "many", "workers": 1,
+"cache_dir": DIR, "device": "cpu"}``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE / "fixtures"
+CHEATS = FIXTURES / "cheats"
+TASKS = FIXTURES / "tasks"
+RELU_TASK = TASKS / "relu.py"
+HONEST_RELU = FIXTURES / "legit" / "relu_triton.py"
+MARK = "DVK_SANDBOX_RESULT "
+
+# A Triton kernel that writes zeros: launches a custom kernel, computes nothing.
+ZEROS_SOURCE = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def fill_kernel(y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        fill_kernel[(triton.cdiv(y.numel(), 1024),)](y, y.numel(), BLOCK=1024)
+        return y
+'''
+
+
+def fixture_meta(path: Path) -> dict:
+    """``task:``, ``expect:`` and ``also:`` (other acceptable flags, comma-separated) from a
+    fixture's docstring."""
+    doc = ast.get_docstring(ast.parse(Path(path).read_text())) or ""
+    meta: dict = {}
+    for line in doc.splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            if k.strip() in ("task", "expect", "also"):
+                meta[k.strip()] = v.strip()
+    meta["accept"] = {meta.get("expect", "")} | {a.strip() for a in meta.get("also", "").split(",") if a.strip()}
+    return meta
+
+
+def caught(res: dict, accept: set) -> bool:
+    """Rejected, with one of the accepted flags or error kinds."""
+    return res["correct"] is False and bool(accept & (set(res["flags"]) | {res["error_kind"]}))
+
+
+def write_zeros(folder: Path) -> Path:
+    p = Path(folder) / "zeros_triton.py"
+    p.write_text(ZEROS_SOURCE)
+    return p
+
+
+def run_harness(items: list, tmp: Path, mode: str = "seq", workers: int = 1, device: str = "cpu",
+                pythonpath: Optional[str] = None, env: Optional[dict] = None, timeout: float = 600,
+                cache_dir: Optional[Path] = None, cwd: Optional[Path] = None, extra: Optional[dict] = None) -> dict:
+    """Evaluate ``items`` ([(task_file, candidate_file)]) in a fresh harness process.
+
+    Returns ``{"results": [result dicts], "rc": ..., "stderr": ...}``; ``results`` is None when
+    the harness process died or printed nothing (e.g. its memory was corrupted)."""
+    tmp = Path(tmp)
+    home = tmp / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    cwd = Path(cwd) if cwd else tmp / "cwd"
+    cwd.mkdir(parents=True, exist_ok=True)
+    cache_dir = Path(cache_dir) if cache_dir else tmp / "cache"
+    spec = {"items": [[str(t), str(c)] for t, c in items], "mode": mode, "workers": workers,
+            "cache_dir": str(cache_dir), "device": device, **(extra or {})}
+    spec_path = tmp / f"spec-{os.getpid()}-{len(list(tmp.glob('spec-*')))}.json"
+    spec_path.write_text(json.dumps(spec))
+    e = dict(os.environ)
+    e["HOME"] = str(home)
+    e["XDG_CACHE_HOME"] = str(home / ".cache")
+    e["TRITON_CACHE_DIR"] = str(home / ".triton")
+    e["PYTHONPATH"] = pythonpath if pythonpath else str(HERE.parent)
+    e.update(env or {})
+    p = subprocess.run([sys.executable, str(HERE / "sandbox_helpers.py"), str(spec_path)], cwd=str(cwd), env=e,
+                       capture_output=True, text=True, timeout=timeout)
+    results = None
+    for line in p.stdout.splitlines():
+        if line.startswith(MARK):
+            results = json.loads(line[len(MARK):])
+    return {"results": results, "rc": p.returncode, "stderr": p.stderr[-4000:], "stdout": p.stdout[-4000:]}
+
+
+def _harness_main(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.tasks import load_task_file
+
+    kw = dict(device=spec["device"], cache_dir=spec["cache_dir"])
+    if spec["device"] == "cpu":
+        kw.update(run_timeout_s=90, compile_timeout_s=90)
+    else:
+        kw.update(baseline_compile=False)
+    cfg = EvalConfig(**kw)
+    items = [(load_task_file(Path(t)), Path(c).read_text()) for t, c in spec["items"]]
+    out = []
+    with Evaluator(cfg, workers=spec["workers"]) as ev:
+        if spec["mode"] == "many":
+            results = ev.evaluate_many(items)
+        else:
+            results = [ev.evaluate(t, s) for t, s in items]
+        for r in results:
+            out.append({"correct": r.correct, "flags": list(r.flags), "error_kind": r.error_kind,
+                        "error_msg": (r.error_msg or "")[:600], "stage": r.stage, "speedup": r.speedup,
+                        "trials_passed": r.trials_passed, "trials": r.trials,
+                        "sandbox": getattr(r, "sandbox", None)})
+        print(MARK + json.dumps(out, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    _harness_main(sys.argv[1])
