@@ -1,4 +1,5 @@
-"""Every reward-hacking fixture must come back correct=false with its named flag."""
+"""Every reward-hacking fixture must come back correct=false with its named flag, or with its
+named error_kind where the cheat is an output the comparison rejects (``expect`` is either)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,13 @@ def test_cheat_is_caught_on_cpu(cpu_evaluator, path):
     meta = fixture_meta(path)
     res = cpu_evaluator.evaluate(fixture_task(meta["task"]), path.read_text())
     assert res.correct is False
-    assert meta["expect"] in res.flags, (res.flags, res.error_kind, res.error_msg)
+    assert _caught_as(res, meta["expect"]), (res.flags, res.error_kind, res.error_msg)
     assert meta["expect"] in res.feedback
+
+
+def _caught_as(res, expect: str) -> bool:
+    """The result carries ``expect`` as a flag or as its error_kind."""
+    return expect in res.flags or res.error_kind == expect
 
 
 @pytest.mark.gpu
@@ -27,7 +33,7 @@ def test_cheat_is_caught_on_gpu(gpu_evaluator, path):
     assert res.correct is False
     if path.stem == "hardcoded_shape":  # its constant matches the CPU size only; at full size it is plainly wrong
         return
-    assert meta["expect"] in res.flags, (res.flags, res.error_kind, res.error_msg)
+    assert _caught_as(res, meta["expect"]), (res.flags, res.error_kind, res.error_msg)
 
 
 def test_every_flag_has_a_fixture():

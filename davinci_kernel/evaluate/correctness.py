@@ -100,12 +100,12 @@ def _uncomparable(leaf: Any) -> Optional[str]:
             return "a meta tensor (it holds no values)"
         name = _name(leaf.dtype)
         if name not in _EXACT and _real_name(leaf.dtype) not in REL_L2_LIMITS:
-            return f"a {name} tensor (a dtype the harness cannot compare)"
+            return f"a {name} tensor (no comparison for this dtype)"
         return None
     if isinstance(leaf, dict) and leaf.get("kind") == "scalar":
         return None
     if isinstance(leaf, dict) and leaf.get("kind") == "unsupported":
-        what = leaf.get("why") or f"a {leaf.get('dtype', '?')} tensor (a dtype the harness cannot carry)"
+        what = leaf.get("why") or f"a {leaf.get('dtype', '?')} tensor (a dtype the transfer does not carry)"
         return f"{what}, shape {tuple(leaf.get('shape') or ())}"
     return f"an object of type {type(leaf).__name__}"
 
@@ -150,11 +150,13 @@ def compare(ref: list, cand: list, atol: float, rtol: float,
         where = f"output {i}" if len(ref) > 1 else "output"
         why_r, why_x = _uncomparable(r), _uncomparable(x)
         if why_r:
-            fail("unsupported_output", f"{where}: the reference output is {why_r}; the harness cannot compare it")
+            fail("unsupported_output", f"{where}: the reference output is {why_r}, which the harness "
+                 "cannot compare: this task cannot be judged")
             return c
         if why_x:
+            want = f" ({_name(r.dtype)})" if isinstance(r, torch.Tensor) else ""
             fail("unsupported_output", f"{where}: got {why_x}, which the harness cannot compare; "
-                 "return a dense tensor of the reference's dtype")
+                 f"return a dense tensor of the reference's dtype{want}")
             return c
         if not isinstance(r, torch.Tensor):
             if isinstance(x, torch.Tensor) or not _scalars_equal(r.get("value"), x.get("value"), atol, rtol):

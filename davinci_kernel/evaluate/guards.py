@@ -7,7 +7,9 @@ cheating fixture in ``tests/fixtures/cheats/`` that must come back with it.
 
 Where each is detected:
   static (static.py)   try_except_fallback, subclasses_reference, torch_compile, side_stream,
-                       threads, subprocess, torch_function_override, monkey_patch, introspection
+                       threads, subprocess, torch_function_override, monkey_patch (incl.
+                       torch.library / TORCH_LIBRARY registration), introspection,
+                       forbidden_import, proc_access
   worker (worker.py)   threads, subprocess, tensor_subclass, monkey_patch (identity snapshot
                        of torch/time/builtins/harness objects and global torch flags)
   harness (here)       decoy_kernel, no_custom_kernel, low_coverage, result_caching,
@@ -32,8 +34,11 @@ FLAGS = {
     "subprocess": "child processes were started",
     "tensor_subclass": "the output is not a plain torch.Tensor",
     "torch_function_override": "__torch_function__/__torch_dispatch__ tricks",
-    "monkey_patch": "torch, timers, builtins or the harness were modified",
+    "monkey_patch": "torch, timers, builtins or the harness were modified (dispatcher registration included)",
     "introspection": "walks the heap, frames or sys.modules (can find the harness's objects)",
+    "forbidden_import": "imports or reaches what no kernel needs: the harness package, torch._C, "
+                        "torch.utils._python_dispatch, ctypes/cffi",
+    "proc_access": "names a /proc path (other processes' memory, environment or command line)",
     "result_caching": "returns a result cached across calls (same buffers, new values gave the old answer)",
     "input_mutation": "the inputs were modified",
     "returns_input": "the output shares memory with an input",

@@ -4,16 +4,24 @@ Covers: syntax, the presence of ``ModelNew``, the kernel backend (Triton, CUDA t
 ``load_inline``, or none), and the reward-hacking patterns visible in the source:
 try/except fallbacks, subclassing the reference, torch.compile, side streams, threads
 and processes, ``__torch_function__``/``__torch_dispatch__`` overrides, assignments
-into torch/time/builtins (monkey-patching) and frame/heap introspection. Works on the
-syntax tree, never on regexes over text, so comments and strings cannot trigger or
-hide a hit. Does not cover: what the code does at run time (see worker.py, guards.py);
-a determined candidate can hide intent from any static check, which is why every
-runtime guard exists too.
+into torch/time/builtins (monkey-patching), dispatcher registration (``torch.library``,
+or ``TORCH_LIBRARY`` in a ``load_inline`` source: ``monkey_patch``), frame/heap
+introspection, and reaching what no kernel needs (``forbidden_import``: the harness
+package, ``torch._C``, ``torch.utils._python_dispatch``, ``ctypes``/``cffi``, also through
+``__import__``/``importlib.import_module`` with a constant name; ``proc_access``: a string
+constant naming a ``/proc`` path). Module aliases (``import torch as t``, ``from torch
+import library``) and ``getattr`` with a constant name resolve to the dotted names they
+stand for. Works on the syntax tree, never on regexes over text, so comments and strings
+(other than ``/proc`` paths and a CUDA source's own text) cannot trigger or hide a hit.
+Does not cover: what the code does at run time (see worker.py, guards.py); names built
+at run time (``"lib" + "rary"``, ``exec``) are not followed: a determined candidate can
+hide intent from any static check, which is why every runtime guard exists too.
 """
 
 from __future__ import annotations
 
 import ast
+import posixpath
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -21,6 +29,20 @@ _PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "builtins", "sys", "gc", "F
                     "numpy", "os", "davinci_kernel", "inspect", "threading"}
 _THREAD_MODULES = {"threading", "_thread", "concurrent"}
 _PROCESS_MODULES = {"multiprocessing", "subprocess", "concurrent.futures.process"}
+# Modules (and everything under them) no kernel needs; importing or reaching one is
+# ``forbidden_import``, with the reason shown.
+_FORBIDDEN = {
+    "davinci_kernel": "the harness package (candidates must not reach the judge's code)",
+    "torch._C": "torch's C++ internals",
+    "torch.utils._python_dispatch": "torch's dispatch-mode internals (can intercept every torch op)",
+    "ctypes": "raw memory access and C calls", "_ctypes": "raw memory access and C calls",
+    "cffi": "raw memory access and C calls", "_cffi_backend": "raw memory access and C calls",
+}
+# Dispatcher registration: an override of an ATen op lives in C++, outside every Python
+# snapshot, and changes the reference's own results. Flagged as ``monkey_patch``.
+_DISPATCHER = ("torch.library", "torch._library", "torch._custom_ops", "torch._custom_op",
+               "torch.ops.load_library")
+_DYNAMIC_IMPORT = {"__import__", "builtins.__import__", "importlib.import_module", "importlib.__import__"}
 _INTROSPECTION = {("gc", "get_objects"), ("gc", "get_referrers"), ("gc", "get_referents"),
                   ("sys", "_getframe"), ("inspect", "currentframe"), ("inspect", "stack"),
                   ("sys", "settrace"), ("sys", "setprofile"), ("sys", "modules")}
@@ -165,7 +187,89 @@ def check(source: str) -> StaticReport:
             rep.flag("torch_function_override", f"defines {node.name}: outputs must be plain tensors")
         elif isinstance(node, ast.Attribute) and _dotted(node) in ("sys.modules",):
             rep.flag("introspection", f"reads sys.modules at line {node.lineno}")
+    _forbidden_checks(tree, rep, uses_load_inline)
     return rep
+
+
+def _under(name: str, prefixes) -> Optional[str]:
+    """The prefix (a dotted module path) ``name`` is or lies under, or None."""
+    for p in prefixes:
+        if name == p or name.startswith(p + "."):
+            return p
+    return None
+
+
+def _is_proc_path(value) -> bool:
+    """A string (or bytes) constant that is a /proc path: another process's memory,
+    environment, command line or file descriptors ("//proc" and "/./proc" included)."""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if not isinstance(value, str) or not value.lstrip().startswith("/"):
+        return False
+    return ("/" + posixpath.normpath(value.strip()).lstrip("/")).startswith("/proc")
+
+
+def _forbidden_checks(tree: ast.AST, rep: StaticReport, cuda_source: bool) -> None:
+    """forbidden_import, proc_access and dispatcher registration (monkey_patch)."""
+    aliases: dict[str, str] = {}  # a bound name -> the dotted module path it stands for
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name for a in node.names if a.asname})
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            aliases.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names if a.name != "*"})
+
+    def resolved(expr: ast.AST) -> str:
+        """The dotted name of a Name.attr.attr chain with its head's alias expanded; "" for
+        any other expression (a chain on a call's result names no module)."""
+        parts = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name):
+            return ""
+        return ".".join([aliases.get(expr.id, expr.id)] + parts[::-1])
+
+    def module_hit(mod: str, how: str, line: int) -> None:
+        hit = _under(mod, _FORBIDDEN)
+        if hit:
+            rep.flag("forbidden_import", f"{how} {mod} at line {line}: {_FORBIDDEN[hit]}")
+        if _under(mod, _DISPATCHER):
+            rep.flag("monkey_patch", f"{how} {mod} at line {line}: registering dispatcher ops changes "
+                     "what torch itself computes")
+
+    def name_hit(name: str, line: int) -> None:
+        parts = name.split(".")
+        if parts[0] == "torch" and "_C" in parts:
+            rep.flag("forbidden_import", f"uses {name} at line {line}: {_FORBIDDEN['torch._C']}")
+        else:
+            module_hit(name, "uses", line)
+
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                module_hit(a.name, "imports", line)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            module_hit(node.module, "imports", line)
+            for a in node.names:
+                module_hit(f"{node.module}.{a.name}", "imports", line)
+        elif isinstance(node, ast.Attribute):
+            name_hit(resolved(node), line)
+        elif isinstance(node, ast.Constant):
+            if _is_proc_path(node.value) or (cuda_source and isinstance(node.value, str) and '"/proc' in node.value):
+                rep.flag("proc_access", f"names the /proc path {str(node.value)[:40]!r} at line {line}: "
+                         "other processes' memory and environment are off limits")
+            if cuda_source and isinstance(node.value, str) and "TORCH_LIBRARY" in node.value:
+                rep.flag("monkey_patch", f"the CUDA source registers dispatcher ops (TORCH_LIBRARY) at line {line}")
+        if not isinstance(node, ast.Call):
+            continue
+        fn = resolved(node.func)
+        if fn in ("getattr", "builtins.getattr") and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str) and resolved(node.args[0]):
+            name_hit(f"{resolved(node.args[0])}.{node.args[1].value}", line)
+        elif fn in _DYNAMIC_IMPORT and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            module_hit(node.args[0].value, "imports", line)
 
 
 def _function_body_nodes(tree: ast.AST) -> set[int]:
@@ -179,4 +283,4 @@ def _function_body_nodes(tree: ast.AST) -> set[int]:
 
 HARD_STATIC_FLAGS = ("subclasses_reference", "try_except_fallback", "threads", "subprocess",
                      "torch_compile", "side_stream", "monkey_patch", "torch_function_override",
-                     "introspection")
+                     "introspection", "forbidden_import", "proc_access")
