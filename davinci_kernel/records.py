@@ -144,6 +144,7 @@ class EvalResult(_Record):
     kernels: list[KernelTime] = field(default_factory=list)  # top kernels by time
     timing_available: bool = False
     verifiable: bool = True  # false when this device cannot check it (bf16 dot on CPU)
+    sandbox: str = ""  # the OS sandbox the candidate ran in (evaluate/sandbox.py), or what was missing
     eval_seconds: float = 0.0
     # where eval_seconds went, by phase ("worker.*": the worker's own split of the transfer and timing phases)
     phase_seconds: dict[str, float] = field(default_factory=dict)

@@ -14,7 +14,7 @@ Where each is detected:
                        of torch/time/builtins/harness objects and global torch flags)
   harness (here)       decoy_kernel, no_custom_kernel, low_coverage, result_caching,
                        input_mutation, returns_input, uninitialized_memory, precision_downgrade,
-                       shape_hardcoding, inconsistent_under_timing, side_stream (wall vs event;
+                       shape_hardcoding, inconsistent_under_timing, timing_mismatch, side_stream (wall vs event;
                        more profiled kernel time per call than the timed window; profiled GPU
                        work on more than one stream), reference_slowed, unreproducible_speedup
 Does not cover: proving the absence of every hack. See the trust model in worker.py.
@@ -48,6 +48,7 @@ FLAGS = {
     "inconsistent_under_timing": "outputs computed while being timed were wrong",
     "reference_slowed": "the reference ran much slower beside the candidate than alone",
     "unreproducible_speedup": "an implausible speedup did not reproduce in a fresh process",
+    "timing_mismatch": "the worker's reported times disagree with what the harness measured itself",
 }
 
 SOFT = {
@@ -129,4 +130,14 @@ def stream_flag(streams: int | None) -> list[tuple[str, str]]:
 def reference_slowed_flag(ref_ms: float, clean_ms: float | None, limit: float = 1.5) -> list[tuple[str, str]]:
     if clean_ms and ref_ms > limit * clean_ms:
         return [("reference_slowed", f"reference took {ref_ms:.3f} ms beside the candidate, {clean_ms:.3f} ms alone")]
+    return []
+
+
+def reference_time_flag(ref_ms: float, clean_ms: float | None, limit: float) -> list[tuple[str, str]]:
+    """The reference's time reported from beside the candidate far *below* its time in the
+    reference process: a worker that reports the reference faster than it runs (the other
+    direction is ``reference_slowed``)."""
+    if clean_ms and ref_ms * limit < clean_ms:
+        return [("timing_mismatch", f"reference reported at {ref_ms:.3f} ms beside the candidate, "
+                 f"{clean_ms:.3f} ms in the reference process")]
     return []

@@ -1,228 +1,114 @@
-"""Worker processes: the local pool (embedded default) and the Ray pool (cluster).
+"""Which processes the evaluator has: one reference process per device, and candidate
+workers that each serve one candidate and are then killed.
 
-Covers: spawning workers (``spawn`` start method, environment set before torch and
-triton load: ``TRITON_INTERPRET=1`` on CPU, one GPU per worker on CUDA), handing them
-out to evaluation threads, message passing with deadlines, killing a worker that hangs
-or ran a flagged or crashed candidate and starting its replacement at once in the
-background, so the next candidate does not wait for a cold start. The Ray pool runs one
-``Evaluator`` actor per GPU (or CPU slot) anywhere in a Ray cluster. Does not cover:
-what a job does (worker.py) or how results are judged (evaluator.py).
+Covers: the evaluation slots (``["cuda:0", "cuda:0", "cuda:1"]``, or CPU slots), one
+trusted reference process per device (serialised by a lock: it only computes reference
+outputs and baselines, each once per task), and per device a queue of candidate workers
+started ahead (``slots + spares``), so a new candidate finds a started interpreter and the
+next one starts while it runs. A worker that ran a candidate is never reused. Also the
+helpers that choose slots for a device. Does not cover: processes themselves (``procs.py``)
+or judging (``evaluator.py``); the Ray pool is ``ray_pool.py``.
 """
 
 from __future__ import annotations
 
-import itertools
-import multiprocessing as mp
+import collections
 import os
 import queue
 import tempfile
 import threading
-import time
 from typing import Optional
 
-_SPAWNED = itertools.count()  # makes every worker's log file name unique
-
-
-class WorkerTimeout(Exception):
-    pass
-
-
-class WorkerDied(Exception):
-    pass
-
-
-CPU_THREADS = 4  # torch CPU threads of each GPU worker and of the judging harness
-
-
-def default_env(device: str) -> dict:
-    """Environment of a worker process, set before torch loads.
-
-    OMP_NUM_THREADS: a GPU worker's CPU work is small (input generation, index draws), and
-    on a many-core host every worker and the harness would otherwise start a thread per
-    core; with workers spinning in device synchronizes, torch's thread barriers then wait
-    on preempted threads and a 1M-element comparison took 50 ms instead of 5.
-
-    TORCHINDUCTOR_COMPILE_THREADS=1: the torch.compile baseline compiles in-process.
-    Otherwise inductor keeps a compile pool whose helper threads (an idle-quiesce timer)
-    and child processes can start while a later candidate runs, and the worker would flag
-    that candidate for `threads` or `subprocess` it never started."""
-    env = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-        env.setdefault("OMP_NUM_THREADS", "1")
-    else:
-        env["TRITON_INTERPRET"] = "0"
-        env["OMP_NUM_THREADS"] = str(CPU_THREADS)
-    return env
-
-
-class WorkerHandle:
-    """One worker process and its pipe."""
-
-    _ctx = mp.get_context("spawn")
-
-    def __init__(self, device: str, log_dir: str, slot: int):
-        from . import worker
-
-        self.device = device
-        self.slot = slot
-        self.jobs = 0
-        self.info: dict = {}
-        self.conn, child = self._ctx.Pipe(duplex=True)
-        self.log_path = os.path.join(log_dir, f"worker-{slot}-{int(time.time() * 1e3)}-{next(_SPAWNED)}.log")
-        self.proc = self._ctx.Process(target=worker.main, args=(child, device, default_env(device), self.log_path),
-                                      daemon=True)
-        self.proc.start()
-        child.close()
-        self._ready = False
-
-    def wait_ready(self, timeout: float = 300.0) -> None:
-        if self._ready:
-            return
-        msg = self.recv(timeout)
-        if msg.get("event") != "ready":
-            raise WorkerDied(f"unexpected first message {msg!r}")
-        self.info = msg
-        self._ready = True
-
-    def send(self, msg: dict) -> None:
-        try:
-            self.conn.send(msg)
-        except (BrokenPipeError, OSError) as e:
-            raise WorkerDied(f"worker pipe closed: {e}") from None
-
-    def recv(self, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise WorkerTimeout(f"no answer within {timeout:.0f} s")
-            try:
-                if self.conn.poll(min(left, 0.5)):
-                    return self.conn.recv()
-            except (EOFError, OSError):
-                raise WorkerDied(self._death_note()) from None
-            if not self.proc.is_alive():
-                # Drain what it managed to send before dying.
-                try:
-                    if self.conn.poll(0):
-                        return self.conn.recv()
-                except (EOFError, OSError):
-                    pass
-                raise WorkerDied(self._death_note())
-
-    def _death_note(self) -> str:
-        self.proc.join(timeout=1)
-        code = self.proc.exitcode
-        tail = ""
-        try:
-            with open(self.log_path, errors="replace") as fh:
-                lines = [ln for ln in fh.read().splitlines() if ln.strip()]
-            tail = " | ".join(lines[-3:])
-        except OSError:
-            pass
-        sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return f"worker process died ({sig}){': ' + tail[-400:] if tail else ''}"
-
-    def kill(self) -> None:
-        try:
-            self.proc.kill()
-            self.proc.join(timeout=5)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
-        try:
-            self.conn.close()
-        except OSError:
-            pass
-
-    def stop(self) -> None:
-        try:
-            self.conn.send({"cmd": "stop"})
-            self.proc.join(timeout=5)
-        except (OSError, BrokenPipeError):
-            pass
-        if self.proc.is_alive():
-            self.kill()
+from .procs import CPU_THREADS, Limits, WorkerProcess, device_env  # noqa: F401 - re-exported
+from .protocol import WorkerDied, WorkerTimeout  # noqa: F401 - re-exported
 
 
 class LocalPool:
-    """Workers for a list of device slots (e.g. ["cuda:0", "cuda:1"] or ["cpu", "cpu"])."""
-
-    def __init__(self, slots: list[str], log_dir: Optional[str] = None, max_jobs_per_worker: int = 200,
-                 spares: int = 0):
-        """``spares``: workers kept started and idle per device, so that replacing a worker
-        (after a flagged or crashed candidate, or for a fresh-process re-verification)
-        does not wait for a new process to import torch and set up the device."""
+    def __init__(self, slots: list[str], root: Optional[str] = None, log_dir: Optional[str] = None,
+                 spares: int = 1, limits: Optional[Limits] = None, sandboxed: bool = True):
         self.slots = list(slots)
+        self.root = root or tempfile.mkdtemp(prefix="dvk-pool-")
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="dvk-workers-")
-        self.max_jobs = max_jobs_per_worker
-        self._free: "queue.Queue[WorkerHandle]" = queue.Queue()
-        self._lock = threading.Lock()
-        self._all: list[WorkerHandle] = []
-        self.replaced = 0
+        self.limits = limits
+        self.sandboxed = sandboxed
+        self.started = 0  # candidate workers started so far
+        self._lock = threading.RLock()
         self._closed = False
-        for i, dev in enumerate(self.slots):
-            self._free.put(self._spawn(dev, i))
-        self._spares: dict[str, "queue.Queue[WorkerHandle]"] = {dev: queue.Queue() for dev in dict.fromkeys(slots)}
-        for dev, q in self._spares.items():
-            for _ in range(spares):
-                q.put(self._spawn(dev, len(self._all)))
+        self._slots: "queue.Queue[str]" = queue.Queue()
+        for s in self.slots:
+            self._slots.put(s)
+        per_device = collections.Counter(self.slots)
+        self._ahead = {dev: n + max(0, spares) for dev, n in per_device.items()}
+        self._ready: dict[str, collections.deque] = {dev: collections.deque() for dev in per_device}
+        self._refs: dict[str, WorkerProcess] = {}
+        self.ref_locks = {dev: threading.Lock() for dev in per_device}
+        for dev in per_device:
+            self._refs[dev] = WorkerProcess("reference", dev, self.root, self.log_dir, sandboxed=False)
+            for _ in range(self._ahead[dev]):
+                self._ready[dev].append(self._spawn(dev))
 
-    def _spawn(self, device: str, slot: int) -> WorkerHandle:
-        h = WorkerHandle(device, self.log_dir, slot)
+    def _spawn(self, device: str) -> WorkerProcess:
         with self._lock:
-            self._all.append(h)
-        return h
+            self.started += 1
+        return WorkerProcess("candidate", device, self.root, self.log_dir, sandboxed=self.sandboxed,
+                             limits=self.limits)
 
-    def acquire(self, timeout: float = 600.0) -> WorkerHandle:
-        h = self._free.get(timeout=timeout)
-        h.wait_ready()
-        return h
+    # ------------------------------------------------------------------ reference processes
+    def reference(self, device: str) -> WorkerProcess:
+        """The device's reference process (restarted if it died). Hold ``ref_locks[device]``."""
+        ref = self._refs[device]
+        if not ref.alive():
+            ref.kill()
+            ref = self._refs[device] = WorkerProcess("reference", device, self.root, self.log_dir, sandboxed=False)
+        ref.wait_ready()
+        return ref
 
-    def release(self, h: WorkerHandle, recycle: bool = False) -> None:
-        h.jobs += 1
-        if self._closed:
-            h.stop()
-            return
-        if recycle or h.jobs >= self.max_jobs or not h.proc.is_alive():
-            self._retire(h)
-            self._free.put(self._replacement(h))  # a spare, or one that starts now and gets ready meanwhile
-        else:
-            self._free.put(h)
+    def restart_reference(self, device: str) -> None:
+        self._refs[device].kill()
+        self._refs[device] = WorkerProcess("reference", device, self.root, self.log_dir, sandboxed=False)
 
-    def fresh(self, h: WorkerHandle) -> WorkerHandle:
-        """Swap an acquired worker for one that has never run a job, for the caller to use."""
-        self._retire(h)
-        new = self._replacement(h)
-        new.wait_ready()
-        return new
-
-    def _retire(self, h: WorkerHandle) -> None:
-        h.kill()
-        with self._lock:
-            if h in self._all:
-                self._all.remove(h)
-            self.replaced += 1
-
-    def _replacement(self, h: WorkerHandle) -> WorkerHandle:
-        q = self._spares.get(h.device)
+    # ------------------------------------------------------------------ candidate workers
+    def acquire(self, timeout: float = 600.0) -> tuple[str, WorkerProcess]:
+        """A slot and a started candidate worker on its device (the next one starts now)."""
+        slot = self._slots.get(timeout=timeout)
         try:
-            spare = q.get_nowait() if q is not None else None
-        except queue.Empty:
-            spare = None
-        if spare is None:
-            return self._spawn(h.device, h.slot)
-        spare.slot = h.slot
-        q.put(self._spawn(h.device, len(self._all)))  # the next spare starts now
-        return spare
+            return slot, self.fresh(slot)
+        except BaseException:
+            self._slots.put(slot)
+            raise
+
+    def fresh(self, device: str) -> WorkerProcess:
+        """A candidate worker that has never run anything; a replacement starts at once."""
+        with self._lock:
+            q = self._ready[device]
+            w = q.popleft() if q else None
+        if w is None:
+            w = self._spawn(device)
+        with self._lock:
+            if not self._closed:
+                self._ready[device].append(self._spawn(device))
+        try:
+            w.wait_ready()
+        except BaseException:
+            w.kill()
+            raise
+        return w
+
+    def release(self, slot: str, w: Optional[WorkerProcess]) -> None:
+        if w is not None:
+            w.kill()
+        self._slots.put(slot)
 
     def close(self) -> None:
-        self._closed = True
         with self._lock:
-            handles = list(self._all)
-        for h in handles:
-            h.stop()
+            self._closed = True
+            pending = [w for q in self._ready.values() for w in q]
+            for q in self._ready.values():
+                q.clear()
+        for w in pending:
+            w.kill()
+        for r in self._refs.values():
+            r.stop()
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -245,8 +131,8 @@ def check_workers(workers: Optional[int]) -> None:
 
 
 def default_slots(device: str, workers: Optional[int] = None, per_gpu: int = 1) -> list[str]:
-    """``per_gpu`` workers per GPU (the harness's gate keeps timing exclusive), ``workers``
-    spread over the GPUs when given, or ``workers`` CPU workers."""
+    """``per_gpu`` slots per GPU (the harness's gate keeps timing exclusive), ``workers``
+    spread over the GPUs when given, or ``workers`` CPU slots."""
     check_workers(workers)
     device = resolve_device(device)
     if device == "cpu":

@@ -207,7 +207,8 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
                 max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None,
-                lead_us: float = 0.0, warmup_ms: float = 0.0, hold: bool = True, lead_from_ref: bool = False) -> dict:
+                lead_us: float = 0.0, warmup_ms: float = 0.0, hold: bool = True, lead_from_ref: bool = False,
+                on_timed=None, fresh: bool = True) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks.
 
     ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
@@ -216,8 +217,11 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     addresses. Where a kernel's speed depends on where its tensors landed, one
     evaluation then averages over several placements instead of drawing one.
     ``lead_from_ref``: the automatic lead is sized from the reference's launch time alone
-    (otherwise from the slower side's)."""
-    from .worker import _perf
+    (otherwise from the slower side's). ``on_timed`` is called just before the timed pairs
+    start (the worker tells the harness, which measures their wall time from outside).
+    ``fresh``: every timed pair but the last round runs on new values (``vary``), so an
+    output memoized on its inputs' values is never served while timed."""
+    _perf = C.perf
 
     torch = C.torch
     flush = _flush_buffer(C, dev, flush_mb)
@@ -244,6 +248,8 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         iters = n_iters(per_pair_ms, iters, max_iters or iters, budget_s)
         clock_start = sm_clock_mhz(C, dev)
         overhead = _sync_overhead(C, dev, _perf)
+        if on_timed is not None:
+            on_timed()
         ref_ev, ref_wall, cand_ev, cand_wall, ratios = [], [], [], [], []
         last_outputs = {}
         block = -(-iters // max(1, placements)) if reclone is not None else iters
@@ -251,18 +257,21 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
             if i and i % block == 0:  # the new copies are allocated while the old ones live
                 input_sets = [reclone(a) for a in input_sets]
             k = i % n_sets
+            last_round = i >= iters - n_sets  # its outputs are compared with the reference's: the sets as they are
+            args = input_sets[k] if last_round or not fresh else vary(C, input_sets[k])
             for who in ((0, 1) if i % 2 == 0 else (1, 0)):
                 if who == 0:
-                    e, w = run_ref(input_sets[k])
+                    e, w = run_ref(args)
                     ref_ev.append(e)
                     ref_wall.append(w)
                 else:
-                    e, w, out = run_cand(input_sets[k])
+                    e, w, out = run_cand(args)
                     cand_ev.append(e)
                     cand_wall.append(w)
-                    if i >= iters - n_sets:
+                    if last_round:
                         last_outputs[k] = out
                     del out
+            del args
             ratios.append(ref_ev[-1] / cand_ev[-1] if cand_ev[-1] > 0 else float("inf"))
         clock_end = sm_clock_mhz(C, dev)
     flush = None  # the closures hold it too: drop it before returning the cached blocks
@@ -280,6 +289,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         "wall_excess_vs_ref_ms": statistics.median(excess),
         "speedup": placement_mean(blocks, [len(c) for c in chunks]), "sync_overhead_ms": overhead,
         "iters": iters, "placements": len(blocks), "last_outputs": last_outputs, "warmup_ms": warmup_ms,
+        "ref_sum_ms": sum(ref_ev), "cand_sum_ms": sum(cand_ev), "fresh_values": bool(fresh), "sets": n_sets,
         "clock_mhz": [round(x) if x else None for x in (clock_start, clock_end)],
     }
 
@@ -301,7 +311,7 @@ def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
          max_iters: int | None = None, budget_s: float = 0.0, lead_us: float = 0.0, warmup_ms: float = 0.0,
          hold: bool = True) -> float:
     """Median event time of one callable (the cached eager / torch.compile baselines)."""
-    from .worker import _perf
+    _perf = C.perf
 
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
@@ -319,4 +329,51 @@ def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
             del out
             times.append(e)
     flush = None  # noqa: F841 - free the buffer now (the warm-up closure holds it too)
+    return statistics.median(times)
+
+
+def flush_cost(C, dev, flush_mb: int, hold: bool = True, n: int = 20) -> float:
+    """Median milliseconds of one L2 flush as queued before a timed call (no lead): the part
+    of a timed call's wall time that is neither the call nor the lead. Measured in the
+    reference process, so the harness knows it without asking a candidate."""
+    flush = _flush_buffer(C, dev, flush_mb)
+    lead = _Lead(C, dev, 0.0, sides=1, hold=hold)
+    a, b = C.Event(enable_timing=True), C.Event(enable_timing=True)
+    times = []
+    for _ in range(n):
+        C.sync(dev)
+        C.record(a)
+        lead.queue(flush)
+        C.record(b)
+        C.sync(dev)
+        times.append(C.elapsed(a, b))
+    return statistics.median(times)
+
+
+def vary(C, args):
+    """New values for one timed pair: each floating input scaled elementwise by a random
+    factor in [0.9, 1): a value's sign and range stay (log, sqrt, probabilities still
+    work), but no two timed calls see the same input, so a result memoized on input values
+    never hits. Integer inputs (indices, sizes) stay as they are. The copies cost one pass
+    over the inputs outside the timed window (``vary_cost``)."""
+    out = []
+    for a in args:
+        if isinstance(a, C.Tensor) and a.is_floating_point() and a.numel():
+            out.append(C.torch.empty_like(a).uniform_(0.9, 1.0).mul_(a))
+        else:
+            out.append(a)
+    return out
+
+
+def vary_cost(C, dev, args, n: int = 10) -> float:
+    """Median milliseconds of ``vary`` on one input set, synchronized (the reference
+    process measures it, so the harness can account for it in the wall time)."""
+    times = []
+    for _ in range(n):
+        C.sync(dev)
+        t0 = C.perf()
+        x = vary(C, args)
+        C.sync(dev)
+        times.append((C.perf() - t0) * 1e3)
+        del x
     return statistics.median(times)

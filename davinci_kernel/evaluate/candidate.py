@@ -1,0 +1,261 @@
+"""A candidate worker: one candidate, run inside the OS sandbox, then discarded.
+
+Covers: loading the candidate (compile stage), correctness trials on fresh inputs from
+the harness's seeds (allocator poisoned with NaN first, so unwritten output shows), a
+refill of the same buffers (result caching), a second run under other poison
+(uninitialized memory), a run at the perturbed size the reference process chose, and, if
+the harness asks, timing interleaved with the problem's own Model plus a profiler pass.
+Every output is written as raw bytes to the worker's scratch folder and announced; the
+worker then waits while the harness stops it and reads the file, so the whole output is
+committed before the harness picks which elements to compare. What this process
+reports besides output files (flags it raises on itself, launch counts, work, timings)
+is a claim the harness cross-checks or only uses against the candidate (``judge.py``).
+
+Does not cover: reference outputs (``reference.py`` computes those where no candidate
+ever ran) or any verdict. Run as ``python -m davinci_kernel.evaluate.candidate FD CONF``;
+it serves exactly one job.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from . import runtime as rt
+from .audit import LaunchCounter, audited_call, install_launch_counter
+from .protocol import CandidateJob
+
+_isinstance = isinstance
+
+
+class CandidateRunner:
+    def __init__(self, job: CandidateJob, ch, out_dir: str):
+        self.j, self.ch = job, ch
+        self.torch = rt.C.torch
+        self.dev = self.torch.device(job.device)
+        self.writer = rt.OutputWriter(out_dir)
+        self.flags: list[str] = []
+        self.notes: list[str] = []
+        self.out: dict = {"flags": self.flags, "notes": self.notes}
+        self.cand_file = os.path.join(out_dir, "..", "candidate.py")
+
+    def flag(self, name: str, why: str) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
+            self.notes.append(f"{name}: {why}")
+
+    def sync(self) -> None:
+        if self.dev.type == "cuda":
+            rt.C.sync(self.dev)
+
+    def emit(self, key: str, output) -> None:
+        """Write one output, announce it, and wait until the harness has read it."""
+        self.sync()
+        metas = self.writer.write(output)
+        self.ch.send({"event": "output", "key": key, "leaves": metas})
+        reply = self.ch.recv()
+        if reply.get("cmd") != "ack":
+            raise SystemExit(0)
+
+    # ------------------------------------------------------------------ phases
+    def prepare(self) -> None:
+        """The problem's own Model (timing partner) and the trial inputs, before the candidate."""
+        j = self.j
+        self.ref_mod = rt.exec_source(j.task_source, "dvk_problem")
+        self.init = rt.init_args(self.ref_mod, j.init_seed, self.dev)
+        self.ref_model = rt.build(self.ref_mod, "Model", self.init, j.init_seed, self.dev)
+        self.pristine = [rt.gen_inputs(self.ref_mod, s, self.dev) for s in j.seeds]
+        self.threads_before = {t.ident for t in threading.enumerate()}
+        self.children_before = _children()
+
+    def load(self) -> bool:
+        j = self.j
+        self.cand_file = os.path.join(os.getcwd(), "candidate.py")
+        LaunchCounter.count, LaunchCounter.names = 0, {}
+        try:
+            self.cand_mod = rt.exec_source(j.candidate_source, "dvk_candidate", self.cand_file)
+        except BaseException as e:  # noqa: BLE001 - candidate code: every failure is data
+            kind = "syntax_error" if _isinstance(e, SyntaxError) else (
+                "import_error" if _isinstance(e, ImportError) else "compile_error")
+            self.out.update(stage="compile", error_kind=kind, error_msg=rt.trim_traceback(e, self.cand_file),
+                            cuda_broken=rt.is_cuda_error(e))
+            return False
+        if not _isinstance(getattr(self.cand_mod, "ModelNew", None), type):
+            self.out.update(stage="load", error_kind="no_modelnew", error_msg="ModelNew is not a class after import")
+            return False
+        try:
+            init = rt.init_args(self.ref_mod, j.init_seed, self.dev)
+            self.cand_model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
+        except BaseException as e:  # noqa: BLE001
+            self.out.update(stage="load", error_kind="runtime_error",
+                            error_msg="ModelNew(*get_init_inputs()) failed: " + rt.trim_traceback(e, self.cand_file),
+                            cuda_broken=rt.is_cuda_error(e))
+            return False
+        self.out["compiled"] = True
+        return True
+
+    def call(self, model, args, audit: bool):
+        """One forward; with ``audit``, under the dispatch audit (every correctness call)."""
+        before = LaunchCounter.count
+        if audit and self.j.audit:
+            out, a = audited_call(self.torch, model, args)
+            self.audits.append({"ops": a["ops"], "work": a["work"], "launches": LaunchCounter.count - before})
+        else:
+            with rt.C.no_grad():
+                out = model(*args)
+        self.sync()
+        for leaf in rt.tensor_leaves(out) if _isinstance(out, (list, tuple, dict)) else [out]:
+            if _isinstance(leaf, rt.C.Tensor) and type(leaf) is not rt.C.Tensor:
+                self.flag("tensor_subclass", f"output is a {type(leaf).__name__}, not a plain torch.Tensor")
+        return out
+
+    def check(self) -> None:
+        j = self.j
+        self.out["stage"] = "correctness"
+        self.audits: list[dict] = []
+        for i, inputs in enumerate(self.pristine):
+            args = rt.clone_args(inputs)
+            rt.poison(j.out_meta, float("nan"), self.dev)
+            out = self.call(self.cand_model, args, audit=True)
+            if rt.mutated(args, inputs):
+                self.out["cand_mutates"] = True
+            if rt.aliases(out, args):
+                self.out["cand_aliases"] = True
+            self.emit(f"cand{i}", out)
+            if i == 0:
+                self.kept_args = args
+            del out, args
+        if len(self.pristine) >= 2:  # same buffers, new contents: a result cached on pointers or shapes shows
+            a0, p1 = self.kept_args, self.pristine[1]
+            if all(not _isinstance(x, rt.C.Tensor) or (x.shape == y.shape and x.dtype == y.dtype)
+                   for x, y in zip(a0, p1)):
+                for x, y in zip(a0, p1):
+                    if _isinstance(x, rt.C.Tensor):
+                        rt.C.copy_(x, y)
+                self.emit("recheck1", self.call(self.cand_model, a0, audit=True))
+        del self.kept_args
+        args = rt.clone_args(self.pristine[0])  # same inputs, other poison: uninitialized memory differs
+        rt.poison(j.out_meta, 12345.0, self.dev)
+        self.emit("determinism0", self.call(self.cand_model, args, audit=True))
+        del args
+        self.out["audits"] = self.audits
+        self.out["launch_names"] = dict(LaunchCounter.names)
+        self.perturbed()
+
+    def perturbed(self) -> None:
+        j = self.j
+        if not j.perturb:
+            return
+        from ..tasks.shapes import apply_overrides
+
+        self.ch.send({"event": "phase", "phase": "perturbation"})
+        try:
+            pmod = rt.exec_source(apply_overrides(j.task_source, j.perturb), "dvk_problem_p")
+            init = rt.init_args(pmod, j.init_seed, self.dev)
+            inputs = rt.gen_inputs(pmod, j.perturb_seed, self.dev)
+            model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
+            out = self.call(model, rt.clone_args(inputs), audit=False)
+        except BaseException as e:  # noqa: BLE001
+            if rt.is_cuda_error(e):
+                raise
+            self.out["perturb_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            return
+        self.emit("pcand", out)
+
+    def time(self) -> None:
+        from . import profile, timing
+
+        j = self.j
+        self.out["stage"] = "timing"
+        sets = [rt.clone_args(p) for p in self.pristine]
+        self.ch.send({"event": "timing_start"})
+        res = timing.interleaved(rt.C, self.dev, self.ref_model, self.cand_model, sets, warmup=j.timing.warmup_iters,
+                                 **j.timing.kw(), placements=j.timing.timing_placements, reclone=rt.clone_args,
+                                 poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
+                                 on_timed=lambda: self.ch.send({"event": "timed_start"}))
+        self.ch.send({"event": "timed_end"})
+        last = res.pop("last_outputs")
+        self.out["timing"] = res
+        self.out["kernels"] = profile.profile_kernels(rt.C, self.dev, self.cand_model, sets[0])
+        for i, o in last.items():
+            self.emit(f"timed{i}", o)
+
+    def leftovers(self) -> None:
+        """Threads and child processes still alive that were not there before the candidate loaded."""
+        alive = [f"{t.name} ({type(t).__name__})" for t in threading.enumerate()
+                 if t.is_alive() and t.ident not in self.threads_before]
+        if alive:
+            self.flag("threads", f"{len(alive)} thread(s) started by the candidate still alive: {', '.join(alive[:4])}")
+        if _children() - self.children_before:
+            self.flag("subprocess", "the candidate started child processes")
+
+
+def _children() -> set:
+    try:
+        pid = os.getpid()
+        out = set()
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out.update(fh.read().split())
+        return out
+    except OSError:
+        return set()
+
+
+def run(job: CandidateJob, ch, out_dir: str) -> None:
+    r = CandidateRunner(job, ch, out_dir)
+    try:
+        r.prepare()
+    except BaseException as e:  # noqa: BLE001 - the problem failed here: not the candidate's fault
+        ch.send({"event": "checked", "result": {"stage": "reference", "error_kind": "reference_error",
+                                                "error_msg": rt.trim_traceback(e, None), "flags": [], "notes": []}})
+        return
+    ok = r.load()
+    ch.send({"event": "loaded", "ok": ok})
+    if ok:
+        try:
+            r.check()
+        except BaseException as e:  # noqa: BLE001
+            cb = rt.is_cuda_error(e)
+            r.out.update(stage="correctness", error_kind="cuda_error" if cb else "runtime_error",
+                         error_msg=rt.trim_traceback(e, r.cand_file), cuda_broken=cb)
+        r.leftovers()
+    ch.send({"event": "checked", "result": r.out})
+    if not ok or r.out.get("cuda_broken") or r.out.get("error_kind"):
+        return
+    cmd = ch.recv()
+    if cmd.get("cmd") != "time":
+        return
+    try:
+        r.time()
+    except BaseException as e:  # noqa: BLE001
+        cb = rt.is_cuda_error(e)
+        r.out.update(stage="timing", error_kind="cuda_error" if cb else "runtime_error",
+                     error_msg=rt.trim_traceback(e, r.cand_file), cuda_broken=cb)
+    r.leftovers()
+    ch.send({"event": "timed", "result": r.out})
+
+
+def main(argv: list[str]) -> None:
+    ch, device, notes = rt.start(argv)
+    install_launch_counter()
+    from .audit import settle
+
+    settle(rt.C.torch, device)
+    out_dir = os.path.join(os.getcwd(), "out")
+    ch.send({"event": "ready", "pid": os.getpid(), "uid": os.getuid(), "gpu": rt.gpu_name(device),
+             "torch": rt.C.torch.__version__, "notes": notes})
+    msg = ch.recv()
+    if msg.get("cmd") != "job":
+        return
+    run(CandidateJob.from_dict(msg["job"]), ch, out_dir)
+    try:
+        ch.recv(timeout=30)  # the harness kills this process; wait for it
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,264 @@
+"""The verdict: candidate outputs against trusted reference outputs, and a candidate
+worker's claims against what the harness can check itself.
+
+Covers, in the harness process: every correctness trial compared with the reference
+process's outputs (``correctness.compare``), result caching (a refill of the same
+buffers; a trial that returned an earlier trial's output), uninitialized memory (two
+runs under different poison), hard-coded sizes (the perturbed run), the custom-kernel
+evidence (launch counts and torch work of *every* audited correctness call: a candidate
+must show its kernels on all of them), input mutation and aliasing, precision, and for
+timing: outputs computed while timed, the reference's time beside the candidate against
+its time in the reference process, the candidate's claimed event times against the wall
+time the harness measured around the timed calls, the profiler's view. A worker's report
+can only make its candidate fail: nothing it claims turns a wrong output into a right one.
+Does not cover: running anything (``evaluator.py`` drives the processes).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+from ..records import EvalResult, KernelTime
+from . import guards
+from .correctness import compare
+
+
+def flag(res: EvalResult, hits: list[tuple[str, str]]) -> None:
+    for name, why in hits:
+        if name not in res.flags:
+            res.flags.append(name)
+            res.error_msg = "; ".join(filter(None, [res.error_msg, f"{name}: {why}"]))
+
+
+def add_worker_flags(res: EvalResult, out: dict) -> None:
+    """Flags a worker raised on its own candidate (threads, tensor subclasses, …): trusted
+    only in the direction that hurts the candidate."""
+    notes = {str(n).split(":", 1)[0]: str(n) for n in out.get("notes", []) if isinstance(n, str)}
+    for f in out.get("flags", []):
+        if isinstance(f, str) and f in guards.FLAGS and f not in res.flags:
+            res.flags.append(f)
+            if f in notes:
+                res.error_msg = "; ".join(filter(None, [res.error_msg, notes[f][:300]]))
+
+
+def _invalid(leaves: list) -> Optional[str]:
+    for x in leaves:
+        if isinstance(x, dict) and x.get("kind") == "invalid":
+            return x.get("why", "an invalid output")
+    return None
+
+
+def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, static_kernels: list[str],
+                cfg, on_gpu: bool) -> None:
+    """Fill ``res`` from one candidate's correctness phase. ``cand``: key -> leaves read by
+    the harness; ``ref``: the reference cache entry; ``out``: the worker's report."""
+    res.trials = len(ref["refs"])
+    worst_abs, worst_rel, worst_l2, f32, low_bits = 0.0, 0.0, 0.0, False, 0.0
+    for i, r in enumerate(ref["refs"]):
+        got = cand.get(f"cand{i}", [])
+        bad = _invalid(got)
+        if bad:
+            res.error_kind, res.error_msg = "output_structure", f"trial {i + 1}: {bad}"
+            break
+        c = compare(*aligned(r, got), cfg.atol, cfg.rtol)
+        low_bits = max(low_bits, c.low_mantissa_share)
+        worst_abs, worst_rel = max(worst_abs, c.max_abs), max(worst_rel, c.max_rel)
+        worst_l2, f32 = max(worst_l2, c.rel_l2), f32 or c.float32
+        if not c.ok:
+            res.error_kind, res.error_msg = c.error_kind, f"trial {i + 1}: {c.message}"
+            if stale(got, [cand.get(f"cand{j}") for j in range(i)]):
+                flag(res, [("result_caching", f"trial {i + 1} returned an earlier trial's output")])
+            break
+        res.trials_passed += 1
+    res.max_abs_diff, res.max_rel_diff, res.rel_l2_error = worst_abs, worst_rel, worst_l2
+    add_worker_flags(res, out)
+    if "determinism0" in cand and "cand0" in cand:
+        d = compare(values(cand["cand0"]), values(cand["determinism0"]), cfg.atol, cfg.rtol)
+        if not d.ok and d.error_kind in ("wrong_output", "nan_inf"):
+            flag(res, [("uninitialized_memory", "two runs on the same inputs differ: " + d.message)])
+    if out.get("cand_mutates") and not ref.get("ref_mutates"):
+        flag(res, [("input_mutation", "an input tensor changed during forward")])
+    if out.get("cand_aliases") and not ref.get("ref_aliases"):
+        flag(res, [("returns_input", "an output tensor lives in an input's memory")])
+    if res.error_kind:
+        return
+    if "recheck1" in cand and len(ref["refs"]) > 1:
+        if not compare(*aligned(ref["refs"][1], cand["recheck1"]), cfg.atol, cfg.rtol).ok:
+            flag(res, [("result_caching", "refilling the same input buffers with new values gave a wrong result")])
+    if ref.get("perturb_used"):
+        if out.get("perturb_error"):
+            flag(res, [("shape_hardcoding", f"at sizes {ref['perturb_used']}: {str(out['perturb_error'])[:300]}")])
+        elif "pcand" in cand:
+            p = compare(*aligned(ref["pref"], cand["pcand"]), cfg.atol, cfg.rtol)
+            if not p.ok:
+                flag(res, [("shape_hardcoding", f"at sizes {ref['perturb_used']}: {p.message}")])
+        else:
+            flag(res, [("shape_hardcoding", f"no output at sizes {ref['perturb_used']}")])
+    elif cfg.perturb_shapes:
+        res.warnings.append("perturbation_skipped: no perturbed size was valid for the reference")
+    evidence(res, out, ref, backend, static_kernels, cfg, on_gpu)
+    flag(res, guards.precision_flag(worst_l2, f32, cfg.precision_rel_l2, low_bits))
+
+
+def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels: list[str], cfg, on_gpu: bool) -> None:
+    """Custom kernels from the audits of every correctness call: the fewest launches and
+    the most torch work seen on any call count (a candidate that shows its kernel on the
+    first call only gets no credit for it)."""
+    audits = [a for a in out.get("audits") or [] if isinstance(a, dict)]
+    launches = [int(a.get("launches", 0)) for a in audits if isinstance(a.get("launches", 0), (int, float))]
+    works = [float(a["work"]) for a in audits if isinstance(a.get("work"), (int, float))]
+    n = min(launches) if launches else 0
+    res.custom_launches = n
+    if launches and len(set(launches)) > 1:
+        res.warnings.append(f"launch_counts_differ: custom launches per correctness call {launches}")
+    if backend != "cuda":  # CUDA launches are seen by the GPU profile (timing phase)
+        flag(res, guards.kernel_flags(n, static_kernels, backend, on_gpu))
+    est = None
+    if ref.get("ref_work") and works:
+        from .profile import work_coverage
+
+        est = work_coverage(ref["ref_work"], max(works))
+    if not on_gpu:
+        res.coverage = est
+        if est is not None:
+            res.warnings.append("coverage_estimated: share of the reference's work not left to torch ops")
+        if "no_custom_kernel" not in res.flags and "decoy_kernel" not in res.flags:
+            flag(res, guards.coverage_flag(est, cfg.min_coverage, "custom kernels do an estimated"))
+
+
+def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, static_kernels: list[str],
+           base: Optional[dict], wall_ms: Optional[float], cfg) -> None:
+    """Fill the timing fields of ``res`` and check the worker's claims."""
+    t = out.get("timing")
+    if not isinstance(t, dict):
+        return
+    for k, leaves in cand.items():
+        if k.startswith("timed") and k[5:].isdigit() and int(k[5:]) < len(ref["refs"]):
+            c = compare(*aligned(ref["refs"][int(k[5:])], leaves), cfg.atol, cfg.rtol)
+            if not c.ok:
+                flag(res, [("inconsistent_under_timing", c.message)])
+    try:
+        res.runtime_ms = float(t["cand"]["median"])
+        res.ref_runtime_ms = float(t["ref"]["median"])
+        res.runtime_spread = t["cand"].get("spread")
+        res.speedup = float(t["speedup"])
+    except (KeyError, TypeError, ValueError):
+        flag(res, [("timing_mismatch", "the worker's timing report is malformed")])
+        return
+    res.timing_available = True
+    res.timing_detail = {k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
+                                           "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz", "flush")
+                         if k in t}
+    res.timing_detail["ref_spread"] = t["ref"].get("spread")
+    if base and base.get("eager_ms") and base.get("compile_ms"):
+        from .baselines import vs_compile
+
+        res.compile_runtime_ms, res.speedup_compile = vs_compile(res.speedup, base["eager_ms"], base["compile_ms"],
+                                                                 res.ref_runtime_ms)
+    flag(res, guards.side_stream_flag(t, cfg.wall_event_ratio))
+    clean = (base or {}).get("eager_ms")
+    flag(res, guards.reference_slowed_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance))
+    flag(res, guards.reference_time_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance))
+    flag(res, wall_check(res, t, base, wall_ms, cfg))
+    prof = out.get("kernels") or {}
+    res.timing_detail["profiled_ms_per_call"] = prof.get("total_ms_per_call")
+    res.timing_detail["profiled_streams"] = prof.get("streams")
+    flag(res, guards.hidden_work_flag(prof.get("total_ms_per_call"), res.runtime_ms, cfg.wall_event_ratio))
+    flag(res, guards.stream_flag(prof.get("streams")))
+    res.kernels = [KernelTime(name=str(k["name"])[:120], time_ms=float(k["time_ms"]), custom=bool(k["custom"]),
+                              calls=int(k["calls"])) for k in prof.get("top", []) if isinstance(k, dict)]
+    if prof.get("coverage") is not None:
+        res.coverage = float(prof["coverage"])
+        if backend == "cuda":
+            res.custom_launches = max(res.custom_launches, int(prof.get("custom_kernels", 0)))
+            flag(res, guards.kernel_flags(res.custom_launches, static_kernels, backend, True))
+        if "no_custom_kernel" not in res.flags:
+            flag(res, guards.coverage_flag(res.coverage, cfg.min_coverage, "custom-kernel time coverage"))
+
+
+def wall_check(res: EvalResult, t: dict, base: Optional[dict], wall_ms: Optional[float], cfg) -> list[tuple[str, str]]:
+    """The worker's event times must add up to the wall time the harness measured around the
+    timed calls: each of the 2 x iters calls is its event time plus one flush (timed in the
+    reference process), the lead and a synchronize. A worker that reports its candidate
+    faster than it ran leaves time unexplained; one that reports more than ran, less."""
+    if wall_ms is None or not base or "flush_ms" not in base:
+        return []
+    try:
+        iters = int(t["iters"])
+        claimed = float(t["ref_sum_ms"]) + float(t["cand_sum_ms"])
+        lead_ms = min(float(t.get("lead_us", 0.0)), 250.0) / 1e3
+    except (KeyError, TypeError, ValueError):
+        return [("timing_mismatch", "the worker's timing report lacks its sums")]
+    calls = 2 * iters
+    varied = max(0, iters - int(t.get("sets", 0))) if t.get("fresh_values") else 0
+    overhead = calls * (float(base["flush_ms"]) + lead_ms) + varied * float(base.get("vary_ms", 0.0))
+    unexplained = wall_ms - claimed - overhead
+    allowed = cfg.wall_slack * float(t["cand_sum_ms"]) + calls * 0.1 + 20.0
+    res.timing_detail["wall"] = {"wall_ms": round(wall_ms, 3), "claimed_ms": round(claimed, 3),
+                                 "overhead_ms": round(overhead, 3), "unexplained_ms": round(unexplained, 3)}
+    if unexplained > allowed:
+        return [("timing_mismatch", f"{unexplained:.1f} ms of the timed phase's {wall_ms:.1f} ms wall time are not "
+                 f"in the reported event times ({claimed:.1f} ms) or the flushes ({overhead:.1f} ms)")]
+    if unexplained < -(0.02 * claimed + 5.0):
+        return [("timing_mismatch", f"the reported event times ({claimed:.1f} ms) exceed the wall time the harness "
+                 f"measured ({wall_ms:.1f} ms)")]
+    return []
+
+
+# --------------------------------------------------------------------------- helpers
+def values(leaves: list) -> list:
+    """Sampled leaves as their 1-D sample vectors (same seed → same indices), others as they are."""
+    return [x["values"] if isinstance(x, dict) and "values" in x else x for x in leaves]
+
+
+@functools.lru_cache(maxsize=16)
+def _sample_indices(numel: int, seed: int):
+    """One job's indices, drawn once however many trials and re-checks compare at them."""
+    import torch
+
+    from .transfer import sample_indices
+
+    return sample_indices(torch, numel, seed)
+
+
+def aligned(ref_leaves: list, cand_leaves: list) -> tuple[list, list]:
+    """Pair reference leaves with candidate leaves; a sampled candidate leaf is compared with
+    the reference at the same indices (after its full shape and dtype are checked)."""
+    import torch
+
+    refs, cands = [], []
+    for i, x in enumerate(cand_leaves):
+        r = ref_leaves[i] if i < len(ref_leaves) else None
+        if isinstance(x, dict) and "values" in x:
+            shape = tuple(x["full_shape"])
+            if isinstance(r, torch.Tensor) and tuple(r.shape) == shape and r.dtype == x["values"].dtype:
+                refs.append(r.reshape(-1)[_sample_indices(r.numel(), x["seed"])])
+                cands.append(x["values"])
+            else:  # let compare() report the shape/dtype mismatch without materializing anything
+                refs.append(r)
+                cands.append(torch.zeros(1, dtype=x["values"].dtype).expand(shape))
+        else:
+            refs.append(r)
+            cands.append(x)
+    refs += ref_leaves[len(cand_leaves):]
+    return [r for r in refs if r is not None] if len(refs) != len(cands) else refs, cands
+
+
+def stale(out, earlier) -> bool:
+    """True when ``out`` equals, bit for bit, an output returned for other inputs."""
+    import torch
+
+    def plain(x):  # (what the values are of, the values)
+        if isinstance(x, dict) and "values" in x:
+            return (x["seed"], tuple(x["full_shape"])), x["values"]
+        return None, x
+
+    def same(p, t) -> bool:
+        (kp, vp), (kt, vt) = plain(p), plain(t)
+        return (kp == kt and isinstance(vp, torch.Tensor) and isinstance(vt, torch.Tensor) and vp.shape == vt.shape
+                and vp.dtype == vt.dtype and torch.equal(vp, vt))
+
+    if not out or not all(isinstance(plain(t)[1], torch.Tensor) for t in out):
+        return False
+    return any(prev and len(prev) == len(out) and all(same(p, t) for p, t in zip(prev, out)) for prev in earlier)

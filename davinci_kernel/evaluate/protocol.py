@@ -1,0 +1,187 @@
+"""What crosses the boundary between the harness and its workers, typed, as JSON.
+
+Covers: the framing (a 4-byte length, then UTF-8 JSON; never pickle, so a message from a
+candidate process cannot run code in the harness), a channel over a socket with deadlines,
+the typed records both sides share: ``TimingSettings`` (one spelling of every timing
+setting, built from ``EvalConfig``), ``ReferenceJob`` (what the reference process computes)
+and ``CandidateJob`` (what a candidate worker runs), and the description of one output
+leaf. Does not cover: what the processes do with them (``reference.py``, ``candidate.py``)
+or how the harness judges replies (``judge.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import struct
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Optional
+
+MAX_MESSAGE = 64 << 20  # a reply larger than this is a protocol violation
+
+
+class WorkerTimeout(Exception):
+    pass
+
+
+class WorkerDied(Exception):
+    pass
+
+
+class ProtocolError(WorkerDied):
+    """A worker sent something that is not a well-formed message (a candidate can do that)."""
+
+
+class Channel:
+    """Length-prefixed JSON messages over a connected stream socket."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._buf = b""
+
+    @classmethod
+    def from_fd(cls, fd: int) -> "Channel":
+        return cls(socket.socket(fileno=fd))
+
+    def send(self, msg: dict) -> None:
+        data = json.dumps(msg, default=_plain).encode()
+        try:
+            self.sock.sendall(struct.pack(">I", len(data)) + data)
+        except OSError as e:
+            raise WorkerDied(f"channel closed: {e}") from None
+
+    def _fill(self, n: int, deadline: Optional[float], alive=None) -> None:
+        while len(self._buf) < n:
+            wait = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if wait <= 0:
+                raise WorkerTimeout("no answer in time")
+            r, _, _ = select.select([self.sock], [], [], wait)
+            if not r:
+                if alive is not None and not alive():
+                    raise WorkerDied("the process exited")
+                continue
+            try:
+                chunk = self.sock.recv(max(65536, n - len(self._buf)))
+            except OSError as e:
+                raise WorkerDied(f"channel closed: {e}") from None
+            if not chunk:
+                raise WorkerDied("channel closed")
+            self._buf += chunk
+
+    def recv(self, timeout: Optional[float] = None, alive=None) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._fill(4, deadline, alive)
+        (n,) = struct.unpack(">I", self._buf[:4])
+        if n > MAX_MESSAGE:
+            raise ProtocolError(f"message of {n} bytes exceeds the limit")
+        self._fill(4 + n, deadline, alive)
+        data, self._buf = self._buf[4:4 + n], self._buf[4 + n:]
+        try:
+            msg = json.loads(data)
+        except ValueError as e:
+            raise ProtocolError(f"malformed message: {e}") from None
+        if not isinstance(msg, dict):
+            raise ProtocolError("a message must be a JSON object")
+        return msg
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _plain(x):
+    if isinstance(x, (set, tuple)):
+        return list(x)
+    return str(x)
+
+
+@dataclass
+class TimingSettings:
+    """Every setting of the timing procedure, one spelling (``EvalConfig`` names)."""
+
+    timing_iters: int = 50
+    timing_max_iters: int = 1000
+    timing_budget_s: float = 0.5
+    timing_placements: int = 4
+    timing_lead_us: float = -1.0
+    timing_lead_from: str = "slower"
+    timing_flush: str = "hold"
+    timing_warmup_ms: float = 200.0
+    warmup_iters: int = 5
+    l2_flush_mb: int = 256
+    baseline_compile: bool = True
+
+    @classmethod
+    def from_config(cls, cfg) -> "TimingSettings":
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
+
+    def kw(self) -> dict:
+        """As ``timing.interleaved`` / ``timing.solo`` take them."""
+        return {"iters": self.timing_iters, "flush_mb": self.l2_flush_mb, "max_iters": self.timing_max_iters,
+                "budget_s": self.timing_budget_s, "lead_us": self.timing_lead_us,
+                "warmup_ms": self.timing_warmup_ms, "hold": self.timing_flush == "hold"}
+
+    def method_extra(self) -> str:
+        """Settings that change what a baseline measures: part of its cache key."""
+        return "".join([f"lead{self.timing_lead_us:g}" if self.timing_lead_us else "",
+                        f"warm{self.timing_warmup_ms:g}" if self.timing_warmup_ms else "",
+                        "fill" if self.timing_flush == "fill" else ""])
+
+
+@dataclass
+class ReferenceJob:
+    """For the reference process: outputs of the problem's own Model (never a candidate)."""
+
+    task_source: str
+    seeds: list[int]
+    init_seed: int
+    out_dir: str  # where the output files go: a folder only the harness can reach
+    device: str = "cpu"
+    perturb: list[dict] = field(default_factory=list)  # size overrides to try, first valid wins
+    perturb_seed: int = 0
+    need_trials: bool = True
+    timing: TimingSettings = field(default_factory=TimingSettings)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ReferenceJob":
+        d = dict(d)
+        d["timing"] = TimingSettings(**d.get("timing", {}))
+        return cls(**d)
+
+
+@dataclass
+class CandidateJob:
+    """For a candidate worker: run this candidate on these inputs, report outputs as files."""
+
+    task_source: str
+    candidate_source: str
+    seeds: list[int]
+    init_seed: int
+    device: str = "cpu"
+    out_meta: list[dict] = field(default_factory=list)  # the reference's output shapes (allocator poison)
+    perturb: Optional[dict] = None  # the size overrides the reference ran at, if any
+    perturb_seed: int = 0
+    audit: bool = True  # dispatch audit, launch counts (custom-kernel evidence)
+    timing: TimingSettings = field(default_factory=TimingSettings)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CandidateJob":
+        d = dict(d)
+        d["timing"] = TimingSettings(**d.get("timing", {}))
+        return cls(**d)
+
+
+# Output leaves cross as {"kind": "tensor", "dtype": NAME, "shape": [..], "file": "N.bin"}
+# (raw bytes of a contiguous tensor), {"kind": "scalar", "value": V} or
+# {"kind": "unsupported", "dtype"/"type": NAME}. File names are relative to the sender's
+# output folder; the harness checks each before reading (intake.py).

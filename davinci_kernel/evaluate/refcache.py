@@ -1,0 +1,61 @@
+"""Reference outputs kept between candidates of the same task.
+
+Covers: one entry per (task, size variant, device type, seeds, perturbations, init seed):
+the reference process's output files in a folder of their own under the harness's
+private folder (mode 0700: no worker uid can open it), mapped copy-on-write rather than
+read (5 trials of a 512 MB output would otherwise be read into fresh harness memory), the
+reference's shape/dtype list, work, mutation and aliasing facts and its perturbed-size
+outputs. The oldest entry leaves when the cache is full (its files are removed; tensors
+already handed out stay valid while mapped). Does not cover: computing references
+(``reference.py``) or comparing (``judge.py``).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import tempfile
+import threading
+from typing import Optional
+
+from .intake import read_reference
+
+MAX_ENTRIES = 64
+
+
+class ReferenceCache:
+    def __init__(self, root: str, max_entries: int = MAX_ENTRIES):
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        os.chmod(root, 0o700)
+        self.root = root
+        self.max_entries = max_entries
+        self._entries: "collections.OrderedDict[tuple, dict]" = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Optional[dict]:
+        with self._lock:
+            return self._entries.get(key)
+
+    def new_home(self) -> str:
+        return tempfile.mkdtemp(prefix="ref-", dir=self.root)
+
+    def build(self, home: str, result: dict, n_trials: int) -> dict:
+        """The entry for one reference process reply whose files are in ``home``."""
+        leaves = result.get("leaves", {})
+        return {
+            "home": home,
+            "refs": [read_reference(home, leaves[f"ref{i}"]) for i in range(n_trials)],
+            "out_meta": leaves.get("ref0"),
+            "pref": read_reference(home, leaves["pref"]) if "pref" in leaves else None,
+            "perturb_used": result.get("perturb_used") if "pref" in leaves else None,
+            "ref_work": result.get("ref_work"), "ref_mutates": bool(result.get("ref_mutates")),
+            "ref_aliases": bool(result.get("ref_aliases")),
+        }
+
+    def put(self, key: tuple, entry: dict) -> None:
+        with self._lock:
+            self._entries[key] = entry
+            while len(self._entries) > self.max_entries:
+                _, old = self._entries.popitem(last=False)
+                shutil.rmtree(old["home"], ignore_errors=True)  # mapped pages live on until unmapped

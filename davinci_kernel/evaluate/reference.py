@@ -1,0 +1,129 @@
+"""The reference process: the problem's own ``Model``, run where no candidate ever was.
+
+Covers: one long-lived process per device that never imports candidate code. On request
+it computes the reference outputs of every correctness trial (fresh inputs from each
+seed, the same init seed the candidate gets), whether the reference mutates or aliases
+its inputs, its work (FLOPs + elements, for the CPU coverage estimate), its outputs at
+the first valid perturbed size, and the clean timings the harness checks candidates'
+claims against: eager and torch.compile baselines, and the time of one flush-and-lead
+before a timed call. Outputs go as raw-byte files into a folder only the harness can
+reach. Does not cover: candidates (``candidate.py``), comparison (``judge.py``).
+
+Run as ``python -m davinci_kernel.evaluate.reference FD CONF``.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+from . import runtime as rt
+from .protocol import ReferenceJob
+
+
+def compute_reference(job: ReferenceJob) -> dict:
+    C = rt.C
+    dev = C.torch.device(job.device)
+    from .audit import audited_call
+
+    mod = rt.exec_source(job.task_source, "dvk_reference")
+    init = rt.init_args(mod, job.init_seed, dev)
+    model = rt.build(mod, "Model", init, job.init_seed, dev)
+    writer = rt.OutputWriter(job.out_dir)
+    out: dict = {"leaves": {}, "ref_mutates": False, "ref_aliases": False}
+    if job.need_trials:
+        for i, seed in enumerate(job.seeds):
+            inputs = rt.gen_inputs(mod, seed, dev)
+            args = rt.clone_args(inputs)
+            if i == 0:
+                y, audit = audited_call(C.torch, model, args)
+                out["ref_work"] = audit["work"]
+            else:
+                with C.no_grad():
+                    y = model(*args)
+            sync(dev)
+            out["ref_mutates"] = out["ref_mutates"] or rt.mutated(args, inputs)
+            out["ref_aliases"] = out["ref_aliases"] or rt.aliases(y, args)
+            out["leaves"][f"ref{i}"] = writer.write(y)
+            del y, args, inputs
+    from ..tasks.shapes import apply_overrides
+
+    for k, overrides in enumerate(job.perturb):
+        try:
+            pmod = rt.exec_source(apply_overrides(job.task_source, overrides), f"dvk_reference_p{k}")
+            pinit = rt.init_args(pmod, job.init_seed, dev)
+            pmodel = rt.build(pmod, "Model", pinit, job.init_seed, dev)
+            pin = rt.gen_inputs(pmod, job.perturb_seed, dev)
+            with C.no_grad():
+                y = pmodel(*rt.clone_args(pin))
+            sync(dev)
+        except BaseException as e:  # noqa: BLE001 - the reference rejects this size: try the next
+            out.setdefault("notes", []).append(f"perturbation {overrides} skipped: {type(e).__name__}")
+            continue
+        out["leaves"]["pref"] = writer.write(y)
+        out["perturb_used"] = overrides
+        del y
+        break
+    return out
+
+
+def baseline(job: ReferenceJob) -> dict:
+    """Clean timings of the reference alone (eager, torch.compile) and of one flush + lead."""
+    C = rt.C
+    from . import timing
+
+    dev = C.torch.device(job.device)
+    mod = rt.exec_source(job.task_source, "dvk_reference")
+    init = rt.init_args(mod, job.init_seed, dev)
+    model = rt.build(mod, "Model", init, job.init_seed, dev)
+    sets = [rt.gen_inputs(mod, s, dev) for s in job.seeds]
+    kw = job.timing.kw()
+    res = {"eager_ms": timing.solo(C, dev, model, sets, warmup=job.timing.warmup_iters, **kw)}
+    res["flush_ms"] = timing.flush_cost(C, dev, job.timing.l2_flush_mb, kw["hold"])
+    res["vary_ms"] = timing.vary_cost(C, dev, sets[0])
+    if job.timing.baseline_compile:
+        try:
+            compiled = C.torch.compile(model)
+            res["compile_ms"] = timing.solo(C, dev, compiled, sets, warmup=max(3, job.timing.warmup_iters), **kw)
+        except Exception as e:  # noqa: BLE001 - the compile baseline is optional
+            res["compile_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    return res
+
+
+def sync(dev) -> None:
+    if dev.type == "cuda":
+        rt.C.sync(dev)
+
+
+def main(argv: list[str]) -> None:
+    ch, device, notes = rt.start(argv)
+    from .audit import settle
+
+    settle(rt.C.torch, device)
+    ch.send({"event": "ready", "pid": __import__("os").getpid(), "gpu": rt.gpu_name(device),
+             "torch": rt.C.torch.__version__, "notes": notes})
+    while True:
+        try:
+            msg = ch.recv()
+        except Exception:  # noqa: BLE001 - the harness went away
+            return
+        cmd = msg.get("cmd")
+        if cmd == "stop":
+            return
+        job = ReferenceJob.from_dict(msg["job"])
+        try:
+            result = compute_reference(job) if cmd == "reference" else baseline(job)
+        except BaseException as e:  # noqa: BLE001 - a broken problem is the task's fault, reported as such
+            result = {"error": rt.trim_traceback(e, None), "cuda_broken": rt.is_cuda_error(e)}
+        ch.send({"event": cmd, "result": result})
+        if result.get("cuda_broken"):
+            return
+        for name in [n for n in sys.modules if n.startswith("dvk_reference")]:
+            sys.modules.pop(name, None)
+        gc.collect()
+        if device.startswith("cuda"):
+            rt.C.empty_cache()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
