@@ -1,6 +1,7 @@
 """Correctness rules for every dtype, the transfer of every carried dtype, and the static
 rejections of issue 16 (harness package, torch._C, _python_dispatch, ctypes/cffi, /proc
-paths, torch.library registration). Pure unit tests: no worker, no evaluator."""
+paths, torch.library registration). Unit tests, and one pass through the CPU evaluator
+(an honest half-precision softmax beside the zeros fixture on the same task)."""
 
 from __future__ import annotations
 
@@ -459,3 +460,17 @@ def test_legit_sources_pass_the_static_check(path):
 def test_new_flags_are_named():
     for name in ("forbidden_import", "proc_access"):
         assert name in FLAGS and name in static.HARD_STATIC_FLAGS
+
+
+# --------------------------------------------------------------------------- through the evaluator
+def test_honest_half_softmax_passes_where_zeros_fail(cpu_evaluator):
+    """The same wide float16 softmax task: an honest kernel passes the per-dtype relative
+    check (trials and the perturbed-size re-check); the zeros fixture fails it."""
+    from conftest import FIXTURES, fixture_task
+
+    task = fixture_task("softmax_half")
+    res = cpu_evaluator.evaluate(task, (FIXTURES / "legit" / "softmax_half_triton.py").read_text())
+    assert res.correct, (res.error_kind, res.error_msg, res.flags)
+    assert res.rel_l2_error < 1e-3
+    res = cpu_evaluator.evaluate(task, (FIXTURES / "cheats" / "softmax_zeros_half.py").read_text())
+    assert not res.correct and res.error_kind == "wrong_output" and "signal" in res.error_msg
