@@ -474,3 +474,10 @@ def test_honest_half_softmax_passes_where_zeros_fail(cpu_evaluator):
     assert res.rel_l2_error < 1e-3
     res = cpu_evaluator.evaluate(task, (FIXTURES / "cheats" / "softmax_zeros_half.py").read_text())
     assert not res.correct and res.error_kind == "wrong_output" and "signal" in res.error_msg
+
+
+def test_descriptions_without_details_and_invalid_leaves_fail():
+    c = compare([torch.randn(SHAPE)], [{"kind": "unsupported", "dtype": "float32"}], ATOL, RTOL)
+    assert not c.ok and c.error_kind == "unsupported_output" and "does not carry" in c.message
+    c = compare([torch.randn(SHAPE)], [{"kind": "invalid", "why": "an announced output file is missing"}], ATOL, RTOL)
+    assert not c.ok and c.error_kind == "unsupported_output" and "missing" in c.message

@@ -105,8 +105,10 @@ def _uncomparable(leaf: Any) -> Optional[str]:
     if isinstance(leaf, dict) and leaf.get("kind") == "scalar":
         return None
     if isinstance(leaf, dict) and leaf.get("kind") == "unsupported":
-        what = leaf.get("why") or f"a {leaf.get('dtype', '?')} tensor (a dtype the transfer does not carry)"
-        return f"{what}, shape {tuple(leaf.get('shape') or ())}"
+        what = leaf.get("why") or f"a {leaf.get('dtype', '?')} output the transfer does not carry"
+        return what + (f", shape {tuple(leaf['shape'])}" if isinstance(leaf.get("shape"), list) else "")
+    if isinstance(leaf, dict) and leaf.get("kind") == "invalid":
+        return f"an invalid output ({leaf.get('why', 'refused on arrival')})"
     return f"an object of type {type(leaf).__name__}"
 
 
