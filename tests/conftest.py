@@ -50,3 +50,16 @@ def gpu_evaluator(tmp_path_factory):
     cfg = EvalConfig(device="cuda", cache_dir=str(tmp_path_factory.mktemp("dvk-cache")), baseline_compile=False)
     with Evaluator(cfg, workers=1) as ev:
         yield ev
+
+
+@pytest.fixture(scope="session")
+def _test_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(autouse=True)
+def _temporary_home(_test_home, monkeypatch):
+    """Tests (and the `dvk` processes they start) get a temporary HOME and XDG cache, so the
+    default skill library and caches are never written in the real home."""
+    monkeypatch.setenv("HOME", str(_test_home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_test_home / ".cache"))
