@@ -73,7 +73,7 @@ def kernelbench_style(task, cand_src, device="cuda"):
     """Reference and candidate timed separately in this process: mean of 100 calls."""
     import torch
 
-    from davinci_kernel.evaluate.worker import _exec_source
+    from davinci_kernel.evaluate.runtime import exec_source as _exec_source
 
     p = _exec_source(task.source, "kb_problem")
     with tempfile.TemporaryDirectory() as d:
@@ -240,7 +240,7 @@ def part_agree(ev, pairs, out: dict) -> None:
     import torch
     import triton.testing
 
-    from davinci_kernel.evaluate.worker import _exec_source
+    from davinci_kernel.evaluate.runtime import exec_source as _exec_source
 
     rows = []
     for t, src in pairs:

@@ -7,8 +7,10 @@ import pytest
 
 from conftest import FIXTURES, fixture_meta, fixture_task
 
-CHEATS = sorted((FIXTURES / "cheats").glob("*.py"))
-GPU_ONLY = {"timing_only_cheat", "side_stream_hidden"}  # only timing exposes them
+ALL = sorted((FIXTURES / "cheats").glob("*.py"))
+# Attacks on the judge itself (sandbox_*) run in throwaway harness processes: test_evaluate_sandbox.py.
+CHEATS = [p for p in ALL if not p.stem.startswith("sandbox_")]
+GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing"}  # only timing exposes them
 
 
 @pytest.mark.parametrize("path", [p for p in CHEATS if p.stem not in GPU_ONLY], ids=lambda p: p.stem)
@@ -39,7 +41,7 @@ def test_cheat_is_caught_on_gpu(gpu_evaluator, path):
 def test_every_flag_has_a_fixture():
     from davinci_kernel.evaluate.guards import FLAGS
 
-    covered = {fixture_meta(p)["expect"] for p in CHEATS}
+    covered = {fixture_meta(p)["expect"] for p in ALL}
     # Detected only at run time on a GPU with a second process; no CPU-checkable fixture.
     gpu_runtime_only = {"reference_slowed", "unreproducible_speedup"}
     assert set(FLAGS) - covered - gpu_runtime_only == set()

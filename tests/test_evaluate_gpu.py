@@ -24,11 +24,9 @@ def test_legit_kernels_time_on_gpu(gpu_evaluator, name, task):
     assert res.kernels and any(k.custom for k in res.kernels)
 
 
-def test_illegal_memory_access_replaces_worker(gpu_evaluator):
-    before = gpu_evaluator.pool.replaced
+def test_illegal_memory_access_then_a_correct_kernel(gpu_evaluator):
     res = gpu_evaluator.evaluate(fixture_task("relu"), (FIXTURES / "legit" / "illegal_access_cuda.py").read_text())
     assert not res.correct and res.error_kind == "cuda_error", (res.error_kind, res.error_msg)
-    assert gpu_evaluator.pool.replaced == before + 1
     again = gpu_evaluator.evaluate(fixture_task("relu"), (FIXTURES / "legit" / "relu_triton.py").read_text())
     assert again.correct, again.error_msg
 

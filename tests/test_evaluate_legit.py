@@ -107,17 +107,16 @@ def test_reference_cache_maps_files_and_evicts_them(monkeypatch):
 
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
-    from davinci_kernel.evaluate import evaluator as ev_mod
 
-    monkeypatch.setattr(ev_mod, "_REF_CACHE_MAX", 1)
     relu = (FIXTURES / "legit" / "relu_triton.py").read_text()
     mm = (FIXTURES / "legit" / "matmul_relu_triton.py").read_text()
     with Evaluator(EvalConfig(device="cpu"), workers=1) as ev:
+        ev.refs.max_entries = 1
         assert ev.evaluate(fixture_task("relu"), relu).correct
-        (entry,) = ev._ref_cache.values()
+        (entry,) = ev.refs._entries.values()
         home = entry["home"]
         assert os.listdir(home) and entry["refs"][0][0].numel() == 5 * 300
         assert ev.evaluate(fixture_task("matmul_relu"), mm).correct
-        assert not os.path.exists(home) and len(ev._ref_cache) == 1  # evicted with its files
+        assert not os.path.exists(home) and len(ev.refs._entries) == 1  # evicted with its files
         again = ev.evaluate(fixture_task("relu"), relu)
         assert again.correct, (again.error_kind, again.error_msg)

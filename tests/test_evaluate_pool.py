@@ -1,41 +1,116 @@
-"""The local worker pool: spare workers replace recycled ones, fresh workers are unused."""
+"""Worker processes: candidate workers serve one candidate and are killed, started ahead;
+the sandbox they run in; the JSON channel."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+
 import pytest
 
+from davinci_kernel.evaluate import sandbox
 from davinci_kernel.evaluate.pool import LocalPool
+from davinci_kernel.evaluate.procs import device_env
+from davinci_kernel.evaluate.protocol import Channel, ProtocolError
 
 
-def test_spare_replaces_a_recycled_worker_and_fresh_is_unused():
+def test_every_candidate_gets_a_fresh_worker_and_the_next_is_started_ahead():
     pool = LocalPool(["cpu"], spares=1)
     try:
-        spare = pool._spares["cpu"].queue[0]
-        h = pool.acquire()
-        pool.release(h, recycle=True)
-        got = pool.acquire()
-        assert got is spare and got.proc.is_alive() and got.proc.pid != h.proc.pid
-        assert pool._spares["cpu"].qsize() == 1  # the next spare is already starting
-        new = pool.fresh(got)
-        assert new.jobs == 0 and new.proc.pid not in (h.proc.pid, got.proc.pid) and not got.proc.is_alive()
-        pool.release(new)
-        assert pool.replaced == 2 and len(pool) == 1
+        slot, w1 = pool.acquire()
+        started = pool.started
+        assert w1.alive() and started == 3  # 1 slot + 1 spare at start, a replacement now
+        pool.release(slot, w1)
+        assert not w1.alive() and not os.path.exists(w1.scratch)  # killed, its folder gone
+        slot, w2 = pool.acquire()
+        assert w2.proc.pid != w1.proc.pid and w2.alive()
+        pool.release(slot, w2)
+        ref = pool.reference("cpu")
+        assert ref.alive() and ref.uid is None  # the trusted process is not sandboxed
     finally:
         pool.close()
+
+
+def test_sandboxed_worker_runs_as_its_own_uid_without_network():
+    caps = sandbox.probe()
+    if not caps.uid_switch:
+        pytest.skip(f"this machine cannot switch uids: {caps.describe()}")
+    pool = LocalPool(["cpu", "cpu"], spares=0)
+    try:
+        (s1, w1), (s2, w2) = pool.acquire(), pool.acquire()
+        assert w1.info["uid"] != w2.info["uid"] and w1.info["uid"] >= sandbox.UID_BASE
+        assert w1.info["pid"] == 1  # PID namespace: it sees only its own processes
+        assert "netns" in w1.sandbox_desc and "uid" in w1.sandbox_desc
+        pool.release(s1, w1)
+        pool.release(s2, w2)
+    finally:
+        pool.close()
+
+
+def test_freeze_stops_the_whole_tree():
+    pool = LocalPool(["cpu"], spares=0)
+    try:
+        slot, w = pool.acquire()
+        w.freeze()
+        states = {pid: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] for pid in w.tree()}
+        assert states and all(s in "Tt" for s in states.values()), states
+        w.thaw()
+        pool.release(slot, w)
+    finally:
+        pool.close()
+
+
+def test_hidden_ancestor():
+    import tempfile
+    from pathlib import Path
+
+    tmp_path = Path(tempfile.mkdtemp(dir="/tmp" if os.path.isdir("/tmp") else None))
+    secret = tmp_path / "secret"
+    inner = secret / "lib" / "python"
+    inner.mkdir(parents=True)
+    os.chmod(tmp_path, 0o755)
+    os.chmod(secret, 0o700)
+    assert sandbox.hidden_ancestor(str(inner)) == str(secret)
+    os.chmod(secret, 0o755)
+    assert sandbox.hidden_ancestor(str(inner)) is None
+    import shutil
+
+    shutil.rmtree(tmp_path)
+
+
+def test_worker_env_carries_no_secrets(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("HF_TOKEN", "hf-secret")
+    env = sandbox.worker_env(device_env("cpu"), str(tmp_path))
+    assert "OPENAI_API_KEY" not in env and "HF_TOKEN" not in env
+    assert env["HOME"] == str(tmp_path) and env["TRITON_CACHE_DIR"].startswith(str(tmp_path))
+
+
+def test_channel_is_json_and_refuses_garbage():
+    a, b = socket.socketpair()
+    ca, cb = Channel(a), Channel(b)
+    ca.send({"event": "x", "v": [1, 2.5, None]})
+    assert cb.recv(5) == {"event": "x", "v": [1, 2.5, None]}
+    import pickle
+    import struct
+
+    data = pickle.dumps({"event": "x"})  # a pickle is not a message: it never reaches pickle.loads
+    a.sendall(struct.pack(">I", len(data)) + data)
+    with pytest.raises(ProtocolError):
+        cb.recv(5)
+    a.sendall(struct.pack(">I", 1 << 30))
+    with pytest.raises(ProtocolError):
+        cb.recv(5)
 
 
 def test_worker_env_compiles_without_leftover_threads(tmp_path):
     """A torch.compile baseline in a worker must not leave threads or child processes that
     a later candidate would be blamed for (inductor's compile pool, a tqdm monitor)."""
-    import os
-    import subprocess
-    import sys
-
-    from davinci_kernel.evaluate.pool import default_env
-
     script = (
         "import os, threading\n"
-        "from davinci_kernel.evaluate.worker import no_background_threads\n"
+        "from davinci_kernel.evaluate.runtime import no_background_threads\n"
         "no_background_threads()\n"
         "import torch\n"
         "before = {t.ident for t in threading.enumerate()}\n"
@@ -45,7 +120,7 @@ def test_worker_env_compiles_without_leftover_threads(tmp_path):
         "kids = open(f'/proc/{os.getpid()}/task/{os.getpid()}/children').read().split()\n"
         "print(new, kids)\n"
     )
-    env = {**os.environ, **default_env("cpu"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # cold
+    env = {**os.environ, **device_env("cpu"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # cold
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == "[] []", r.stdout
@@ -54,8 +129,7 @@ def test_worker_env_compiles_without_leftover_threads(tmp_path):
 @pytest.mark.parametrize("device", ["cpu", "cuda:0", "cuda:3"])
 def test_worker_env_limits_cpu_threads(device):
     """A GPU worker gets a few CPU threads (not one per host core); a CPU worker one."""
-    from davinci_kernel.evaluate.pool import CPU_THREADS, default_env
+    from davinci_kernel.evaluate.procs import CPU_THREADS
 
-    env = default_env(device)
+    env = device_env(device)
     assert int(env["OMP_NUM_THREADS"]) == (1 if device == "cpu" else CPU_THREADS)
-    assert env["TRITON_INTERPRET"] == ("1" if device == "cpu" else "0")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from davinci_kernel.evaluate.timing import n_iters
@@ -57,7 +59,7 @@ def test_stale_sees_sampled_outputs_of_one_fetch():
     """Sampled GPU outputs: the same seed and equal values mean an earlier output came back."""
     import torch
 
-    from davinci_kernel.evaluate.evaluator import _stale
+    from davinci_kernel.evaluate.judge import stale as _stale
 
     v = torch.randn(16)
     a = [{"values": v, "seed": 7, "full_shape": [4096, 4096]}]
@@ -71,7 +73,11 @@ def test_stale_sees_sampled_outputs_of_one_fetch():
 class _HostClock:
     """Test double for the worker's captured CUDA calls: events read the host clock."""
 
+    import time as _time
     import torch as torch
+
+    perf = staticmethod(_time.perf_counter)
+    Tensor = torch.Tensor
 
     class Event:
         def __init__(self, enable_timing=True):
@@ -283,9 +289,9 @@ def test_flush_and_lead_go_to_the_whole_gpu_kernel_when_there_is_one():
     import torch
 
     from davinci_kernel.evaluate import timing
-    from davinci_kernel.evaluate.worker import _build_flush_hold
+    from davinci_kernel.evaluate.runtime import build_flush_hold
 
-    hold, why = _build_flush_hold(torch, "cuda:0")  # no GPU here: the worker's fallback
+    hold, why = build_flush_hold(torch, "cuda:0")  # no GPU here: the worker's fallback
     assert hold is None and why
 
     calls = []
@@ -370,30 +376,39 @@ def test_placement_mean(blocks, sizes, want):
     assert placement_mean(blocks, sizes) == pytest.approx(want)
 
 
-def test_send_samples_draws_each_size_once_and_reports_its_seconds(tmp_path, monkeypatch):
-    """The worker's side of output sampling: the harness's seed gives the same indices for
-    every output of one size, the values are the output's at those indices, and the seconds
-    of each step come back for the harness's phase_seconds."""
+def test_intake_reads_a_sample_of_large_outputs_and_checks_every_file(tmp_path, monkeypatch):
+    """The harness's side of a worker's outputs: large ones on the harness's own seed's
+    indices, small ones whole; a symlink, a wrong size, a name outside the folder or an
+    unknown dtype is refused, never read; files are removed once read."""
     import torch
 
-    from davinci_kernel.evaluate import transfer, worker
+    from davinci_kernel.evaluate import intake, transfer
 
-    monkeypatch.setattr(worker, "C", worker._capture(torch))
     draw = transfer.sample_indices
-    monkeypatch.setattr(transfer, "sample_indices", lambda t, numel, seed: draw(t, numel, seed, n=64))  # < numel
-    r = worker.Runner({"device": "cpu", "shm_dir": str(tmp_path), "job_id": "t"}, conn=None)
-    a, b, c = torch.randn(3000), torch.randn(50, 60), torch.randn(1000)
-    r.pending = [("cand0", 0, a), ("cand1", 0, b), ("pcand", 1, c)]
-    leaves, secs = r.send_samples(7)
-    assert set(secs) == {"sample_indices", "sample_upload", "sample_gather", "sample_write"} and all(v >= 0 for v in secs.values())
-    idx = draw(torch, 3000, 7, n=64)
-    for key, x in (("cand0", a), ("cand1", b)):
-        got = transfer.read_leaf(leaves[key][0])
-        assert got["seed"] == 7 and got["full_shape"] == list(x.shape)
-        assert torch.equal(got["values"], x.reshape(-1)[idx])
-    assert torch.equal(transfer.read_leaf(leaves["pcand"][1])["values"],
-                       c[draw(torch, 1000, 7, n=64)])
-    assert r.pending == []
+    monkeypatch.setattr(intake, "SAMPLE_MIN", 2000)
+    monkeypatch.setattr(intake, "sample_indices", lambda t, numel, seed: draw(t, numel, seed, n=64))
+    a, b = torch.randn(3000), torch.randn(50, 7).to(torch.bfloat16)
+    a.numpy().tofile(tmp_path / "1.bin")
+    b.view(torch.int16).numpy().tofile(tmp_path / "2.bin")
+    secret = tmp_path.parent / "secret.bin"
+    torch.ones(4).numpy().tofile(secret)
+    (tmp_path / "3.bin").symlink_to(secret)
+    torch.ones(5).numpy().tofile(tmp_path / "4.bin")
+    metas = [{"kind": "tensor", "dtype": "float32", "shape": [3000], "file": "1.bin"},
+             {"kind": "tensor", "dtype": "bfloat16", "shape": [50, 7], "file": "2.bin"},
+             {"kind": "tensor", "dtype": "float32", "shape": [4], "file": "3.bin"},
+             {"kind": "tensor", "dtype": "float32", "shape": [4], "file": "4.bin"},
+             {"kind": "tensor", "dtype": "float32", "shape": [4], "file": "../secret.bin"},
+             {"kind": "tensor", "dtype": "Tensor", "shape": [4], "file": "5.bin"},
+             {"kind": "scalar", "value": 3}]
+    got = intake.read_leaves(str(tmp_path), metas, None, 7)
+    assert got[0]["seed"] == 7 and got[0]["full_shape"] == [3000]
+    assert torch.equal(got[0]["values"], a[draw(torch, 3000, 7, n=64)])
+    assert torch.equal(got[1], b)
+    assert [g["kind"] for g in got[2:6]] == ["invalid"] * 4
+    assert got[6] == {"kind": "scalar", "value": 3}
+    assert not (tmp_path / "1.bin").exists() and secret.exists()
+    assert intake.read_leaves(str(tmp_path), metas[:1], os.getuid() + 1, 7)[0]["kind"] == "invalid"  # not the worker's
 
 
 @pytest.mark.parametrize("profiled,event,flagged", [(None, 1.0, False), (0.9, 1.0, False), (1.52, 1.0, False),

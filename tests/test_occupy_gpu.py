@@ -51,7 +51,7 @@ def test_side_stream_work_waits_for_the_hold(hold):
     import torch
 
     from davinci_kernel.evaluate import timing
-    from davinci_kernel.evaluate.worker import _capture
+    from davinci_kernel.evaluate.runtime import Captured as _capture
 
     h, buf = hold
     held = [_side_finishes_after(torch, lambda: h(buf, 300.0)) for _ in range(5)]

@@ -102,3 +102,53 @@ def settle(torch, device: str) -> None:
     """Load lazily-imported machinery now (dynamo wraps torch.manual_seed on first use of a
     dispatch mode), so what runs later sees a settled torch."""
     audited_call(torch, lambda: torch.relu(torch.ones(2, device=device) @ torch.ones(2, 2, device=device)), [])
+
+
+# --------------------------------------------------------------------------- identity snapshot
+def _watched(torch, extra=()) -> list:
+    import builtins
+    import gc
+    import sys
+    import time
+
+    mods = [torch, torch.nn, torch.nn.functional, torch.cuda, torch.Tensor, torch.nn.Module, torch.autograd,
+            time, builtins, gc, torch.cuda.Event]
+    for name in ("numpy", "triton", "triton.runtime.jit", "triton.language", "torch.utils.cpp_extension"):
+        if name in sys.modules:
+            mods.append(sys.modules[name])
+    mods += [m for name, m in list(sys.modules.items()) if name.startswith("davinci_kernel.evaluate") and m is not None]
+    return mods + list(extra)
+
+
+def snapshot(torch, extra=()) -> dict:
+    """id() of every attribute (and function code) of the objects a worker relies on, and
+    torch's global numeric flags. Evidence only: a candidate can restore what it patched
+    before this is taken again; what it patches in its own process decides nothing in the
+    harness, but a visible patch is a flagged hack."""
+    snap = {}
+    for obj in _watched(torch, extra):
+        base = getattr(obj, "__name__", type(obj).__name__)
+        try:
+            items = list(vars(obj).items())
+        except TypeError:
+            continue
+        for k, v in items:
+            snap[f"{base}.{k}"] = id(v)
+            code = getattr(v, "__code__", None)
+            if code is not None:
+                snap[f"{base}.{k}.__code__"] = id(code)
+    snap["torch.flags"] = (
+        torch.get_default_dtype(), torch.is_grad_enabled(),
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
+        torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled(),
+    )
+    return snap
+
+
+def changed(before: dict, after: dict) -> list[str]:
+    """Replaced or deleted attributes; new ones only on torch.Tensor / nn.Module (modules
+    gain attributes from lazy submodule imports)."""
+    out = [k for k, v in before.items() if after.get(k, v) != v]
+    out += [k for k in after if k not in before and k.split(".")[0] in ("Tensor", "Module")]
+    return out

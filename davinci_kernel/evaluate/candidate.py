@@ -23,7 +23,7 @@ import sys
 import threading
 
 from . import runtime as rt
-from .audit import LaunchCounter, audited_call, install_launch_counter
+from .audit import LaunchCounter, audited_call, changed, install_launch_counter, snapshot
 from .protocol import CandidateJob
 
 _isinstance = isinstance
@@ -68,6 +68,8 @@ class CandidateRunner:
         self.pristine = [rt.gen_inputs(self.ref_mod, s, self.dev) for s in j.seeds]
         self.threads_before = {t.ident for t in threading.enumerate()}
         self.children_before = _children()
+        self.ref_forward = type(self.ref_model).forward
+        self.before = snapshot(self.torch, [self.ref_mod, type(self.ref_model)])
 
     def load(self) -> bool:
         j = self.j
@@ -181,6 +183,14 @@ class CandidateRunner:
         for i, o in last.items():
             self.emit(f"timed{i}", o)
 
+    def integrity(self, phase: str) -> None:
+        """Patches visible after a phase (evidence: it can only flag the candidate)."""
+        hits = changed(self.before, snapshot(self.torch, [self.ref_mod, type(self.ref_model)]))
+        if type(self.ref_model).forward is not self.ref_forward:
+            hits.append("Model.forward")
+        if hits:
+            self.flag("monkey_patch", f"replaced during {phase}: {', '.join(hits[:8])}")
+
     def leftovers(self) -> None:
         """Threads and child processes still alive that were not there before the candidate loaded."""
         alive = [f"{t.name} ({type(t).__name__})" for t in threading.enumerate()
@@ -221,6 +231,7 @@ def run(job: CandidateJob, ch, out_dir: str) -> None:
             r.out.update(stage="correctness", error_kind="cuda_error" if cb else "runtime_error",
                          error_msg=rt.trim_traceback(e, r.cand_file), cuda_broken=cb)
         r.leftovers()
+        r.integrity("correctness")
     ch.send({"event": "checked", "result": r.out})
     if not ok or r.out.get("cuda_broken") or r.out.get("error_kind"):
         return
@@ -234,6 +245,7 @@ def run(job: CandidateJob, ch, out_dir: str) -> None:
         r.out.update(stage="timing", error_kind="cuda_error" if cb else "runtime_error",
                      error_msg=rt.trim_traceback(e, r.cand_file), cuda_broken=cb)
     r.leftovers()
+    r.integrity("timing")
     ch.send({"event": "timed", "result": r.out})
 
 

@@ -51,7 +51,10 @@ def check_leaf(folder: str, meta, owner_uid: Optional[int]) -> tuple[Optional[di
             return {"kind": "scalar", "value": v}, None
         return None, "a scalar of an unknown type"
     if kind == "unsupported":
-        return {"kind": "unsupported", "dtype": str(meta.get("dtype", meta.get("type", "?")))[:40]}, None
+        shape = _shape(meta.get("shape")) or ()
+        why = meta.get("why")
+        return {"kind": "unsupported", "dtype": str(meta.get("dtype", meta.get("type", "?")))[:40], "shape": list(shape),
+                **({"why": why[:200]} if isinstance(why, str) else {})}, None
     if kind != "tensor":
         return None, f"unknown leaf kind {str(kind)[:40]!r}"
     dt, shape, name = _dtype(meta.get("dtype")), _shape(meta.get("shape")), meta.get("file")

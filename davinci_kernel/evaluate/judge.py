@@ -54,7 +54,7 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
     """Fill ``res`` from one candidate's correctness phase. ``cand``: key -> leaves read by
     the harness; ``ref``: the reference cache entry; ``out``: the worker's report."""
     res.trials = len(ref["refs"])
-    worst_abs, worst_rel, worst_l2, f32, low_bits = 0.0, 0.0, 0.0, False, 0.0
+    worst_abs, worst_rel, worst_l2, worst_f32, f32, low_bits = 0.0, 0.0, 0.0, 0.0, False, 0.0
     for i, r in enumerate(ref["refs"]):
         got = cand.get(f"cand{i}", [])
         bad = _invalid(got)
@@ -65,6 +65,7 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
         low_bits = max(low_bits, c.low_mantissa_share)
         worst_abs, worst_rel = max(worst_abs, c.max_abs), max(worst_rel, c.max_rel)
         worst_l2, f32 = max(worst_l2, c.rel_l2), f32 or c.float32
+        worst_f32 = max(worst_f32, c.leaf_rel_l2.get("float32", 0.0))  # the precision guard's: float32 outputs only
         if not c.ok:
             res.error_kind, res.error_msg = c.error_kind, f"trial {i + 1}: {c.message}"
             if stale(got, [cand.get(f"cand{j}") for j in range(i)]):
@@ -98,7 +99,7 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
     elif cfg.perturb_shapes:
         res.warnings.append("perturbation_skipped: no perturbed size was valid for the reference")
     evidence(res, out, ref, backend, static_kernels, cfg, on_gpu)
-    flag(res, guards.precision_flag(worst_l2, f32, cfg.precision_rel_l2, low_bits))
+    flag(res, guards.precision_flag(worst_f32, f32, cfg.precision_rel_l2, low_bits))
 
 
 def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels: list[str], cfg, on_gpu: bool) -> None:

@@ -28,6 +28,7 @@ class LocalPool:
                  spares: int = 1, limits: Optional[Limits] = None, sandboxed: bool = True):
         self.slots = list(slots)
         self.root = root or tempfile.mkdtemp(prefix="dvk-pool-")
+        os.chmod(self.root, 0o711)  # workers reach their own scratch folder inside, nothing else
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="dvk-workers-")
         self.limits = limits
         self.sandboxed = sandboxed
