@@ -161,8 +161,8 @@ def _check_fastp(html_table, expected):
         for key in ["n"] + [f"fast_{p:g}" for p in DEFAULT_PS] + ["geomean", "geomean_compile"]:
             value, text = cells[key]
             want = row[key]
-            if want is None:
-                assert value == "" and text == "—", (lvl, key)
+            if want is None:  # unknown: a Fast_p (p > 0) with nothing correct timed reads n/a
+                assert value == "" and text == ("n/a" if key.startswith("fast_") else "—"), (lvl, key)
                 continue
             assert float(value) == pytest.approx(want, rel=1e-12), (lvl, key)
             assert _text_value(text) == pytest.approx(want, abs=6e-4), (lvl, key, text)
@@ -272,4 +272,6 @@ def test_timing_unavailable_run(tmp_path):
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     html = build_report(run).read_text(encoding="utf-8")
     assert not (run / "speedups.png").exists() and "timing unavailable" in html
-    _check_fastp(fastp_from_html(parse(html)), fastp_table(rows, DEFAULT_PS))
+    table = fastp_table(rows, DEFAULT_PS)
+    assert table[1]["fast_0"] == 0.6 and table[1]["fast_1"] is None  # n/a, not 0 %
+    _check_fastp(fastp_from_html(parse(html)), table)

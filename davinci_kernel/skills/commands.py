@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -34,7 +35,10 @@ _SPEEDUP_NOTE = ("speedup: the skill's own example kernel vs eager PyTorch where
                  "technique gives a real kernel.")
 
 
+@contextmanager
 def _open(db: Optional[str], seed: bool = True):
+    """The library at ``db``; when it was created now, a note on stderr says so once the
+    command succeeded (an error stays one line)."""
     from .store import open_store
 
     cfg = SkillsConfig()
@@ -43,11 +47,12 @@ def _open(db: Optional[str], seed: bool = True):
     cfg.seed_library = seed
     path = Path(cfg.db).expanduser()
     new = not path.exists() or path.stat().st_size == 0
-    store = open_store(cfg)
+    with open_store(cfg) as store:
+        n_seeded = len(store) if new else 0
+        yield store
     if new:
-        how = f"seeded with {len(store)} bundled skills" if len(store) else "empty"
+        how = f"seeded with {n_seeded} bundled skills" if n_seeded else "empty"
         typer.echo(f"note: created a new skill library at {path} ({how})", err=True)
-    return store
 
 
 def _emit_json(obj) -> None:
