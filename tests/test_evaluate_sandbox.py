@@ -33,7 +33,11 @@ GPU_ONLY = {"sandbox_memo_timing"}
 # Need state the test sets up (a server, stored files): their own tests below.
 NEEDS_SETUP = {"sandbox_network_oracle", "sandbox_write_state"}
 ALL = sorted(CHEATS.glob("sandbox_*.py"))
-CPU_FIXTURES = [p for p in ALL if p.stem not in GPU_ONLY | NEEDS_SETUP]
+# numpy work is invisible to torch's dispatch audit and C++ profiler alike on CPU (on the GPU it
+# pays for host round trips in its timing): a stated limit (README, "Not covered").
+CPU_LIMITS: set = set()
+CPU_FIXTURES = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="numpy work is not seen on CPU"))
+                if p.stem in CPU_LIMITS else p for p in ALL if p.stem not in GPU_ONLY | NEEDS_SETUP]
 
 
 def _run(items, tmp, **kw):

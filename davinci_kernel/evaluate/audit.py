@@ -1,15 +1,17 @@
 """In-process evidence of what a forward call did: which torch ops ran, how much work they
-did, and how many Triton kernels were launched.
+did, how many Triton kernels were launched, and whether the worker's own objects were patched.
 
 Covers: a ``TorchDispatchMode`` that counts aten compute ops and the elements they wrote
 (a Triton launch shows as memory ops only, torch's ReLU as ``clamp_min``), a FLOP count,
-and a launch counter wrapped around Triton's ``JITFunction.run`` (compiled and
-interpreted). Used by the reference process (the reference's work, for coverage
-estimates) and by candidate workers. Does not cover: trust. In a candidate's process all
-of this is the candidate's own claim: it can switch the audit off or feed it numbers; the
-harness uses it only to reject (no custom kernel, low coverage), never to accept, and the
-result says so (``timing_detail``/``warnings``); on the GPU the profiler's kernel table
-decides coverage.
+torch's C++-level profiler over the same call (it still sees ops run with every Python
+dispatch mode switched off, and ``Tensor.numpy()`` hand-offs), a launch counter wrapped
+around Triton's ``JITFunction.run`` (compiled and interpreted), and an identity snapshot of
+torch, timers, builtins and the harness modules. Used by the reference process (the
+reference's work, for coverage estimates) and by candidate workers. Does not cover: trust.
+In a candidate's process all of this is the candidate's own claim: it can switch the audit
+off or feed it numbers; the harness uses it only to reject (no custom kernel, low
+coverage, monkey_patch), never to accept; on the GPU the profiler's kernel table decides
+coverage.
 """
 
 from __future__ import annotations
@@ -54,14 +56,44 @@ def make_audit(torch):
 
 
 def audited_call(torch, fn, args):
-    """``fn(*args)`` under the dispatch audit and a FLOP counter. Returns
-    (output, {"ops": {...}, "work": flops + elements written by torch compute ops})."""
+    """``fn(*args)`` under the dispatch audit, a FLOP counter and torch's C++-level profiler
+    (which still sees ops run with every Python dispatch mode switched off). Returns
+    (output, {"ops": {...}, "work": the larger of flops + elements written (dispatch audit)
+    and the input elements of top-level aten compute ops (profiler)})."""
+    from torch.profiler import ProfilerActivity, profile
     from torch.utils.flop_counter import FlopCounterMode
 
     audit = make_audit(torch)()
-    with torch.no_grad(), FlopCounterMode(display=False) as fc, audit:
-        out = fn(*args)
-    return out, {"ops": dict(audit.ops), "work": float(fc.get_total_flops()) + float(audit.elem_work)}
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        with FlopCounterMode(display=False) as fc, audit:
+            out = fn(*args)
+    seen = profiled_work(prof.events())
+    work = max(float(fc.get_total_flops()) + float(audit.elem_work), seen)
+    return out, {"ops": dict(audit.ops), "work": work, "profiled_work": seen}
+
+
+def profiled_work(events) -> float:
+    """Input elements of the top-level aten compute ops among profiler events. A top-level
+    ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` runs: a tensor handed to
+    numpy, whose work no torch-level view sees, counts as work done outside custom kernels."""
+    total = 0.0
+    for e in events:
+        name = getattr(e, "name", "")
+        if not name.startswith("aten::") or getattr(e, "cpu_parent", None) is not None:
+            continue
+        if name[6:] in MEMORY_OPS:
+            continue
+        sizes = [1] + [_numel(s) for s in (getattr(e, "input_shapes", None) or []) if s]
+        total += max(sizes)
+    return total
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        if isinstance(d, int):
+            n *= d
+    return n
 
 
 class LaunchCounter:
@@ -100,7 +132,8 @@ def install_launch_counter() -> None:
 
 def settle(torch, device: str) -> None:
     """Load lazily-imported machinery now (dynamo wraps torch.manual_seed on first use of a
-    dispatch mode), so what runs later sees a settled torch."""
+    dispatch mode; the profiler's first start takes seconds), so what runs later sees a
+    settled torch and the first audited call costs what the others do."""
     audited_call(torch, lambda: torch.relu(torch.ones(2, device=device) @ torch.ones(2, 2, device=device)), [])
 
 

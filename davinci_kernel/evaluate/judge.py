@@ -103,9 +103,9 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
 
 
 def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels: list[str], cfg, on_gpu: bool) -> None:
-    """Custom kernels from the audits of every correctness call: the fewest launches and
-    the most torch work seen on any call count (a candidate that shows its kernel on the
-    first call only gets no credit for it)."""
+    """Custom kernels from every correctness call (launches counted on all of them, torch
+    work on the audited ones): the fewest launches and the most torch work seen on any call
+    count (a candidate that shows its kernel only on some calls gets no credit for it)."""
     audits = [a for a in out.get("audits") or [] if isinstance(a, dict)]
     launches = [int(a.get("launches", 0)) for a in audits if isinstance(a.get("launches", 0), (int, float))]
     works = [float(a["work"]) for a in audits if isinstance(a.get("work"), (int, float))]
