@@ -130,6 +130,15 @@ def part_throughput(ev, tp_items, out: dict) -> None:
                                         for i, r in enumerate(res) if not r.correct}
     out["throughput"]["flush"] = next((r.timing_detail.get("flush") for r in res if r.timing_detail.get("flush")), None)
     out["throughput"]["lead_us"] = sorted({round(r.timing_detail.get("lead_us") or 0) for r in res})
+    # the harness's wall-time check of each worker's timing report: unexplained ms per timed call
+    walls = [(r.task, r.timing_detail["wall"], r.timing_detail.get("iters")) for r in res if r.timing_detail.get("wall")]
+    out["throughput"]["wall_check"] = [{"task": t, **w, "iters": n,
+                                        "unexplained_per_call_us": round(1e3 * w["unexplained_ms"] / (2 * n), 2)}
+                                       for t, w, n in walls if n]
+    per_call = sorted(x["unexplained_per_call_us"] for x in out["throughput"]["wall_check"])
+    if per_call:
+        print(f"wall check: unexplained per timed call (us): min {per_call[0]}, median {per_call[len(per_call) // 2]}, "
+              f"max {per_call[-1]}", flush=True)
     print(f"ours: {len(tp_items)} candidates in {ours_s:.1f}s; by phase: {out['throughput']['phase_seconds_total']}",
           flush=True)
 

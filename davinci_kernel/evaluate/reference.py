@@ -81,6 +81,7 @@ def baseline(job: ReferenceJob) -> dict:
     res = {"eager_ms": timing.solo(C, dev, model, sets, warmup=job.timing.warmup_iters, **kw)}
     res["flush_ms"] = timing.flush_cost(C, dev, job.timing.l2_flush_mb, kw["hold"])
     res["vary_ms"] = timing.vary_cost(C, dev, sets[0])
+    res["call_overhead_ms"] = call_overhead(model, sets, job)
     if job.timing.baseline_compile:
         try:
             compiled = C.torch.compile(model)
@@ -88,6 +89,27 @@ def baseline(job: ReferenceJob) -> dict:
         except Exception as e:  # noqa: BLE001 - the compile baseline is optional
             res["compile_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     return res
+
+
+def call_overhead(model, sets, job: ReferenceJob) -> float:
+    """Wall milliseconds per timed call beyond its event time, the lead and the fresh-value
+    copies: the reference timed against itself by the candidates' procedure, its wall time
+    taken around the timed pairs as the harness takes a candidate's. What a worker's timed
+    phase may spend outside its reported event times (flush, synchronize, bookkeeping)."""
+    C = rt.C
+    from . import timing
+
+    dev = C.torch.device(job.device)
+    marks: list[float] = []
+    kw = {**job.timing.kw(), "budget_s": min(0.2, job.timing.timing_budget_s), "iters": 20}
+    res = timing.interleaved(C, dev, model, model, sets, warmup=job.timing.warmup_iters, **kw, placements=1,
+                             on_timed=lambda: marks.append(C.perf()))
+    wall_ms = (C.perf() - marks[0]) * 1e3
+    calls = 2 * res["iters"]
+    varied = max(0, res["iters"] - res["sets"])
+    vary_ms = timing.vary_cost(C, dev, sets[0], n=3)
+    rest = wall_ms - res["ref_sum_ms"] - res["cand_sum_ms"] - varied * vary_ms
+    return max(0.0, rest / calls - res["lead_us"] / 1e3)
 
 
 def sync(dev) -> None:
