@@ -69,8 +69,8 @@ class EvalConfig:
     wall_event_ratio: float = opt(1.5, "synchronized wall time above this x event time flags escaped work")
     perturb_shapes: bool = opt(True, "re-check correctness at perturbed module-level sizes")
     cpu_small_shapes: bool = opt(True, "on CPU use the task's CPU_SHAPES overrides")
-    spare_workers: int = opt(1, "candidate workers started ahead per device beyond one per slot: every candidate "
-                             "gets a fresh sandboxed process, so the next ones start while it runs")
+    spare_workers: int = opt(-1, "candidate workers started ahead per device beyond one per slot (every candidate "
+                             "gets a fresh sandboxed process, so the next ones start while it runs); -1 = one per slot")
     sandbox: str = opt("auto", "the OS sandbox of candidate workers: 'auto' = all this machine allows (each result's "
                        "`sandbox` says what ran); 'require' = refuse to start without all of it; 'off' = plain "
                        "processes (trusted code only)", choices=("auto", "require", "off"))
@@ -79,8 +79,8 @@ class EvalConfig:
     ref_time_tolerance: float = opt(1.3, "the reference's time beside the candidate may differ from its time in the "
                                     "reference process by at most this factor either way (else reference_slowed "
                                     "or timing_mismatch)")
-    wall_slack: float = opt(0.25, "share of the candidate's reported time that the harness's wall time around the "
-                            "timed calls may leave unexplained (plus 0.02 ms a call and 20 ms) before timing_mismatch")
+    wall_slack: float = opt(0.3, "share of the candidate's reported time that the harness's wall time around the "
+                            "timed calls may leave unexplained (plus 0.25 ms a call and 20 ms) before timing_mismatch")
     workers_per_gpu: int = opt(1, "workers per GPU when --workers is not given: they check candidates side by "
                                "side and take turns to time them (the GPU gate)")
     cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")

@@ -27,8 +27,8 @@ def test_every_candidate_gets_a_fresh_worker_and_the_next_is_started_ahead():
         slot, w2 = pool.acquire()
         assert w2.proc.pid != w1.proc.pid and w2.alive()
         pool.release(slot, w2)
-        ref = pool.reference("cpu")
-        assert ref.alive() and ref.uid is None  # the trusted process is not sandboxed
+        with pool.reference("cpu") as ref:
+            assert ref.alive() and ref.uid is None  # the trusted process is not sandboxed
     finally:
         pool.close()
 

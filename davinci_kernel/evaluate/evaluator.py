@@ -89,6 +89,8 @@ class Evaluator:
         self.baselines = BaselineCache(self.cfg.cache_dir)
         self._baseline_checked: set = set()
         self._gates = Gates()  # several workers per GPU: they check side by side, but time alone
+        self._key_locks: dict = {}
+        self._locks_lock = threading.Lock()
         self.refs = ReferenceCache(os.path.join(self.tmp_root, "refs"))
 
     # ------------------------------------------------------------------ public
@@ -198,77 +200,83 @@ class Evaluator:
         return res
 
     # ------------------------------------------------------------------ trusted side
+    def _key_lock(self, key) -> threading.Lock:
+        with self._locks_lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def _ask_reference(self, device: str, cmd: str, job: ReferenceJob, exclusive: bool) -> dict:
+        """One request to a reference process of the device; {"error": ...} if it failed."""
+        gate = self._gates(device)
+        try:
+            with self.pool.reference(device) as ref, (gate.exclusive() if exclusive else gate.shared()):
+                ref.send({"cmd": cmd, "job": job.to_dict()})
+                result = ref.recv(self.cfg.compile_timeout_s + self.cfg.run_timeout_s).get("result", {})
+                if result.get("cuda_broken"):
+                    raise WorkerDied(result.get("error", "CUDA error"))  # replaced on the way out
+                return {**result, "_gpu": ref.info.get("gpu", "?"), "_torch": ref.info.get("torch", "?")}
+        except (WorkerTimeout, WorkerDied) as e:
+            return {"error": f"the reference process failed: {e}"}
+
     def _reference(self, task: Task, variant: str, overrides: dict, seeds: list[int], perturb: list,
                    device: str) -> dict:
-        """The reference entry for these inputs: cached, or computed by the reference process."""
+        """The reference entry for these inputs: cached, or computed by a reference process."""
         cfg = self.cfg
         key = (task.hash, json.dumps(overrides, sort_keys=True), device.split(":")[0], tuple(seeds),
                json.dumps(perturb, sort_keys=True), cfg.seed)
         got = self.refs.get(key)
         if got is not None:
             return got
-        with self.pool.ref_locks[device]:
+        with self._key_lock(("ref", key)):  # the same reference is computed once, others wait for it
             got = self.refs.get(key)
             if got is not None:
                 return got
             home = self.refs.new_home()
             job = ReferenceJob(task_source=variant, seeds=seeds, init_seed=cfg.seed, out_dir=home, device=device,
                                perturb=perturb, perturb_seed=cfg.seed + 7, timing=self.timing_settings)
-            try:
-                with self._gates(device).shared():
-                    ref = self.pool.reference(device)
-                    ref.send({"cmd": "reference", "job": job.to_dict()})
-                    msg = ref.recv(cfg.compile_timeout_s + cfg.run_timeout_s)
-            except (WorkerTimeout, WorkerDied) as e:
-                self.pool.restart_reference(device)
-                shutil.rmtree(home, ignore_errors=True)
-                return {"error": f"the reference did not run: {e}"}
-            result = msg.get("result", {})
+            result = self._ask_reference(device, "reference", job, exclusive=False)
             if "error" in result:
                 shutil.rmtree(home, ignore_errors=True)
-                if result.get("cuda_broken"):
-                    self.pool.restart_reference(device)
                 return {"error": result["error"]}
             entry = self.refs.build(home, result, len(seeds))
             self.refs.put(key, entry)
             return entry
 
     def _baseline(self, task: Task, variant: str, overrides: dict, seeds: list[int], device: str) -> Optional[dict]:
-        """Clean eager / torch.compile timings and the flush cost from the reference process,
-        cached per (task, GPU, torch, timing method). A cached entry is re-checked once per
-        evaluator against a fresh eager timing and thrown away if they disagree by > 25 %."""
+        """Clean eager / torch.compile timings, the flush and per-call overheads, from a
+        reference process, cached per (task, GPU, torch, timing method). A cached entry is
+        re-checked once per evaluator against a fresh eager timing and thrown away if they
+        disagree by more than 25 %."""
+        import dataclasses
+
         cfg = self.cfg
-        with self.pool.ref_locks[device]:
-            ref = self.pool.reference(device)
-            key = BaselineCache.key(task.hash, overrides, ref.info.get("gpu", "?"), ref.info.get("torch", "?"),
-                                    self.timing_settings.method_extra())
+        gpu, torch_v = self._device_info(device)
+        key = BaselineCache.key(task.hash, overrides, gpu, torch_v, self.timing_settings.method_extra())
+        with self._key_lock(("base", key)):
             got = self.baselines.get(key)
             if got is not None and key in self._baseline_checked:
                 return got
             job = ReferenceJob(task_source=variant, seeds=seeds[:3], init_seed=cfg.seed, out_dir="", device=device,
                                timing=self.timing_settings)
             if got is not None:  # check the stored entry once per run, eager only
-                import dataclasses
-
                 job.timing = dataclasses.replace(self.timing_settings, baseline_compile=False)
-            try:
-                with self._gates(device).exclusive():
-                    ref.send({"cmd": "baseline", "job": job.to_dict()})
-                    fresh = ref.recv(cfg.compile_timeout_s + cfg.run_timeout_s).get("result", {})
-            except (WorkerTimeout, WorkerDied):
-                self.pool.restart_reference(device)
+            fresh = self._ask_reference(device, "baseline", job, exclusive=True)
+            if "error" in fresh:
                 return got
             self._baseline_checked.add(key)
             if got is not None and fresh.get("eager_ms"):
                 if abs(math.log(fresh["eager_ms"] / got["eager_ms"])) <= math.log(1.25):
-                    return {**got, "flush_ms": fresh.get("flush_ms", got.get("flush_ms"))}
-                with self._gates(device).exclusive():  # the stored entry disagrees: measure all of it again
-                    job.timing = self.timing_settings
-                    ref.send({"cmd": "baseline", "job": job.to_dict()})
-                    fresh = ref.recv(cfg.compile_timeout_s + cfg.run_timeout_s).get("result", {})
+                    return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms") if k in fresh}}
+                job.timing = self.timing_settings  # the stored entry disagrees: measure all of it again
+                fresh = self._ask_reference(device, "baseline", job, exclusive=True)
+            fresh = {k: v for k, v in fresh.items() if not k.startswith("_")}
             if "eager_ms" in fresh:
                 self.baselines.put(key, fresh)
             return fresh
+
+    def _device_info(self, device: str) -> tuple[str, str]:
+        """(GPU name, torch version) as a reference process reports them."""
+        with self.pool.reference(device) as ref:
+            return ref.info.get("gpu", "?"), ref.info.get("torch", "?")
 
     # ------------------------------------------------------------------ one candidate worker
     def _run(self, w: WorkerProcess, job: CandidateJob, res: EvalResult, rep: static.StaticReport, ref: dict,

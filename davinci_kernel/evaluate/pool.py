@@ -1,9 +1,9 @@
-"""Which processes the evaluator has: one reference process per device, and candidate
-workers that each serve one candidate and are then killed.
+"""Which processes the evaluator has: reference processes, and candidate workers that each
+serve one candidate and are then killed.
 
-Covers: the evaluation slots (``["cuda:0", "cuda:0", "cuda:1"]``, or CPU slots), one
-trusted reference process per device (serialised by a lock: it only computes reference
-outputs and baselines, each once per task), and per device a queue of candidate workers
+Covers: the evaluation slots (``["cuda:0", "cuda:0", "cuda:1"]``, or CPU slots), trusted
+reference processes (as many per device as slots, each serving one request at a time: they
+compute reference outputs and baselines, each once per task), and per device a queue of candidate workers
 started ahead (``slots + spares``), so a new candidate finds a started interpreter and the
 next one starts while it runs. A worker that ran a candidate is never reused. Also the
 helpers that choose slots for a device. Does not cover: processes themselves (``procs.py``)
@@ -13,6 +13,7 @@ or judging (``evaluator.py``); the Ray pool is ``ray_pool.py``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import queue
 import tempfile
@@ -39,12 +40,13 @@ class LocalPool:
         for s in self.slots:
             self._slots.put(s)
         per_device = collections.Counter(self.slots)
-        self._ahead = {dev: n + max(0, spares) for dev, n in per_device.items()}
+        self._ahead = {dev: n + (n if spares < 0 else spares) for dev, n in per_device.items()}
         self._ready: dict[str, collections.deque] = {dev: collections.deque() for dev in per_device}
-        self._refs: dict[str, WorkerProcess] = {}
-        self.ref_locks = {dev: threading.Lock() for dev in per_device}
-        for dev in per_device:
-            self._refs[dev] = WorkerProcess("reference", dev, self.root, self.log_dir, sandboxed=False)
+        # reference processes: as many per device as slots, each serving one request at a time
+        self._refs: dict[str, "queue.Queue[WorkerProcess]"] = {dev: queue.Queue() for dev in per_device}
+        for dev, n in per_device.items():
+            for _ in range(n):
+                self._refs[dev].put(self._spawn_reference(dev))
             for _ in range(self._ahead[dev]):
                 self._ready[dev].append(self._spawn(dev))
 
@@ -54,19 +56,27 @@ class LocalPool:
         return WorkerProcess("candidate", device, self.root, self.log_dir, sandboxed=self.sandboxed,
                              limits=self.limits)
 
-    # ------------------------------------------------------------------ reference processes
-    def reference(self, device: str) -> WorkerProcess:
-        """The device's reference process (restarted if it died). Hold ``ref_locks[device]``."""
-        ref = self._refs[device]
-        if not ref.alive():
-            ref.kill()
-            ref = self._refs[device] = WorkerProcess("reference", device, self.root, self.log_dir, sandboxed=False)
-        ref.wait_ready()
-        return ref
+    def _spawn_reference(self, device: str) -> WorkerProcess:
+        return WorkerProcess("reference", device, self.root, self.log_dir, sandboxed=False)
 
-    def restart_reference(self, device: str) -> None:
-        self._refs[device].kill()
-        self._refs[device] = WorkerProcess("reference", device, self.root, self.log_dir, sandboxed=False)
+    # ------------------------------------------------------------------ reference processes
+    @contextlib.contextmanager
+    def reference(self, device: str):
+        """A free reference process of the device, for one request. One that died, timed out
+        or hit a CUDA error (the request raised) is replaced."""
+        ref = self._refs[device].get()
+        try:
+            if not ref.alive():
+                ref.kill()
+                ref = self._spawn_reference(device)
+            ref.wait_ready()
+            yield ref
+        except BaseException:
+            ref.kill()
+            ref = self._spawn_reference(device)
+            raise
+        finally:
+            self._refs[device].put(ref)
 
     # ------------------------------------------------------------------ candidate workers
     def acquire(self, timeout: float = 600.0) -> tuple[str, WorkerProcess]:
@@ -108,8 +118,9 @@ class LocalPool:
                 q.clear()
         for w in pending:
             w.kill()
-        for r in self._refs.values():
-            r.stop()
+        for q in self._refs.values():
+            while not q.empty():
+                q.get_nowait().stop()
 
     def __len__(self) -> int:
         return len(self.slots)
