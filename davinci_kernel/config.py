@@ -80,7 +80,7 @@ class EvalConfig:
                                     "reference process by at most this factor either way (else reference_slowed "
                                     "or timing_mismatch)")
     wall_slack: float = opt(0.3, "share of the candidate's reported time that the harness's wall time around the "
-                            "timed calls may leave unexplained (plus 0.25 ms a call and 20 ms) before timing_mismatch")
+                            "timed calls may leave unexplained (plus 0.5 ms a call and 20 ms) before timing_mismatch")
     workers_per_gpu: int = opt(1, "workers per GPU when --workers is not given: they check candidates side by "
                                "side and take turns to time them (the GPU gate)")
     cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")

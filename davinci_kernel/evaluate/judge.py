@@ -198,13 +198,13 @@ def wall_check(res: EvalResult, t: dict, base: Optional[dict], wall_ms: Optional
     varied = max(0, iters - int(t.get("sets", 0))) if t.get("fresh_values") else 0
     overhead = calls * (float(base["call_overhead_ms"]) + lead_ms) + varied * float(base.get("vary_ms", 0.0))
     unexplained = wall_ms - claimed - overhead
-    allowed = cfg.wall_slack * float(t["cand_sum_ms"]) + calls * 0.25 + 20.0
+    allowed = cfg.wall_slack * float(t["cand_sum_ms"]) + calls * 0.5 + 20.0
     res.timing_detail["wall"] = {"wall_ms": round(wall_ms, 3), "claimed_ms": round(claimed, 3),
                                  "overhead_ms": round(overhead, 3), "unexplained_ms": round(unexplained, 3)}
     if unexplained > allowed:
         return [("timing_mismatch", f"{unexplained:.1f} ms of the timed phase's {wall_ms:.1f} ms wall time are not "
                  f"in the reported event times ({claimed:.1f} ms) or the flushes ({overhead:.1f} ms)")]
-    if unexplained < -(0.05 * claimed + calls * 0.25 + 20.0):
+    if unexplained < -(0.05 * claimed + calls * 0.5 + 20.0):
         return [("timing_mismatch", f"the reported event times ({claimed:.1f} ms) exceed the wall time the harness "
                  f"measured ({wall_ms:.1f} ms)")]
     return []
