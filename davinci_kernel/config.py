@@ -79,6 +79,8 @@ class EvalConfig:
     ref_time_tolerance: float = opt(1.3, "the reference's time beside the candidate may differ from its time in the "
                                     "reference process by at most this factor either way (else reference_slowed "
                                     "or timing_mismatch)")
+    self_check: bool = opt(False, "harness self-check: the candidate is the problem's own Model (ModelNew = Model); "
+                           "the custom-kernel flags are waived and each result is marked self_check (never a solution)")
     wall_slack: float = opt(0.3, "share of the candidate's reported time that the harness's wall time around the "
                             "timed calls may leave unexplained (plus 0.5 ms a call and 20 ms) before timing_mismatch")
     workers_per_gpu: int = opt(1, "workers per GPU when --workers is not given: they check candidates side by "

@@ -108,8 +108,12 @@ class Evaluator:
         self.pool.close()
         shutil.rmtree(self.tmp_root, ignore_errors=True)
 
-    def evaluate(self, task: Task, source: str) -> EvalResult:
+    def evaluate(self, task: Task, source: Optional[str] = None) -> EvalResult:
+        """Judge ``source`` on ``task``. With ``eval.self_check`` (or no source) the
+        candidate is the problem's own Model: see ``self_candidate``."""
         t0 = time.monotonic()
+        if self.cfg.self_check or source is None:
+            source = self_candidate(task.source)
         try:
             res = self._evaluate(task, source, seed_offset=0)
         except Exception as e:  # noqa: BLE001 - a harness bug must not kill a training run
@@ -119,6 +123,16 @@ class Evaluator:
             t1 = time.monotonic()
             self._reverify(task, source, res)
             res.phase_seconds["reverify"] = round(time.monotonic() - t1, 4)
+        if self.cfg.self_check:
+            res.self_check = True
+            waived = [f for f in res.flags if f in SELF_CHECK_WAIVED]
+            res.flags = [f for f in res.flags if f not in SELF_CHECK_WAIVED]
+            if waived:
+                res.warnings.append(f"self_check: waived {', '.join(waived)} (the reference has no custom kernel)")
+                kept = [m for m in (res.error_msg or "").split("; ") if m.split(":", 1)[0] not in waived]
+                res.error_msg = "; ".join(kept) or None
+            if res.error_kind == "rejected" and not res.flags:
+                res.error_kind = None
         res.correct = (res.trials > 0 and res.trials_passed == res.trials and not res.error_kind
                        and not res.flags and res.verifiable)
         res.eval_seconds = time.monotonic() - t0
@@ -148,7 +162,8 @@ class Evaluator:
         if not rep.ok:
             res.stage, res.error_kind, res.error_msg = "static", rep.error_kind, rep.error_msg
             return res
-        hard = [f for f in rep.flags if f in static.HARD_STATIC_FLAGS]
+        hard = [f for f in rep.flags if f in static.HARD_STATIC_FLAGS
+                and not (cfg.self_check and f in SELF_CHECK_WAIVED)]
         if hard:
             res.stage, res.error_kind = "static", "rejected"
             res.flags = hard
@@ -386,6 +401,15 @@ class Evaluator:
             got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
             judge.flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh sandbox "
                               f"with new inputs ({got})")])
+
+
+SELF_CHECK_WAIVED = {"subclasses_reference", "no_custom_kernel", "decoy_kernel", "low_coverage"}
+
+
+def self_candidate(problem_source: str) -> str:
+    """The problem judged as its own candidate: its source with ``ModelNew`` the same class.
+    The harness then has to read a speedup of 1.00 and a correct verdict."""
+    return f"{problem_source}\n\n\nclass ModelNew(Model):\n    pass\n"
 
 
 class _Clock:
