@@ -65,7 +65,6 @@ class CandidateRunner:
         self.ref_mod = rt.exec_source(j.task_source, "dvk_problem")
         self.init = rt.init_args(self.ref_mod, j.init_seed, self.dev)
         self.ref_model = rt.build(self.ref_mod, "Model", self.init, j.init_seed, self.dev)
-        self.pristine = [rt.gen_inputs(self.ref_mod, s, self.dev) for s in j.seeds]
         self.threads_before = {t.ident for t in threading.enumerate()}
         self.children_before = _children()
         self.ref_forward = type(self.ref_model).forward
@@ -115,38 +114,55 @@ class CandidateRunner:
                 self.flag("tensor_subclass", f"output is a {type(leaf).__name__}, not a plain torch.Tensor")
         return out
 
+    def inputs(self, i: int):
+        """Trial ``i``'s input set, made from its seed when needed (never all kept at once)."""
+        return rt.gen_inputs(self.ref_mod, self.j.seeds[i], self.dev)
+
+    def trial(self, i: int, keep: bool = False):
+        """One correctness trial on fresh clones of trial ``i``'s inputs (NaN-poisoned
+        allocator first); its output goes to the harness. Returns the clones if ``keep``."""
+        inputs = self.inputs(i)
+        args = rt.clone_args(inputs)
+        rt.poison(self.j.out_meta, float("nan"), self.dev)
+        out = self.call(self.cand_model, args, audit=i % 2 == 0)
+        if rt.mutated(args, inputs):
+            self.out["cand_mutates"] = True
+        if rt.aliases(out, args):
+            self.out["cand_aliases"] = True
+        del inputs
+        self.emit(f"cand{i}", out)
+        return args if keep else None
+
     def check(self) -> None:
+        """Trials one at a time (at most an input set, its clone and the output live), then
+        the same buffers refilled with trial 1's values (result caching), then trial 0's
+        inputs under another poison (uninitialized memory), then the perturbed size."""
         j = self.j
         self.out["stage"] = "correctness"
         self.audits: list[dict] = []
-        for i, inputs in enumerate(self.pristine):
-            args = rt.clone_args(inputs)
-            rt.poison(j.out_meta, float("nan"), self.dev)
-            out = self.call(self.cand_model, args, audit=i % 2 == 0)
-            if rt.mutated(args, inputs):
-                self.out["cand_mutates"] = True
-            if rt.aliases(out, args):
-                self.out["cand_aliases"] = True
-            self.emit(f"cand{i}", out)
-            if i == 0:
-                self.kept_args = args
-            del out, args
-        if len(self.pristine) >= 2:  # same buffers, new contents: a result cached on pointers or shapes shows
-            a0, p1 = self.kept_args, self.pristine[1]
+        n = len(j.seeds)
+        for i in range(1, n):
+            self.trial(i)
+        a0 = self.trial(0, keep=n >= 2)
+        if a0 is not None:  # same buffers, new contents: a result cached on pointers or shapes shows
+            p1 = self.inputs(1)
             if all(not _isinstance(x, rt.C.Tensor) or (x.shape == y.shape and x.dtype == y.dtype)
                    for x, y in zip(a0, p1)):
                 for x, y in zip(a0, p1):
                     if _isinstance(x, rt.C.Tensor):
                         rt.C.copy_(x, y)
+                del p1
                 self.emit("recheck1", self.call(self.cand_model, a0, audit=False))
-        del self.kept_args
-        args = rt.clone_args(self.pristine[0])  # same inputs, other poison: uninitialized memory differs
+            del a0
+        args = rt.clone_args(self.inputs(0))  # same inputs, other poison: uninitialized memory differs
         rt.poison(j.out_meta, 12345.0, self.dev)
         self.emit("determinism0", self.call(self.cand_model, args, audit=True))
         del args
         self.perturbed()
         self.out["audits"] = self.audits
         self.out["launch_names"] = dict(LaunchCounter.names)
+        if self.dev.type == "cuda":
+            rt.C.empty_cache()
 
     def perturbed(self) -> None:
         j = self.j
@@ -173,14 +189,16 @@ class CandidateRunner:
 
         j = self.j
         self.out["stage"] = "timing"
-        sets = [rt.clone_args(p) for p in self.pristine]
+        plan = self.plan()
+        sets = [self.inputs(i) for i in range(plan.sets)]
         self.ch.send({"event": "timing_start"})
         res = timing.interleaved(rt.C, self.dev, self.ref_model, self.cand_model, sets, warmup=j.timing.warmup_iters,
-                                 **j.timing.kw(), placements=j.timing.timing_placements, reclone=rt.clone_args,
+                                 **j.timing.kw(), placements=plan.placements, reclone=rt.clone_args,
                                  poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
                                  on_timed=lambda: self.ch.send({"event": "timed_start"}))
         self.ch.send({"event": "timed_end"})
         last = res.pop("last_outputs")
+        res["plan"] = {**plan.as_dict(), "measured_peak_bytes": rt.C.torch.cuda.max_memory_allocated(self.dev)}
         self.out["timing"] = res
         self.out["kernels"] = profile.profile_kernels(rt.C, self.dev, self.cand_model, sets[0])
         for i, o in last.items():
@@ -193,6 +211,21 @@ class CandidateRunner:
             hits.append("Model.forward")
         if hits:
             self.flag("monkey_patch", f"replaced during {phase}: {', '.join(hits[:8])}")
+
+    def plan(self):
+        """How many input sets and placements the timing phase holds (memplan.py), from one
+        set's size, the reference's output size and the device's free memory now."""
+        from . import memplan
+
+        probe = self.inputs(0)
+        in_bytes = memplan.tensor_bytes(self.torch, probe)
+        del probe
+        rt.C.empty_cache()
+        free = self.torch.cuda.mem_get_info(self.dev)[0]
+        budget = max(0, free - (1 << 30))  # a margin for the models' own work space
+        flush = self.j.timing.l2_flush_mb << 20
+        return memplan.plan_timing(in_bytes, self.j.output_bytes, budget, flush, len(self.j.seeds),
+                                   self.j.timing.timing_placements)
 
     def leftovers(self) -> None:
         """Threads and child processes still alive that were not there before the candidate loaded."""

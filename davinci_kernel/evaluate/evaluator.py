@@ -190,13 +190,14 @@ class Evaluator:
             ref = self._reference(task, variant, overrides, seeds, perturb, w.device)
             clock.mark("reference")
             if "error" in ref:
-                res.stage, res.error_kind, res.error_msg = "reference", "reference_error", ref["error"]
+                res.stage, res.error_kind, res.error_msg = "reference", ref.get("error_kind", "reference_error"), ref["error"]
                 return res
             base = self._baseline(task, variant, overrides, seeds, w.device) if (self.on_gpu and cfg.timing) else None
             clock.mark("baseline")
             job = CandidateJob(task_source=variant, candidate_source=source, seeds=seeds, init_seed=cfg.seed,
                                device=w.device, out_meta=ref.get("out_meta") or [], perturb=ref.get("perturb_used"),
-                               perturb_seed=cfg.seed + 7, timing=self.timing_settings)
+                               perturb_seed=cfg.seed + 7, output_bytes=int(ref.get("output_bytes") or 0),
+                               timing=self.timing_settings)
             self._run(w, job, res, rep, ref, base, clock)
         except WorkerTimeout as e:
             res.error_kind = "timeout"
@@ -246,13 +247,16 @@ class Evaluator:
             if got is not None:
                 return got
             home = self.refs.new_home()
+            sample_seed = secrets.randbits(62)  # which elements of large outputs count: never sent to a candidate
             job = ReferenceJob(task_source=variant, seeds=seeds, init_seed=cfg.seed, out_dir=home, device=device,
-                               perturb=perturb, perturb_seed=cfg.seed + 7, timing=self.timing_settings)
+                               perturb=perturb, perturb_seed=cfg.seed + 7, sample_seed=sample_seed,
+                               timing=self.timing_settings)
             result = self._ask_reference(device, "reference", job, exclusive=False)
             if "error" in result:
                 shutil.rmtree(home, ignore_errors=True)
-                return {"error": result["error"]}
+                return {"error": result["error"], "error_kind": result.get("error_kind", "reference_error")}
             entry = self.refs.build(home, result, len(seeds))
+            entry["sample_seed"] = sample_seed
             self.refs.put(key, entry)
             return entry
 
@@ -299,7 +303,7 @@ class Evaluator:
         cfg = self.cfg
         gate = self._gates(w.device)
         cand: dict = {}
-        seed = secrets.randbits(62)  # which elements of large outputs count: never sent to the worker
+        seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
         with gate.shared():  # checking: other workers on this GPU may check too, none may time
             clock.mark("gate")
             w.send({"cmd": "job", "job": job.to_dict()})

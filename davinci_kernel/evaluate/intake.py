@@ -6,7 +6,8 @@ the worker's uid, of exactly the announced size; never a symlink), reading it wh
 worker's whole process tree is stopped, and removing it. Outputs larger than
 ``SAMPLE_MIN`` elements are compared on a stratified sample whose seed the harness drew
 and never sent: the worker has committed to the whole file before anyone knows which
-elements count. A leaf that fails a check becomes ``{"kind": "invalid", "why": ...}``,
+elements count (the seed belongs to the reference entry: the reference process keeps only
+those elements of a large output). A leaf that fails a check becomes ``{"kind": "invalid", "why": ...}``,
 which the comparison rejects. Also the reference process's files (trusted, in a folder
 only the harness can reach): mapped, not copied. Does not cover: comparing (``correctness.py``).
 """
@@ -126,5 +127,9 @@ def read_reference(folder: str, metas: list) -> list:
             leaves.append(meta)
             continue
         dt = _dtype(meta["dtype"])
-        leaves.append(read_file_tensor(os.path.join(folder, meta["file"]), dt, tuple(meta["shape"]), mapped=True))
+        t = read_file_tensor(os.path.join(folder, meta["file"]), dt, tuple(meta["shape"]), mapped=True)
+        if meta.get("sampled"):  # a large output kept as its values at the entry's secret indices
+            leaves.append({"values": t, "seed": meta["seed"], "full_shape": list(meta["full_shape"])})
+        else:
+            leaves.append(t)
     return leaves

@@ -16,7 +16,6 @@ Does not cover: running anything (``evaluator.py`` drives the processes).
 
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
 from ..records import EvalResult, KernelTime
@@ -149,7 +148,7 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
         return
     res.timing_available = True
     res.timing_detail = {k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
-                                           "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz", "flush")
+                                           "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz", "flush", "plan")
                          if k in t}
     res.timing_detail["ref_spread"] = t["ref"].get("spread")
     if base and base.get("eager_ms") and base.get("compile_ms"):
@@ -216,32 +215,30 @@ def values(leaves: list) -> list:
     return [x["values"] if isinstance(x, dict) and "values" in x else x for x in leaves]
 
 
-@functools.lru_cache(maxsize=16)
-def _sample_indices(numel: int, seed: int):
-    """One job's indices, drawn once however many trials and re-checks compare at them."""
-    import torch
-
-    from .transfer import sample_indices
-
-    return sample_indices(torch, numel, seed)
-
-
 def aligned(ref_leaves: list, cand_leaves: list) -> tuple[list, list]:
-    """Pair reference leaves with candidate leaves; a sampled candidate leaf is compared with
-    the reference at the same indices (after its full shape and dtype are checked)."""
+    """Pair reference leaves with candidate leaves. Large outputs are samples at the same
+    indices on both sides (the reference entry's seed), compared value for value once
+    their full shape and dtype agree; any other mismatch is left for compare() to report
+    (shape placeholders are expanded zeros: nothing is materialized)."""
     import torch
+
+    def placeholder(x):  # a sample's full shape, as a tensor that costs nothing
+        return torch.zeros(1, dtype=x["values"].dtype).expand(tuple(x["full_shape"]))
+
+    def sampled(x) -> bool:
+        return isinstance(x, dict) and "values" in x
 
     refs, cands = [], []
     for i, x in enumerate(cand_leaves):
         r = ref_leaves[i] if i < len(ref_leaves) else None
-        if isinstance(x, dict) and "values" in x:
-            shape = tuple(x["full_shape"])
-            if isinstance(r, torch.Tensor) and tuple(r.shape) == shape and r.dtype == x["values"].dtype:
-                refs.append(r.reshape(-1)[_sample_indices(r.numel(), x["seed"])])
-                cands.append(x["values"])
-            else:  # let compare() report the shape/dtype mismatch without materializing anything
-                refs.append(r)
-                cands.append(torch.zeros(1, dtype=x["values"].dtype).expand(shape))
+        if sampled(x) and sampled(r):
+            same = (r["seed"] == x["seed"] and list(r["full_shape"]) == list(x["full_shape"])
+                    and r["values"].dtype == x["values"].dtype)
+            refs.append(r["values"] if same else placeholder(r))
+            cands.append(x["values"] if same else placeholder(x))
+        elif sampled(x) or sampled(r):
+            refs.append(placeholder(r) if sampled(r) else r)
+            cands.append(placeholder(x) if sampled(x) else x)
         else:
             refs.append(r)
             cands.append(x)

@@ -144,6 +144,7 @@ class ReferenceJob:
     perturb: list[dict] = field(default_factory=list)  # size overrides to try, first valid wins
     perturb_seed: int = 0
     need_trials: bool = True
+    sample_seed: Optional[int] = None  # large outputs kept as their values at this seed's indices (secret)
     timing: TimingSettings = field(default_factory=TimingSettings)
 
     def to_dict(self) -> dict:
@@ -169,6 +170,7 @@ class CandidateJob:
     perturb: Optional[dict] = None  # the size overrides the reference ran at, if any
     perturb_seed: int = 0
     audit: bool = True  # dispatch audit, launch counts (custom-kernel evidence)
+    output_bytes: int = 0  # one call's outputs, as the reference process measured them (memory plan)
     timing: TimingSettings = field(default_factory=TimingSettings)
 
     def to_dict(self) -> dict:

@@ -51,6 +51,7 @@ class ReferenceCache:
             "perturb_used": result.get("perturb_used") if "pref" in leaves else None,
             "ref_work": result.get("ref_work"), "ref_mutates": bool(result.get("ref_mutates")),
             "ref_aliases": bool(result.get("ref_aliases")),
+            "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),
         }
 
     def put(self, key: tuple, entry: dict) -> None:

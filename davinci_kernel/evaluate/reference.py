@@ -2,7 +2,9 @@
 
 Covers: one long-lived process per device that never imports candidate code. On request
 it computes the reference outputs of every correctness trial (fresh inputs from each
-seed, the same init seed the candidate gets), whether the reference mutates or aliases
+seed, the same init seed the candidate gets, one trial at a time; a large output kept as
+its values at the entry's secret sample indices; a task that cannot fit even one trial
+refused up front from a meta-device pass), whether the reference mutates or aliases
 its inputs, its work (FLOPs + elements, for the CPU coverage estimate), its outputs at
 the first valid perturbed size, and the clean timings the harness checks candidates'
 claims against: eager and torch.compile baselines, and the time of one flush-and-lead
@@ -17,6 +19,7 @@ from __future__ import annotations
 import gc
 import sys
 
+from . import memplan
 from . import runtime as rt
 from .protocol import ReferenceJob
 
@@ -27,10 +30,19 @@ def compute_reference(job: ReferenceJob) -> dict:
     from .audit import audited_call
 
     mod = rt.exec_source(job.task_source, "dvk_reference")
+    out: dict = {"leaves": {}, "ref_mutates": False, "ref_aliases": False}
+    sizes = meta_sizes(mod, job.init_seed)
+    if sizes is not None:
+        out.update(input_bytes=sizes[0], output_bytes=sizes[1])
+        room = device_memory(dev)
+        if room is not None and memplan.too_large(sizes[0], sizes[1], room):
+            need = memplan.check_peak(*sizes)
+            raise TooLarge(f"one correctness trial needs {need / memplan.GiB:.1f} GiB (inputs "
+                           f"{sizes[0] / memplan.GiB:.1f} GiB, outputs {sizes[1] / memplan.GiB:.1f} GiB twice over), "
+                           f"more than the {room / memplan.GiB:.1f} GiB this {dev.type.upper()} has")
     init = rt.init_args(mod, job.init_seed, dev)
     model = rt.build(mod, "Model", init, job.init_seed, dev)
     writer = rt.OutputWriter(job.out_dir)
-    out: dict = {"leaves": {}, "ref_mutates": False, "ref_aliases": False}
     if job.need_trials:
         for i, seed in enumerate(job.seeds):
             inputs = rt.gen_inputs(mod, seed, dev)
@@ -44,7 +56,7 @@ def compute_reference(job: ReferenceJob) -> dict:
             sync(dev)
             out["ref_mutates"] = out["ref_mutates"] or rt.mutated(args, inputs)
             out["ref_aliases"] = out["ref_aliases"] or rt.aliases(y, args)
-            out["leaves"][f"ref{i}"] = writer.write(y)
+            out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
             del y, args, inputs
     from ..tasks.shapes import apply_overrides
 
@@ -60,11 +72,44 @@ def compute_reference(job: ReferenceJob) -> dict:
         except BaseException as e:  # noqa: BLE001 - the reference rejects this size: try the next
             out.setdefault("notes", []).append(f"perturbation {overrides} skipped: {type(e).__name__}")
             continue
-        out["leaves"]["pref"] = writer.write(y)
+        out["leaves"]["pref"] = writer.write(y, job.sample_seed)
         out["perturb_used"] = overrides
         del y
         break
     return out
+
+
+class TooLarge(Exception):
+    """The task does not fit this device even one trial at a time."""
+
+
+def meta_sizes(mod, init_seed: int):
+    """(input bytes, output bytes) of one call, from a pass on the meta device (no memory);
+    None where the problem's code does not run there."""
+    torch = rt.C.torch
+    try:
+        with torch.device("meta"):
+            inputs = mod.get_inputs()
+            model = mod.Model(*mod.get_init_inputs())
+            with torch.no_grad():
+                y = model(*inputs)
+        return memplan.tensor_bytes(torch, list(inputs)), memplan.tensor_bytes(torch, y)
+    except Exception:  # noqa: BLE001 - ops without a meta kernel, data-dependent shapes
+        return None
+
+
+def device_memory(dev):
+    """Bytes this device can hold: the GPU's total memory, or the host's available memory."""
+    if dev.type == "cuda":
+        return rt.C.torch.cuda.mem_get_info(dev)[1]
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def baseline(job: ReferenceJob) -> dict:
@@ -136,8 +181,12 @@ def main(argv: list[str]) -> None:
         job = ReferenceJob.from_dict(msg["job"])
         try:
             result = compute_reference(job) if cmd == "reference" else baseline(job)
+        except TooLarge as e:
+            result = {"error": f"too large: {e}", "error_kind": "too_large"}
         except BaseException as e:  # noqa: BLE001 - a broken problem is the task's fault, reported as such
-            result = {"error": rt.trim_traceback(e, None), "cuda_broken": rt.is_cuda_error(e)}
+            oom = isinstance(e, (MemoryError, getattr(rt.C.torch, "OutOfMemoryError", MemoryError)))
+            result = {"error": rt.trim_traceback(e, None), "cuda_broken": rt.is_cuda_error(e),
+                      "error_kind": "too_large" if oom else "reference_error"}
         ch.send({"event": cmd, "result": result})
         if result.get("cuda_broken"):
             return

@@ -235,14 +235,22 @@ class OutputWriter:
         self.folder = folder
         self.n = 0
 
-    def write(self, output) -> list[dict]:
-        from .transfer import flatten, write_leaf
+    def write(self, output, sample_seed: int | None = None) -> list[dict]:
+        """One file per leaf. With ``sample_seed`` (the trusted reference process only), a
+        leaf above ``SAMPLE_MIN`` elements is written as its values at that seed's indices."""
+        from .transfer import SAMPLE_MIN, flatten, sample_indices, write_leaf
 
         metas = []
         for leaf in flatten(output):
             self.n += 1
             name = f"{self.n}.bin"
-            meta = write_leaf(C.torch, leaf, os.path.join(self.folder, name))
+            sampled = sample_seed is not None and _isinstance(leaf, C.Tensor) and leaf.numel() > SAMPLE_MIN
+            if sampled:
+                idx = sample_indices(C.torch, leaf.numel(), sample_seed).to(leaf.device)
+                meta = write_leaf(C.torch, leaf.reshape(-1)[idx], os.path.join(self.folder, name))
+                meta.update(sampled=True, seed=sample_seed, full_shape=list(leaf.shape))
+            else:
+                meta = write_leaf(C.torch, leaf, os.path.join(self.folder, name))
             if meta.get("kind") == "tensor":
                 meta.pop("path", None)
                 meta["file"] = name
