@@ -8,6 +8,13 @@ concurrent evaluation on the local pool or a Ray cluster with a live progress ba
 per level, ``n/a`` where timing was unavailable, geometric-mean speedup vs eager and
 torch.compile) over every task the directory holds a line for.
 
+``--candidates self`` is the harness self-check: no candidates folder; each problem's own
+``Model`` is judged as its candidate (``EvalConfig.self_check``), every line is marked
+``self_check``, run.json says candidates ``"self"`` (so the directory never mixes with a
+real run; the default is ``runs/selfcheck-<time>``), and the summary is the self-check's
+(``davinci_kernel.selfcheck``: finished problems, the spread of self-speedups, the
+unfinished ones with why), never a Fast_p of solutions.
+
 Resuming: a rerun with the same ``--out`` skips tasks that already have a line in
 ``results.jsonl`` (another ``--level`` adds its tasks beside the earlier ones) and is
 refused when the directory was made for another suite or candidate set. The file is only
@@ -21,6 +28,7 @@ tasks are saved. Does not cover: how one candidate is judged (``davinci_kernel.e
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -37,21 +45,27 @@ from .evaluate.pool import check_workers
 from .records import EvalResult
 from .report.fastp import NA_NOTE, fastp_table, timing_unavailable
 from .report.terminal import fastp_rich_table
+from . import selfcheck
 from .tasks import candidate_path, load_suite, reference_dir
 
 RESULTS_FILE = "results.jsonl"
 _SAME_RUN_KEYS = ("suite", "candidates")
+SELF = "self"  # --candidates self: the harness self-check
 
 
 def collect(suite: str, candidates: str, level: Optional[int]):
+    """(tasks, [(task, candidate file)], tasks without a file, candidates folder); with
+    ``self`` every task is paired with None (its own Model) and there is no folder."""
     tasks = load_suite(suite, level=level)
     if not tasks:
         raise UsageError(f"suite {suite!r} has no tasks" + (f" at level {level}" if level else ""))
+    if candidates == SELF:
+        return tasks, [(t, None) for t in tasks], [], None
     cand_dir = reference_dir(suite) if candidates == "reference" else Path(candidates).expanduser()
     if not cand_dir.is_dir():
         what = "is a file, not a folder" if cand_dir.exists() else "not found"
         raise UsageError(f"candidates folder {cand_dir} {what}: give a folder mirroring the suite "
-                         "(levelN/<id>_<Name>.py) or 'reference'")
+                         "(levelN/<id>_<Name>.py), 'reference' or 'self'")
     items, missing = [], []
     for t in tasks:
         p = candidate_path(cand_dir, t)
@@ -112,16 +126,22 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     check_workers(workers)  # before any task is read or worker started (the Ray backend too)
+    self_check = candidates == SELF
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = check_out_dir(Path(out) if out else Path("runs") / f"bench-{stamp}")
+    default_out = Path("runs") / (f"selfcheck-{stamp}" if self_check else f"bench-{stamp}")
+    run_dir = check_out_dir(Path(out) if out else default_out)
     tasks, items, missing, cand_dir = collect(suite, candidates, level)
     cfg = cfg or EvalConfig(device=device)
+    if self_check:
+        cfg = dataclasses.replace(cfg, self_check=True)
     results_path = run_dir / RESULTS_FILE
     console = Console(stderr=True)
     lock = threading.Lock()
 
-    meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite,
-                                   "candidates": "reference" if candidates == "reference" else str(cand_dir.resolve())})
+    named = candidates if candidates in ("reference", SELF) else str(cand_dir.resolve())
+    meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite, "candidates": named})
+    if self_check:
+        meta["self_check"] = True
     done_before = read_results(results_path)
     _end_with_newline(results_path)
     results: dict[str, dict] = dict(done_before)
@@ -143,7 +163,8 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
         if t.name not in done_before:
             write(EvalResult(task=t.name, level=t.level, stage="missing", error_kind="missing",
                              error_msg="no candidate file"), None)
-    _report_missing(console, tasks, items, missing, cand_dir, candidates)
+    if not self_check:
+        _report_missing(console, tasks, items, missing, cand_dir, candidates)
     if skipped:
         console.print(f"resuming {run_dir}: {skipped} task(s) already in {RESULTS_FILE} skipped, {len(todo)} to run")
 
@@ -173,7 +194,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
                     mark = "ok" if r.correct else (r.error_kind or ",".join(r.flags) or "fail")
                     prog.update(bar, advance=1, description=f"{r.task} {mark}")
 
-                pairs = [(t, p.read_text(encoding="utf-8", errors="replace")) for t, p in todo]
+                pairs = [(t, p.read_text(encoding="utf-8", errors="replace") if p else None) for t, p in todo]
                 _evaluate_all(evaluator, backend, pairs, done, stop)
         except KeyboardInterrupt:
             stop.set()
@@ -195,6 +216,8 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
     from rich.console import Console
 
     rows = list(results.values())
+    if meta.get("self_check"):
+        return _summarize_self_check(run_dir, results_path, rows, meta, json_out)
     table = fastp_table(rows, totals=totals)
     summary = {"run_dir": str(run_dir), "results": str(results_path), **meta,
                "fast_p": {str(k): v for k, v in table.items()}}
@@ -212,6 +235,19 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
         if na:
             out.print(NA_NOTE)
         out.print(f"results: {results_path}")
+    return summary
+
+
+def _summarize_self_check(run_dir: Path, results_path: Path, rows: list, meta: dict, json_out: bool) -> dict:
+    sc = selfcheck.summarize(rows)
+    summary = {"run_dir": str(run_dir), "results": str(results_path), **meta, "self_check": sc}
+    _write_json(run_dir / "summary.json", summary)
+    if json_out:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        for line in selfcheck.lines(sc):
+            print(line)
+        print(f"results: {results_path}")
     return summary
 
 

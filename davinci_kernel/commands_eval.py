@@ -107,19 +107,22 @@ def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench_cmd(
         suite: str = typer.Option("builtin", help="builtin | kernelbench:DIR | hf:NAME"),
-        candidates: str = typer.Option("reference", help="folder mirroring the suite (levelN/<id>_<Name>.py), or 'reference'"),
+        candidates: str = typer.Option("reference", help="folder mirroring the suite (levelN/<id>_<Name>.py), 'reference', or 'self' (harness self-check: each problem's own Model as its candidate; never counted as a solution)"),
         device: str = typer.Option("auto", help=DEVICE_HELP),
         workers: Optional[int] = typer.Option(None, help="workers (default: one per GPU, 2 on CPU); several on one GPU check side by side and take turns to time"),
         backend: str = typer.Option("local", help="local | ray"),
         level: Optional[int] = typer.Option(None, help="only this level (a level the suite lacks is an error)"),
         out: Optional[Path] = typer.Option(None, help="run directory, created with missing parent folders (default "
-                                                      "runs/bench-<time>); rerun with the same --out to resume: tasks "
+                                                      "runs/bench-<time>, runs/selfcheck-<time> with --candidates self); rerun with the same --out to resume: tasks "
                                                       "already in its results.jsonl are skipped"),
         timeout: float = typer.Option(120.0, help=TIMEOUT_HELP),
         compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="also time torch.compile baselines"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     ) -> None:
         """Evaluate a folder of candidates against a suite; Fast_p per level.
+
+        --candidates self checks the harness instead: each problem's own Model is judged as
+        its candidate; it prints which problems finished and the spread of self-speedups.
 
         Ctrl-C stops at once (exit 130): finished tasks stay in RUN_DIR/results.jsonl, tasks
         in flight are not recorded, and a rerun with the same --out evaluates the rest."""
