@@ -18,7 +18,9 @@ unfinished ones with why), never a Fast_p of solutions.
 Resuming: a rerun with the same ``--out`` skips tasks that already have a line in
 ``results.jsonl`` (another ``--level`` adds its tasks beside the earlier ones) and is
 refused when the directory was made for another suite or candidate set. The file is only
-ever appended to, never truncated or deleted.
+ever appended to, never deleted; the one thing removed is a last line a kill cut short
+(no newline: it never held a whole result), so that `dvk report`, which refuses lines that
+are not results, can read a resumed run.
 
 Interrupts: Ctrl-C stops the run at once. Worker processes are started with SIGINT
 blocked, so the interrupt reaches only this process and cannot fail a candidate; results
@@ -142,8 +144,8 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite, "candidates": named})
     if self_check:
         meta["self_check"] = True
-    done_before = read_results(results_path)
     _end_with_newline(results_path)
+    done_before = read_results(results_path)
     results: dict[str, dict] = dict(done_before)
 
     def write(r: EvalResult, cand: Optional[Path]) -> None:
@@ -240,7 +242,8 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
 
 def _summarize_self_check(run_dir: Path, results_path: Path, rows: list, meta: dict, json_out: bool) -> dict:
     sc = selfcheck.summarize(rows)
-    summary = {"run_dir": str(run_dir), "results": str(results_path), **meta, "self_check": sc}
+    summary = {"run_dir": str(run_dir), "results": str(results_path), **meta, "self_check": True,
+               "harness_self_check": sc}
     _write_json(run_dir / "summary.json", summary)
     if json_out:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
@@ -264,14 +267,16 @@ def _report_missing(console, tasks, items, missing, cand_dir: Path, candidates: 
 
 
 def _end_with_newline(path: Path) -> None:
-    """A line cut by a kill stays (it no longer parses) but the next line starts fresh."""
-    if path.is_file() and path.stat().st_size:
-        with open(path, "rb+") as fh:
-            fh.seek(-1, os.SEEK_END)
-            if fh.read(1) != b"\n":
-                fh.write(b"\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+    """Drop a last line cut by a kill (whole lines end with a newline; that task is redone)."""
+    if not (path.is_file() and path.stat().st_size):
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if data.endswith(b"\n"):
+            return
+        fh.truncate(data.rfind(b"\n") + 1)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _block_sigint() -> None:

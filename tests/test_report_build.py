@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from davinci_kernel.errors import UsageError
 from davinci_kernel.records import EvalResult, read_jsonl
 from davinci_kernel.report.build import build_report
 from davinci_kernel.report.fastp import DEFAULT_PS, fastp_table
@@ -252,16 +253,18 @@ def test_training_only_run_and_latest_metrics(tmp_path):
     assert "Skill library" in html
 
 
-def test_bad_lines_are_skipped_with_a_note(tmp_path):
+def test_bad_run_json_is_a_note_bad_result_lines_are_refused(tmp_path):
     run = tmp_path / "run"
     lines = make_run_dir(run, seed=6, training=False, meta=False)
-    with open(run / "results.jsonl", "a") as fh:
-        fh.write('{"task": "level1/trunc\n[1, 2]\n')
     (run / "run.json").write_text("{not json")
     html = build_report(run).read_text(encoding="utf-8")
-    assert "skipped 2 line(s)" in html and "run.json: not valid JSON" in html
+    assert "run.json: not valid JSON" in html
     expected = fastp_table([EvalResult.from_dict(d) for d in lines], DEFAULT_PS)
     _check_fastp(fastp_from_html(parse(html)), expected)
+    with open(run / "results.jsonl", "a") as fh:
+        fh.write('{"task": "level1/trunc\n')
+    with pytest.raises(UsageError, match=r"line \d+ is not an evaluation result \(not JSON"):
+        build_report(run)
 
 
 def test_timing_unavailable_run(tmp_path):

@@ -1,14 +1,22 @@
 """Reading a RUN_DIR for the report: whatever subset of its files is there.
 
 Covers: ``results.jsonl`` (EvalResult dicts, grouped by an optional ``which`` marker such
-as ``best`` / ``last``, one result per task per group), ``metrics.jsonl`` (one training
-step per line), a skill-library JSONL export and ``run.json`` metadata. Reading is
-lenient: unknown keys are kept, unreadable lines are skipped and reported as notes, and
-missing files simply leave their part empty. Does not cover metrics or rendering.
+as ``best`` / ``last``, one result per task per group; harness self-check lines, marked
+``self_check``, form their own group), ``metrics.jsonl`` (one training step per line), a
+skill-library JSONL export and ``run.json`` metadata.
+
+``results.jsonl`` is read strictly, since it is what the report's numbers come from: every
+line must be an EvalResult record (the record's fields with their types, plus the keys the
+run commands add: ``which``, ``turn``, ``skills`` and a candidate path), each task has
+exactly one line per group, and self-check lines are not mixed with real results;
+otherwise ``load_run`` raises UsageError naming the first offending line. The other files
+are read leniently: unreadable lines are skipped and reported as notes, and missing files
+simply leave their part empty. Does not cover metrics or rendering.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -17,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import UsageError
+from ..records import EvalResult
 from .fastp import level_of
 
 RESULTS_FILE = "results.jsonl"
@@ -26,6 +35,10 @@ SKILL_FILES = ("skills.jsonl", "skill_library.jsonl", "skills/skills.jsonl")
 KNOWN_FILES = (RESULTS_FILE, METRICS_FILE, RUN_FILE) + SKILL_FILES
 CANDIDATE_KEYS = ("candidate", "candidate_path", "kernel_path", "code_path")
 GROUP_ORDER = ("best", "last")
+SELF_CHECK_GROUP = "harness self-check"
+# keys the run commands add to an EvalResult line: dvk run/optimize (which, turn, skills),
+# dvk bench (candidate)
+EXTRA_KEYS = {"which": (str,), "turn": (int,), "skills": (list,)}
 
 
 @dataclass
@@ -107,28 +120,90 @@ def _natural(text: str) -> tuple:
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text) if t)
 
 
-def _rank(row: dict) -> tuple:
-    return (row["correct"], row["speedup"] or 0.0, row["compiled"])
+def _field_types() -> dict[str, tuple]:
+    """EvalResult field → the JSON types its value may have."""
+    simple = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,)}
+    out: dict[str, tuple] = {}
+    for f in dataclasses.fields(EvalResult):
+        t = str(f.type).replace(" ", "")
+        optional = t.startswith("Optional[")
+        t = t[len("Optional["):-1] if optional else t
+        kinds = simple.get(t) or ((list,) if t.startswith("list[") else (dict,) if t.startswith("dict[") else None)
+        if kinds is None:
+            continue  # a type this reader does not know: any value
+        out[f.name] = kinds + ((type(None),) if optional else ())
+    return out
 
 
-def _group_results(rows: list[dict], notes: list[str]) -> dict[str, list[dict]]:
-    groups: dict[str, dict[str, dict]] = {}
-    dupes: dict[str, int] = {}
-    for raw in rows:
-        row = _clean_result(raw)
-        which = str(raw.get("which") or "")
-        by_task = groups.setdefault(which, {})
-        key = row["task"] or f"#{len(by_task)}"
-        old = by_task.get(key)
-        if old is not None:
-            dupes[which] = dupes.get(which, 0) + 1
-            if _rank(row) < _rank(old):
+_FIELD_TYPES = _field_types()
+
+
+def _not_a_result(row) -> Optional[str]:
+    """Why ``row`` is not an EvalResult line (None when it is one)."""
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    task = row.get("task")
+    if not isinstance(task, str) or not task.strip():
+        return "no task name"
+    for key, value in row.items():
+        kinds = _FIELD_TYPES.get(key) or EXTRA_KEYS.get(key)
+        if kinds is None:
+            if key in CANDIDATE_KEYS:
+                kinds = (str, type(None))
+            elif any(f.name == key for f in dataclasses.fields(EvalResult)):
                 continue
-        by_task[key] = row
-    for which, count in dupes.items():
-        label = f" (which={which})" if which else ""
-        notes.append(f"{RESULTS_FILE}{label}: {count} repeated task line(s); "
-                     "the best result per task is shown")
+            else:
+                return f"unknown key {key[:40]!r}"
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            return f"{key} is {type(value).__name__}, not {'/'.join(k.__name__ for k in kinds)}"
+    return None
+
+
+def read_results(path: Path) -> list[dict]:
+    """Every line of a results.jsonl as a dict; UsageError at the first line that is not an
+    EvalResult record (blank lines are allowed)."""
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                why = f"not JSON ({e.msg})"
+            else:
+                why = _not_a_result(obj)
+            if why:
+                raise UsageError(f"{path}: line {n} is not an evaluation result ({why}); "
+                                 "refusing a results file with lines it did not expect")
+            obj["_line"] = n
+            rows.append(obj)
+    return rows
+
+
+def _group_results(rows: list[dict], path: Path) -> dict[str, list[dict]]:
+    """One result per task per group; UsageError on a repeated task or mixed self-check lines."""
+    groups: dict[str, dict[str, dict]] = {}
+    kinds = {bool(r.get("self_check")) for r in rows}
+    if len(kinds) > 1:
+        first = next(r for r in rows if r.get("self_check"))
+        raise UsageError(f"{path}: line {first['_line']} is a harness self-check result among real results; "
+                         "refusing a results file that mixes them")
+    for raw in rows:
+        n = raw.pop("_line")
+        row = _clean_result(raw)
+        which = SELF_CHECK_GROUP if raw.get("self_check") else str(raw.get("which") or "")
+        by_task = groups.setdefault(which, {})
+        old = by_task.get(row["task"])
+        if old is not None:
+            label = f" (which={which})" if raw.get("which") else ""
+            raise UsageError(f"{path}: task {row['task'][:80]!r}{label} has two lines ({old['_line']} and {n}); "
+                             "refusing a results file with duplicates")
+        row["_line"] = n
+        by_task[row["task"]] = row
+    for by_task in groups.values():
+        for row in by_task.values():
+            row.pop("_line", None)
     order = [g for g in GROUP_ORDER if g in groups] + sorted(g for g in groups if g not in GROUP_ORDER)
     return {g: sorted(groups[g].values(), key=lambda r: (r["level"], _natural(r["task"]))) for g in order}
 
@@ -204,7 +279,10 @@ def load_run(run_dir) -> RunData:
         run.meta = _read_meta(path / RUN_FILE, notes)
         run.totals = _totals(run.meta)
     if (path / RESULTS_FILE).is_file():
-        run.groups = _group_results(_read_jsonl(path / RESULTS_FILE, notes), notes)
+        run.groups = _group_results(read_results(path / RESULTS_FILE), path / RESULTS_FILE)
+        if SELF_CHECK_GROUP in run.groups:
+            notes.append("harness self-check: each problem's own Model judged as its candidate "
+                         "(dvk bench --candidates self); these are not solutions")
     if (path / METRICS_FILE).is_file():
         run.metrics = _read_metrics(path / METRICS_FILE, notes)
     for name in SKILL_FILES:
