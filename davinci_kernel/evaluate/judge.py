@@ -67,8 +67,8 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
         worst_f32 = max(worst_f32, c.leaf_rel_l2.get("float32", 0.0))  # the precision guard's: float32 outputs only
         if not c.ok:
             res.error_kind, res.error_msg = c.error_kind, f"trial {i + 1}: {c.message}"
-            if stale(got, [cand.get(f"cand{j}") for j in range(i)]):
-                flag(res, [("result_caching", f"trial {i + 1} returned an earlier trial's output")])
+            if stale(got, [cand.get(f"cand{j}") for j in range(len(ref["refs"])) if j != i]):
+                flag(res, [("result_caching", f"trial {i + 1} returned another trial's output")])
             break
         res.trials_passed += 1
     res.max_abs_diff, res.max_rel_diff, res.rel_l2_error = worst_abs, worst_rel, worst_l2
@@ -262,4 +262,7 @@ def stale(out, earlier) -> bool:
 
     if not out or not all(isinstance(plain(t)[1], torch.Tensor) for t in out):
         return False
+    values_ = [plain(t)[1] for t in out]
+    if all(v.numel() < 2 or bool((v.reshape(-1) == v.reshape(-1)[0]).all()) for v in values_):
+        return False  # a constant output (zeros, say) is wrong, not cached
     return any(prev and len(prev) == len(out) and all(same(p, t) for p, t in zip(prev, out)) for prev in earlier)
