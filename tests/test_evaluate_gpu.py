@@ -74,3 +74,30 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
     assert len(excl) >= 4  # 4 timings (+ baselines)
     for kind, a, b in excl:
         assert not [s for s in spans if s != (kind, a, b) and s[1] < b and s[2] > a], "timing overlapped other work"
+
+
+def test_a_task_of_15_percent_of_gpu_memory_fits_the_plan(tmp_path):
+    """Inputs plus outputs of one call are 15 % of the GPU's memory (a ReLU): the task is
+    judged and timed, and the worker's measured peak stays within 4 x (inputs + outputs) +
+    the flush buffer + a fixed context allowance (the bound in the README)."""
+    import torch
+
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.tasks import load_task_file
+
+    total = torch.cuda.mem_get_info()[1]
+    cols = 1 << 17
+    rows = int(0.15 * total / 2 / 4 / cols)  # float32 in and out
+    src = (FIXTURES / "tasks" / "relu.py").read_text()
+    src = src.replace("batch_size = 2048", f"batch_size = {rows}").replace("dim = 8192", f"dim = {cols}")
+    path = tmp_path / "relu_15pct.py"
+    path.write_text(src)
+    cfg = EvalConfig(device="cuda", cache_dir=str(tmp_path / "cache"), baseline_compile=False)
+    with Evaluator(cfg, workers=1) as ev:
+        res = ev.evaluate(load_task_file(path), (FIXTURES / "legit" / "relu_triton.py").read_text())
+    assert res.correct and res.speedup, (res.error_kind, res.error_msg, res.flags)
+    plan = res.timing_detail["plan"]
+    io = rows * cols * 4 * 2
+    assert plan["sets"] >= 1 and plan["fits"]
+    assert plan["measured_peak_bytes"] <= 4 * io + (256 << 20) + (2 << 30), (plan, io)

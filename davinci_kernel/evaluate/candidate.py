@@ -165,24 +165,30 @@ class CandidateRunner:
             rt.C.empty_cache()
 
     def perturbed(self) -> None:
+        """The candidate at the size the reference process chose (judged) and at odd sizes
+        (information for the feedback)."""
         j = self.j
-        if not j.perturb:
+        if not (j.perturb or j.odd):
             return
-        from ..tasks.shapes import apply_overrides
-
         self.ch.send({"event": "phase", "phase": "perturbation"})
-        try:
-            pmod = rt.exec_source(apply_overrides(j.task_source, j.perturb), "dvk_problem_p")
-            init = rt.init_args(pmod, j.init_seed, self.dev)
-            inputs = rt.gen_inputs(pmod, j.perturb_seed, self.dev)
-            model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
-            out = self.call(model, rt.clone_args(inputs), audit=True)
-        except BaseException as e:  # noqa: BLE001
-            if rt.is_cuda_error(e):
-                raise
-            self.out["perturb_error"] = f"{type(e).__name__}: {str(e)[:300]}"
-            return
-        self.emit("pcand", out)
+        for key, overrides, err in (("pcand", j.perturb, "perturb_error"), ("ocand", j.odd, "odd_error")):
+            if not overrides:
+                continue
+            from ..tasks.shapes import apply_overrides
+
+            try:
+                pmod = rt.exec_source(apply_overrides(j.task_source, overrides), f"dvk_problem_{key}")
+                init = rt.init_args(pmod, j.init_seed, self.dev)
+                inputs = rt.gen_inputs(pmod, j.perturb_seed, self.dev)
+                model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
+                out = self.call(model, rt.clone_args(inputs), audit=key == "pcand")
+            except BaseException as e:  # noqa: BLE001
+                if rt.is_cuda_error(e):
+                    raise
+                self.out[err] = f"{type(e).__name__}: {str(e)[:300]}"
+                continue
+            del inputs
+            self.emit(key, out)
 
     def time(self) -> None:
         from . import profile, timing

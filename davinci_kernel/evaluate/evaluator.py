@@ -41,7 +41,7 @@ from typing import Callable, Optional
 
 from ..config import EvalConfig
 from ..records import EvalResult, Task
-from ..tasks.shapes import apply_overrides, cpu_overrides, perturbations
+from ..tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbations
 from . import feedback as feedback_mod
 from . import judge, sandbox, static
 from .baselines import BaselineCache
@@ -53,7 +53,7 @@ from .protocol import CandidateJob, ProtocolError, ReferenceJob, TimingSettings,
 from .refcache import ReferenceCache
 from .transfer import shm_root
 
-_OUTPUT_KEY = re.compile(r"^(cand[0-9]{1,2}|recheck1|determinism0|pcand|timed[0-9]{1,2})$")
+_OUTPUT_KEY = re.compile(r"^(cand[0-9]{1,2}|recheck1|determinism0|pcand|ocand|timed[0-9]{1,2})$")
 _WORKER_ERRORS = {"syntax_error", "import_error", "compile_error", "no_modelnew", "runtime_error", "cuda_error"}
 _WORKER_STAGES = {"compile", "load", "correctness", "timing"}
 
@@ -196,6 +196,7 @@ class Evaluator:
             clock.mark("baseline")
             job = CandidateJob(task_source=variant, candidate_source=source, seeds=seeds, init_seed=cfg.seed,
                                device=w.device, out_meta=ref.get("out_meta") or [], perturb=ref.get("perturb_used"),
+                               odd=ref.get("odd_used"),
                                perturb_seed=cfg.seed + 7, output_bytes=int(ref.get("output_bytes") or 0),
                                timing=self.timing_settings)
             self._run(w, job, res, rep, ref, base, clock)
@@ -233,7 +234,7 @@ class Evaluator:
         except (WorkerTimeout, WorkerDied) as e:
             return {"error": f"the reference process failed: {e}"}
 
-    def _reference(self, task: Task, variant: str, overrides: dict, seeds: list[int], perturb: list,
+    def _reference(self, task: Task, variant: str, overrides: dict, seeds: list[int], perturb: dict,
                    device: str) -> dict:
         """The reference entry for these inputs: cached, or computed by a reference process."""
         cfg = self.cfg
@@ -249,7 +250,8 @@ class Evaluator:
             home = self.refs.new_home()
             sample_seed = secrets.randbits(62)  # which elements of large outputs count: never sent to a candidate
             job = ReferenceJob(task_source=variant, seeds=seeds, init_seed=cfg.seed, out_dir=home, device=device,
-                               perturb=perturb, perturb_seed=cfg.seed + 7, sample_seed=sample_seed,
+                               perturb=perturb["judged"], odd=perturb["odd"], perturb_seed=cfg.seed + 7,
+                               sample_seed=sample_seed,
                                timing=self.timing_settings)
             result = self._ask_reference(device, "reference", job, exclusive=False)
             if "error" in result:
@@ -429,11 +431,13 @@ class _Clock:
 
 
 @functools.lru_cache(maxsize=256)
-def _variant(source: str, small: bool, perturb: bool) -> tuple[dict, str, list]:
-    """(size overrides, problem source at those sizes, perturbations to try), once per task."""
+def _variant(source: str, small: bool, perturb: bool) -> tuple[dict, str, dict]:
+    """(size overrides, problem source at those sizes, {"judged": perturbations to try,
+    "odd": odd sizes for the generality note}), once per task."""
     overrides = cpu_overrides(source) if small else {}
     variant = apply_overrides(source, overrides)
-    return overrides, variant, (perturbations(variant) if perturb else [])
+    return overrides, variant, ({"judged": perturbations(variant), "odd": odd_sizes(variant)} if perturb
+                                else {"judged": [], "odd": []})
 
 
 def evaluate(task: Task, source: str, cfg: Optional[EvalConfig] = None) -> EvalResult:

@@ -97,6 +97,14 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
             flag(res, [("shape_hardcoding", f"no output at sizes {ref['perturb_used']}")])
     elif cfg.perturb_shapes:
         res.warnings.append("perturbation_skipped: no perturbed size was valid for the reference")
+    if ref.get("odd_used"):  # generality at odd sizes: information, never a flag
+        where = f"at odd sizes {ref['odd_used']}"
+        if out.get("odd_error"):
+            res.warnings.append(f"odd_sizes: fails {where}: {str(out['odd_error'])[:200]}")
+        elif "ocand" in cand:
+            o = compare(*aligned(ref["podd"], cand["ocand"]), cfg.atol, cfg.rtol)
+            if not o.ok:
+                res.warnings.append(f"odd_sizes: wrong {where}: {o.message[:200]}")
     evidence(res, out, ref, backend, static_kernels, cfg, on_gpu)
     flag(res, guards.precision_flag(worst_f32, f32, cfg.precision_rel_l2, low_bits))
 

@@ -141,7 +141,8 @@ class ReferenceJob:
     init_seed: int
     out_dir: str  # where the output files go: a folder only the harness can reach
     device: str = "cpu"
-    perturb: list[dict] = field(default_factory=list)  # size overrides to try, first valid wins
+    perturb: list[dict] = field(default_factory=list)  # size overrides to try, first valid wins (judged)
+    odd: list[dict] = field(default_factory=list)  # odd sizes to try (informational generality check)
     perturb_seed: int = 0
     need_trials: bool = True
     sample_seed: Optional[int] = None  # large outputs kept as their values at this seed's indices (secret)
@@ -168,6 +169,7 @@ class CandidateJob:
     device: str = "cpu"
     out_meta: list[dict] = field(default_factory=list)  # the reference's output shapes (allocator poison)
     perturb: Optional[dict] = None  # the size overrides the reference ran at, if any
+    odd: Optional[dict] = None  # the odd sizes the reference ran at, if any
     perturb_seed: int = 0
     audit: bool = True  # dispatch audit, launch counts (custom-kernel evidence)
     output_bytes: int = 0  # one call's outputs, as the reference process measured them (memory plan)

@@ -58,11 +58,27 @@ def compute_reference(job: ReferenceJob) -> dict:
             out["ref_aliases"] = out["ref_aliases"] or rt.aliases(y, args)
             out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
             del y, args, inputs
+    base = sum(sizes) if sizes is not None else None
+    for key, variants in (("pref", job.perturb), ("podd", job.odd)):
+        got = _other_size(job, variants, key, base, writer, dev, out)
+        if got is not None:
+            out["perturb_used" if key == "pref" else "odd_used"] = got
+    return out
+
+
+def _other_size(job: ReferenceJob, variants: list, key: str, base_bytes, writer, dev, out: dict):
+    """The reference's outputs at the first of ``variants`` it accepts and that stays within
+    the task's memory (1.25x its inputs + outputs, or 64 MiB); the overrides used, or None."""
+    C = rt.C
     from ..tasks.shapes import apply_overrides
 
-    for k, overrides in enumerate(job.perturb):
+    for k, overrides in enumerate(variants):
         try:
-            pmod = rt.exec_source(apply_overrides(job.task_source, overrides), f"dvk_reference_p{k}")
+            pmod = rt.exec_source(apply_overrides(job.task_source, overrides), f"dvk_reference_{key}{k}")
+            sizes = meta_sizes(pmod, job.init_seed)
+            if base_bytes is not None and sizes is not None and sum(sizes) > max(1.25 * base_bytes, 64 << 20):
+                out.setdefault("notes", []).append(f"{key} {overrides} skipped: larger than the task")
+                continue
             pinit = rt.init_args(pmod, job.init_seed, dev)
             pmodel = rt.build(pmod, "Model", pinit, job.init_seed, dev)
             pin = rt.gen_inputs(pmod, job.perturb_seed, dev)
@@ -70,13 +86,11 @@ def compute_reference(job: ReferenceJob) -> dict:
                 y = pmodel(*rt.clone_args(pin))
             sync(dev)
         except BaseException as e:  # noqa: BLE001 - the reference rejects this size: try the next
-            out.setdefault("notes", []).append(f"perturbation {overrides} skipped: {type(e).__name__}")
+            out.setdefault("notes", []).append(f"{key} {overrides} skipped: {type(e).__name__}")
             continue
-        out["leaves"]["pref"] = writer.write(y, job.sample_seed)
-        out["perturb_used"] = overrides
-        del y
-        break
-    return out
+        out["leaves"][key] = writer.write(y, job.sample_seed)
+        return overrides
+    return None
 
 
 class TooLarge(Exception):

@@ -68,10 +68,8 @@ def cpu_overrides(source: str) -> dict[str, int]:
 
 
 def _perturb_value(v: int, up: bool = True) -> int:
-    # Odd-ish, so power-of-two and divisibility assumptions break too. Larger first: a
-    # kernel whose grid or loop bound is baked in then leaves output elements unwritten,
-    # which the comparison sees for certain; at a smaller size the same kernel writes out
-    # of bounds, which may go unnoticed on CPU.
+    """An odd size near ``v``: power-of-two and divisibility assumptions break too (the
+    informational generality check)."""
     if up:
         return (v + v // 4 + 1) | 1
     if v <= 2:
@@ -79,27 +77,53 @@ def _perturb_value(v: int, up: bool = True) -> int:
     return max(2, v - v // 4 - 1)
 
 
-def perturbations(source: str, base: Optional[dict[str, int]] = None) -> list[dict[str, int]]:
-    """Candidate overrides for the shape re-check, most informative first.
+def keep_pow2(v: int, up: bool = True) -> int:
+    """Another size with every power-of-two factor of ``v`` kept (v = 2^k * m, m odd): a
+    kernel specialised to the task's tile multiples still fits it, one with ``v`` itself
+    hard-coded does not. Larger: 2^k * (m + 2). Smaller: 2^k * (m - 2), or 3 * 2^(k-2)
+    where m = 1 (three quarters of v, still a multiple of 2^(k-2))."""
+    k = (v & -v).bit_length() - 1 if v > 0 else 0
+    m = v >> k if v > 0 else 0
+    if up:
+        return (1 << k) * (m + 2)
+    if m >= 3:
+        return (1 << k) * (m - 2)
+    return 3 << (k - 2) if k >= 2 else v + 1
 
-    A task may name the sizes to change (``PERTURB = ["batch_size", "dim"]``); else
-    every non-structural integer constant ≥ 2 is a candidate. The first variant makes
-    them all larger, the following ones one at a time, then all smaller (the later ones
-    are used only when the reference rejects the earlier).
-    """
+
+def _names(source: str, base: Optional[dict[str, int]]) -> tuple[dict[str, int], list[str]]:
     consts = int_constants(source)
     if base:
         consts.update({k: v for k, v in base.items() if k in consts})
     named = dict_constant(source, "PERTURB")
     if isinstance(named, (list, tuple)):
-        names = [n for n in named if n in consts]
-    else:
-        names = [n for n, v in consts.items()
-                 if v >= 2 and not any(s in n.lower() for s in _STRUCTURAL)]
+        return consts, [n for n in named if n in consts]
+    return consts, [n for n, v in consts.items() if v >= 2 and not any(s in n.lower() for s in _STRUCTURAL)]
+
+
+def perturbations(source: str, base: Optional[dict[str, int]] = None) -> list[dict[str, int]]:
+    """Candidate overrides for the shape re-check (judged), most informative first.
+
+    A task may name the sizes to change (``PERTURB = ["batch_size", "dim"]``); else
+    every non-structural integer constant ≥ 2 is a candidate. Each size keeps its
+    power-of-two factors (``keep_pow2``). The first variant makes them all larger (a
+    baked-in grid or loop bound then leaves output elements unwritten, which the comparison
+    sees for certain), the following ones one at a time, then all smaller (used when the
+    reference rejects the earlier or they do not fit the device)."""
+    consts, names = _names(source, base)
     if not names:
         return []
-    variants = [{n: _perturb_value(consts[n]) for n in names}]
+    variants = [{n: keep_pow2(consts[n]) for n in names}]
     if len(names) > 1:
-        variants += [{n: _perturb_value(consts[n])} for n in names]
-    variants.append({n: _perturb_value(consts[n], up=False) for n in names})
+        variants += [{n: keep_pow2(consts[n])} for n in names]
+    variants.append({n: keep_pow2(consts[n], up=False) for n in names})
     return variants
+
+
+def odd_sizes(source: str, base: Optional[dict[str, int]] = None) -> list[dict[str, int]]:
+    """Overrides for the informational generality check: odd sizes (larger, then smaller).
+    A kernel specialised to tile multiples may fail here; that goes to the feedback, not the verdict."""
+    consts, names = _names(source, base)
+    if not names:
+        return []
+    return [{n: _perturb_value(consts[n]) for n in names}, {n: _perturb_value(consts[n], up=False) for n in names}]
