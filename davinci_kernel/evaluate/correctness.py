@@ -12,7 +12,7 @@ not carry, a sparse, quantized, nested or meta tensor, an object that is neither
 tensor nor a scalar) makes the comparison fail with ``unsupported_output``; it never
 counts as equal. Inputs are plain CPU tensors rebuilt from raw bytes (transfer.py), so
 nothing the candidate made can change how this code behaves. Does not cover: producing
-the outputs (worker.py) or carrying them across processes (transfer.py).
+the outputs (candidate.py, reference.py) or carrying them across processes (transfer.py).
 """
 
 from __future__ import annotations

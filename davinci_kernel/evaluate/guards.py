@@ -10,14 +10,15 @@ Where each is detected:
                        threads, subprocess, torch_function_override, monkey_patch (incl.
                        torch.library / TORCH_LIBRARY registration), introspection,
                        forbidden_import, proc_access
-  worker (worker.py)   threads, subprocess, tensor_subclass, monkey_patch (identity snapshot
+  worker (candidate.py) threads, subprocess, tensor_subclass, monkey_patch (identity snapshot
                        of torch/time/builtins/harness objects and global torch flags)
   harness (here)       decoy_kernel, no_custom_kernel, low_coverage, result_caching,
                        input_mutation, returns_input, uninitialized_memory, precision_downgrade,
                        shape_hardcoding, inconsistent_under_timing, timing_mismatch, side_stream (wall vs event;
                        more profiled kernel time per call than the timed window; profiled GPU
                        work on more than one stream), reference_slowed, unreproducible_speedup
-Does not cover: proving the absence of every hack. See the trust model in worker.py.
+Does not cover: proving the absence of every hack. See the trust model in evaluator.py: what a
+worker reports can only flag its own candidate.
 """
 
 from __future__ import annotations

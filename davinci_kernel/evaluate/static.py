@@ -13,7 +13,7 @@ constant naming a ``/proc`` path). Module aliases (``import torch as t``, ``from
 import library``) and ``getattr`` with a constant name resolve to the dotted names they
 stand for. Works on the syntax tree, never on regexes over text, so comments and strings
 (other than ``/proc`` paths and a CUDA source's own text) cannot trigger or hide a hit.
-Does not cover: what the code does at run time (see worker.py, guards.py); names built
+Does not cover: what the code does at run time (see candidate.py, judge.py); names built
 at run time (``"lib" + "rary"``, ``exec``) are not followed: a determined candidate can
 hide intent from any static check, which is why every runtime guard exists too.
 """
