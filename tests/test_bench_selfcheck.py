@@ -127,3 +127,18 @@ def test_summary_spread_and_named_references():
     text = "\n".join(selfcheck.lines(sc))
     assert "6 of 7 finished" in text and "min 0.970x" in text and "within 1.00 ± 2%: 66.7%" in text
     assert "level2/2_Rand: " in text and "note: level2/1_Mut: input_mutation" in text
+
+
+def test_resume_drops_a_line_cut_by_a_kill(tmp_path):
+    """So that `dvk report`, which refuses lines that are not results, can read a resumed run."""
+    from davinci_kernel.bench_run import _end_with_newline, read_results
+
+    p = tmp_path / "results.jsonl"
+    p.write_text(json.dumps(_row(task="level1/1_A")) + "\n" + '{"task": "level1/2_B", "cor')
+    _end_with_newline(p)
+    assert p.read_text() == json.dumps(_row(task="level1/1_A")) + "\n" and list(read_results(p)) == ["level1/1_A"]
+    _end_with_newline(p)  # whole lines stay as they are
+    assert p.read_text().count("\n") == 1
+    p.write_text('{"task": "cut')
+    _end_with_newline(p)
+    assert p.read_text() == ""
