@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-
-from conftest import FIXTURES  # noqa: F401 - conftest gives the temporary HOME
-
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "kernelbench_selfcheck.py"
