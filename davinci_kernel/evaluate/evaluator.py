@@ -125,14 +125,7 @@ class Evaluator:
             res.phase_seconds["reverify"] = round(time.monotonic() - t1, 4)
         if self.cfg.self_check:
             res.self_check = True
-            waived = [f for f in res.flags if f in SELF_CHECK_WAIVED]
-            res.flags = [f for f in res.flags if f not in SELF_CHECK_WAIVED]
-            if waived:
-                res.warnings.append(f"self_check: waived {', '.join(waived)} (the reference has no custom kernel)")
-                kept = [m for m in (res.error_msg or "").split("; ") if m.split(":", 1)[0] not in waived]
-                res.error_msg = "; ".join(kept) or None
-            if res.error_kind == "rejected" and not res.flags:
-                res.error_kind = None
+            _waive(res)
         res.correct = (res.trials > 0 and res.trials_passed == res.trials and not res.error_kind
                        and not res.flags and res.verifiable)
         res.eval_seconds = time.monotonic() - t0
@@ -346,6 +339,8 @@ class Evaluator:
             judge.add_worker_flags(res, out)
             return
         judge.correctness(res, out, cand, ref, rep.backend, rep.kernels, cfg, self.on_gpu)
+        if cfg.self_check:  # the reference has no custom kernel: those flags must not stop its timing
+            _waive(res)
         clock.mark("compare")
         if not (self.on_gpu and cfg.timing and res.trials_passed == res.trials and not res.flags
                 and not res.error_kind):
@@ -410,6 +405,20 @@ class Evaluator:
 
 
 SELF_CHECK_WAIVED = {"subclasses_reference", "no_custom_kernel", "decoy_kernel", "low_coverage"}
+
+
+def _waive(res: EvalResult) -> None:
+    """Self-check: drop the custom-kernel flags (the reference has none), saying so."""
+    waived = [f for f in res.flags if f in SELF_CHECK_WAIVED]
+    if not waived:
+        return
+    res.flags = [f for f in res.flags if f not in SELF_CHECK_WAIVED]
+    res.warnings.append(f"self_check: waived {', '.join(waived)} (the reference has no custom kernel)")
+    kept = [m for m in (res.error_msg or "").split("; ") if m.split(":", 1)[0] not in waived]
+    res.error_msg = "; ".join(kept) or None
+    if res.error_kind == "rejected" and not res.flags:
+        res.error_kind = None
+        res.stage = "correctness"
 
 
 def self_candidate(problem_source: str) -> str:

@@ -77,6 +77,12 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
         d = compare(values(cand["cand0"]), values(cand["determinism0"]), cfg.atol, cfg.rtol)
         if not d.ok and d.error_kind in ("wrong_output", "nan_inf"):
             flag(res, [("uninitialized_memory", "two runs on the same inputs differ: " + d.message)])
+    for fact, note in (("ref_mutates", "reference_mutates_inputs: the problem's own Model changes its inputs"),
+                       ("ref_aliases", "reference_returns_input: the problem's own Model returns an input's memory"),
+                       ("ref_nondeterministic", "reference_nondeterministic: the problem's own Model gave two "
+                                                "different outputs for the same inputs")):
+        if ref.get(fact) and note not in res.warnings:
+            res.warnings.append(note)
     if out.get("cand_mutates") and not ref.get("ref_mutates"):
         flag(res, [("input_mutation", "an input tensor changed during forward")])
     if out.get("cand_aliases") and not ref.get("ref_aliases"):

@@ -53,6 +53,7 @@ class ReferenceCache:
             "odd_used": result.get("odd_used") if "podd" in leaves else None,
             "ref_work": result.get("ref_work"), "ref_mutates": bool(result.get("ref_mutates")),
             "ref_aliases": bool(result.get("ref_aliases")),
+            "ref_nondeterministic": bool(result.get("ref_nondeterministic")),
             "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),
         }
 

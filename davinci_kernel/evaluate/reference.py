@@ -50,6 +50,10 @@ def compute_reference(job: ReferenceJob) -> dict:
             if i == 0:
                 y, audit = audited_call(C.torch, model, args)
                 out["ref_work"] = audit["work"]
+                with C.no_grad():  # the same inputs again: a reference that is not deterministic says so
+                    again = model(*rt.clone_args(inputs))
+                out["ref_nondeterministic"] = not _same(y, again)
+                del again
             else:
                 with C.no_grad():
                     y = model(*args)
@@ -170,6 +174,22 @@ def call_overhead(model, sets, job: ReferenceJob) -> float:
     vary_ms = timing.vary_cost(C, dev, sets[0], n=3)
     rest = wall_ms - res["ref_sum_ms"] - res["cand_sum_ms"] - varied * vary_ms
     return max(0.0, rest / calls - res["lead_us"] / 1e3)
+
+
+def _same(a, b) -> bool:
+    """Bit-for-bit the same outputs (NaN where NaN)."""
+    from .transfer import flatten
+
+    xs, ys = flatten(a), flatten(b)
+    if len(xs) != len(ys):
+        return False
+    for x, y in zip(xs, ys):
+        if isinstance(x, rt.C.Tensor) and isinstance(y, rt.C.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or not rt.C.torch.equal(x.nan_to_num(0), y.nan_to_num(0)):
+                return False
+        elif x != y:
+            return False
+    return True
 
 
 def sync(dev) -> None:
