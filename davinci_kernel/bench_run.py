@@ -179,7 +179,10 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
                  "level": level, "command": " ".join(sys.argv)})
 
     if todo:
-        evaluator = _quiet(lambda: _make_evaluator(backend, cfg, workers))
+        # Ray's local cluster dies with the thread that started it (its processes get a
+        # parent-death signal): start it in this thread; local workers start in a SIGINT-blocked one.
+        evaluator = (_make_evaluator(backend, cfg, workers) if backend == "ray"
+                     else _quiet(lambda: _make_evaluator(backend, cfg, workers)))
         meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
     _write_json(run_dir / "run.json", meta)
     if todo:

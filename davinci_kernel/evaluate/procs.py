@@ -165,7 +165,8 @@ class WorkerProcess:
         return seen
 
     def freeze(self) -> None:
-        """Stop every process of the worker (and wait until they are stopped)."""
+        """Stop every process of the worker (and wait until they are stopped). Called only
+        right after a message from it: its launcher is then unreaped, so its pid is its own."""
         for _ in range(3):  # a process forked meanwhile is caught by the next pass
             pids = self.tree()
             for pid in pids:
@@ -190,15 +191,18 @@ class WorkerProcess:
     def kill(self) -> None:
         if self.cgroup is not None:
             self.cgroup.kill()  # every process in it, those that left the tree too
-        for pid in reversed(self.tree()):
+        # Only while the launcher is unreaped (alive or a zombie) is its pid still ours: once
+        # reaped, the pid and its process group may belong to an unrelated process.
+        if self.proc.returncode is None:
+            for pid in reversed(self.tree()):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.killpg(self.proc.pid, signal.SIGKILL)
             except OSError:
                 pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -153,9 +153,26 @@ def probe() -> Caps:
             caps.cgroup_v1_memory = _cgroup_v1_memory()
     if not (caps.cgroup or caps.cgroup_v1_memory):
         caps.missing.append("cgroup memory limit (rlimits only)")
+    else:
+        sweep_cgroups(caps.cgroup or caps.cgroup_v1_memory)
     if caps.missing:
         log.warning("evaluator sandbox: %s", caps.describe())
     return caps
+
+
+def sweep_cgroups(parent: str) -> None:
+    """Remove worker cgroups left by harness processes that no longer exist (empty ones)."""
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith("dvk-")]
+    except OSError:
+        return
+    for name in names:
+        pid = name.split("-")[1] if name.count("-") >= 2 else ""
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except OSError:
+                pass
 
 
 def harden_harness() -> bool:
