@@ -47,8 +47,8 @@ from . import judge, sandbox, static
 from .baselines import BaselineCache
 from .gate import Gates
 from .intake import read_leaves
-from .pool import CPU_THREADS, LocalPool, default_slots, resolve_device
-from .procs import Limits, WorkerProcess
+from .pool import LocalPool, default_slots, resolve_device
+from .procs import CPU_THREADS, Limits, WorkerProcess
 from .protocol import CandidateJob, ProtocolError, ReferenceJob, TimingSettings, WorkerDied, WorkerTimeout
 from .refcache import ReferenceCache
 from .transfer import shm_root

@@ -20,8 +20,7 @@ import tempfile
 import threading
 from typing import Optional
 
-from .procs import CPU_THREADS, Limits, WorkerProcess, device_env  # noqa: F401 - re-exported
-from .protocol import WorkerDied, WorkerTimeout  # noqa: F401 - re-exported
+from .procs import Limits, WorkerProcess
 
 
 class LocalPool:
