@@ -1,10 +1,9 @@
 """In-process evidence of what a forward call did: which torch ops ran, how much work they
 did, how many Triton kernels were launched, and whether the worker's own objects were patched.
 
-Covers: a ``TorchDispatchMode`` that counts aten compute ops and the elements they wrote
-(a Triton launch shows as memory ops only, torch's ReLU as ``clamp_min``), a FLOP count,
-torch's C++-level profiler over the same call (it still sees ops run with every Python
-dispatch mode switched off, and ``Tensor.numpy()`` hand-offs), a launch counter wrapped
+Covers: torch's C++-level op profiler over a call (which aten compute ops ran, their FLOPs
+and input sizes; a Triton launch shows as memory ops only; it still sees ops run with every
+Python dispatch mode switched off, and ``Tensor.numpy()`` hand-offs), a launch counter wrapped
 around Triton's ``JITFunction.run`` (compiled and interpreted), and an identity snapshot of
 torch, timers, builtins and the harness modules. Used by the reference process (the
 reference's work, for coverage estimates) and by candidate workers. Does not cover: trust.
@@ -29,53 +28,29 @@ MEMORY_OPS = {
 }
 
 
-def make_audit(torch):
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    Tensor = torch.Tensor
-
-    class Audit(TorchDispatchMode):
-        """Records which aten compute ops ran and how much work they did (elements out)."""
-
-        def __init__(self):
-            super().__init__()
-            self.ops: dict = {}
-            self.elem_work = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            name = func.overloadpacket.__name__
-            if name not in MEMORY_OPS:
-                self.ops[name] = self.ops.get(name, 0) + 1
-                for leaf in (out if isinstance(out, (list, tuple)) else [out]):
-                    if isinstance(leaf, Tensor):
-                        self.elem_work += leaf.numel()
-            return out
-
-    return Audit
-
-
 def audited_call(torch, fn, args):
-    """``fn(*args)`` under the dispatch audit, a FLOP counter and torch's C++-level profiler
-    (which still sees ops run with every Python dispatch mode switched off). Returns
-    (output, {"ops": {...}, "work": the larger of flops + elements written (dispatch audit)
-    and the input elements of top-level aten compute ops (profiler)})."""
-    from torch.profiler import ProfilerActivity, profile
-    from torch.utils.flop_counter import FlopCounterMode
-
-    audit = make_audit(torch)()
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        with FlopCounterMode(display=False) as fc, audit:
-            out = fn(*args)
-    seen = profiled_work(prof.events())
-    work = max(float(fc.get_total_flops()) + float(audit.elem_work), seen)
-    return out, {"ops": dict(audit.ops), "work": work, "profiled_work": seen}
+    """``fn(*args)`` under torch's C++-level op profiler (the legacy one: it starts in
+    milliseconds, where a Python dispatch mode imports dynamo for seconds in every fresh
+    worker; it also sees ops run with every Python dispatch mode switched off, and
+    ``Tensor.numpy()`` hand-offs). Returns (output, {"ops": {name: calls}, "work": see
+    ``profiled_work``})."""
+    with torch.no_grad(), torch.autograd.profiler.profile(use_kineto=False, record_shapes=True,
+                                                          with_flops=True) as prof:
+        out = fn(*args)
+    events = prof.function_events
+    ops: dict = {}
+    for e in events:
+        if e.name.startswith("aten::") and e.cpu_parent is None and e.name[6:] not in MEMORY_OPS:
+            ops[e.name[6:]] = ops.get(e.name[6:], 0) + 1
+    return out, {"ops": ops, "work": profiled_work(events)}
 
 
 def profiled_work(events) -> float:
-    """Input elements of the top-level aten compute ops among profiler events. A top-level
-    ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` runs: a tensor handed to
-    numpy, whose work no torch-level view sees, counts as work done outside custom kernels."""
+    """Work of the top-level aten compute ops among profiler events: each op's FLOPs (its
+    own and its callees', e.g. matmul's mm) or, where it reports none, its largest input's
+    elements. A top-level ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` runs:
+    a tensor handed to numpy, whose work no torch-level view sees, counts as work done
+    outside custom kernels."""
     total = 0.0
     for e in events:
         name = getattr(e, "name", "")
@@ -84,8 +59,12 @@ def profiled_work(events) -> float:
         if name[6:] in MEMORY_OPS:
             continue
         sizes = [1] + [_numel(s) for s in (getattr(e, "input_shapes", None) or []) if s]
-        total += max(sizes)
+        total += max(max(sizes), _flops(e))
     return total
+
+
+def _flops(e) -> float:
+    return float(getattr(e, "flops", 0) or 0) + sum(_flops(c) for c in (getattr(e, "cpu_children", None) or []))
 
 
 def _numel(shape) -> int:
@@ -131,9 +110,8 @@ def install_launch_counter() -> None:
 
 
 def settle(torch, device: str) -> None:
-    """Load lazily-imported machinery now (dynamo wraps torch.manual_seed on first use of a
-    dispatch mode; the profiler's first start takes seconds), so what runs later sees a
-    settled torch and the first audited call costs what the others do."""
+    """Run one audited call now, so lazily loaded machinery is in place before anything is
+    snapshotted and the first audited call costs what the others do."""
     audited_call(torch, lambda: torch.relu(torch.ones(2, device=device) @ torch.ones(2, 2, device=device)), [])
 
 

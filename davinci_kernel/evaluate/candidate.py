@@ -97,9 +97,9 @@ class CandidateRunner:
         return True
 
     def call(self, model, args, audit: bool):
-        """One forward, its Triton launches counted; with ``audit``, also under the dispatch
-        audit. Every correctness call is counted and some are audited, so a candidate that
-        behaves only while a dispatch mode watches shows calls without its kernels."""
+        """One forward, its Triton launches counted; with ``audit``, also under torch's op
+        profiler. Every correctness call is counted and some are profiled, so a candidate that
+        behaves only while it is watched shows calls without its kernels."""
         before = LaunchCounter.count
         if audit and self.j.audit:
             out, a = audited_call(self.torch, model, args)

@@ -16,7 +16,7 @@ measured here around the timed calls. Messages are JSON (never pickle). The harn
 non-dumpable. Skill library, baseline cache and results are written only by this process.
 
 What it does not cover: the in-process evidence of custom kernels (launch counts, the
-dispatch audit, the profiler's kernel table) is produced inside the candidate's process and
+op profiler, the GPU profiler's kernel table) is produced inside the candidate's process and
 can be forged by a candidate that defeats the static checks (it then still has to produce
 correct outputs); timing claims are checked to within ``eval.wall_slack`` of the candidate's
 time plus a fixed allowance per call; the GPU is shared with the worker (device memory of

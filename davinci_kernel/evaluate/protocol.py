@@ -171,7 +171,7 @@ class CandidateJob:
     perturb: Optional[dict] = None  # the size overrides the reference ran at, if any
     odd: Optional[dict] = None  # the odd sizes the reference ran at, if any
     perturb_seed: int = 0
-    audit: bool = True  # dispatch audit, launch counts (custom-kernel evidence)
+    audit: bool = True  # op profiler on some correctness calls, launch counts on all (custom-kernel evidence)
     output_bytes: int = 0  # one call's outputs, as the reference process measured them (memory plan)
     timing: TimingSettings = field(default_factory=TimingSettings)
 
