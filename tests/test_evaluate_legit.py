@@ -120,3 +120,12 @@ def test_reference_cache_maps_files_and_evicts_them(monkeypatch):
         assert not os.path.exists(home) and len(ev.refs._entries) == 1  # evicted with its files
         again = ev.evaluate(fixture_task("relu"), relu)
         assert again.correct, (again.error_kind, again.error_msg)
+
+
+def test_a_kernel_specialised_to_tile_multiples_passes_and_odd_sizes_are_a_note(cpu_evaluator):
+    """Tiles of 4 without bounds checks: correct at the task's sizes and at the shape
+    re-check's (every power-of-two factor kept); the odd-size run goes to the feedback."""
+    res = cpu_evaluator.evaluate(fixture_task("relu"), (FIXTURES / "legit" / "relu_tiles_of_4.py").read_text())
+    assert res.correct, (res.error_kind, res.flags, res.error_msg)
+    assert any(w.startswith("odd_sizes") for w in res.warnings), res.warnings
+    assert "odd_sizes" in res.feedback  # the policy is told, as information

@@ -56,6 +56,12 @@ SOFT = {
     "implausible_speedup": "speedup above the plausibility limit; re-verified in a fresh worker",
     "perturbation_skipped": "no perturbed size was valid for the reference; hard-coding not re-checked",
     "coverage_estimated": "coverage estimated from work counts (no GPU profile)",
+    "odd_sizes": "wrong or failing at odd sizes (generality, information only: tile-multiple kernels may)",
+    "launch_counts_differ": "the correctness calls launched different numbers of custom kernels",
+    "reference_mutates_inputs": "the problem's own Model changes its inputs",
+    "reference_returns_input": "the problem's own Model returns an input's memory",
+    "reference_nondeterministic": "the problem's own Model is not deterministic",
+    "self_check": "harness self-check: the problem's own Model was the candidate",
 }
 
 
