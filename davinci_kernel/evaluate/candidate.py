@@ -38,7 +38,7 @@ class CandidateRunner:
         self.flags: list[str] = []
         self.notes: list[str] = []
         self.out: dict = {"flags": self.flags, "notes": self.notes}
-        self.cand_file = os.path.join(out_dir, "..", "candidate.py")
+        self.cand_file: str | None = None  # set by load()
 
     def flag(self, name: str, why: str) -> None:
         if name not in self.flags:
@@ -223,9 +223,11 @@ class CandidateRunner:
         set's size, the reference's output size and the device's free memory now."""
         from . import memplan
 
-        probe = self.inputs(0)
-        in_bytes = memplan.tensor_bytes(self.torch, probe)
-        del probe
+        in_bytes = self.j.input_bytes
+        if not in_bytes:  # the reference process could not size it on the meta device
+            probe = self.inputs(0)
+            in_bytes = memplan.tensor_bytes(self.torch, probe)
+            del probe
         rt.C.empty_cache()
         free = self.torch.cuda.mem_get_info(self.dev)[0]
         budget = max(0, free - (1 << 30))  # a margin for the models' own work space
@@ -266,29 +268,27 @@ def run(job: CandidateJob, ch, out_dir: str) -> None:
     ok = r.load()
     ch.send({"event": "loaded", "ok": ok})
     if ok:
-        try:
-            r.check()
-        except BaseException as e:  # noqa: BLE001
-            cb = rt.is_cuda_error(e)
-            r.out.update(stage="correctness", error_kind="cuda_error" if cb else "runtime_error",
-                         error_msg=rt.trim_traceback(e, r.cand_file), cuda_broken=cb)
-        r.leftovers()
-        r.integrity("correctness")
+        _phase(r, "correctness", r.check)
     ch.send({"event": "checked", "result": r.out})
     if not ok or r.out.get("cuda_broken") or r.out.get("error_kind"):
         return
     cmd = ch.recv()
     if cmd.get("cmd") != "time":
         return
+    _phase(r, "timing", r.time)
+    ch.send({"event": "timed", "result": r.out})
+
+
+def _phase(r: CandidateRunner, stage: str, fn) -> None:
+    """Run one phase of candidate code: a failure is data; leftovers and patches are checked after."""
     try:
-        r.time()
-    except BaseException as e:  # noqa: BLE001
+        fn()
+    except BaseException as e:  # noqa: BLE001 - candidate code: every failure is data
         cb = rt.is_cuda_error(e)
-        r.out.update(stage="timing", error_kind="cuda_error" if cb else "runtime_error",
+        r.out.update(stage=stage, error_kind="cuda_error" if cb else "runtime_error",
                      error_msg=rt.trim_traceback(e, r.cand_file), cuda_broken=cb)
     r.leftovers()
-    r.integrity("timing")
-    ch.send({"event": "timed", "result": r.out})
+    r.integrity(stage)
 
 
 def main(argv: list[str]) -> None:

@@ -90,6 +90,7 @@ class Evaluator:
         self._baseline_checked: set = set()
         self._gates = Gates()  # several workers per GPU: they check side by side, but time alone
         self._key_locks: dict = {}
+        self._infos: dict[str, tuple[str, str]] = {}
         self._locks_lock = threading.Lock()
         self.refs = ReferenceCache(os.path.join(self.tmp_root, "refs"))
 
@@ -190,7 +191,8 @@ class Evaluator:
             job = CandidateJob(task_source=variant, candidate_source=source, seeds=seeds, init_seed=cfg.seed,
                                device=w.device, out_meta=ref.get("out_meta") or [], perturb=ref.get("perturb_used"),
                                odd=ref.get("odd_used"),
-                               perturb_seed=cfg.seed + 7, output_bytes=int(ref.get("output_bytes") or 0),
+                               perturb_seed=cfg.seed + 7, input_bytes=int(ref.get("input_bytes") or 0),
+                               output_bytes=int(ref.get("output_bytes") or 0),
                                timing=self.timing_settings)
             self._run(w, job, res, rep, ref, base, clock)
         except WorkerTimeout as e:
@@ -223,7 +225,7 @@ class Evaluator:
                 result = ref.recv(self.cfg.compile_timeout_s + self.cfg.run_timeout_s).get("result", {})
                 if result.get("cuda_broken"):
                     raise WorkerDied(result.get("error", "CUDA error"))  # replaced on the way out
-                return {**result, "_gpu": ref.info.get("gpu", "?"), "_torch": ref.info.get("torch", "?")}
+                return result
         except (WorkerTimeout, WorkerDied) as e:
             return {"error": f"the reference process failed: {e}"}
 
@@ -282,15 +284,16 @@ class Evaluator:
                     return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms") if k in fresh}}
                 job.timing = self.timing_settings  # the stored entry disagrees: measure all of it again
                 fresh = self._ask_reference(device, "baseline", job, exclusive=True)
-            fresh = {k: v for k, v in fresh.items() if not k.startswith("_")}
             if "eager_ms" in fresh:
                 self.baselines.put(key, fresh)
             return fresh
 
     def _device_info(self, device: str) -> tuple[str, str]:
-        """(GPU name, torch version) as a reference process reports them."""
-        with self.pool.reference(device) as ref:
-            return ref.info.get("gpu", "?"), ref.info.get("torch", "?")
+        """(GPU name, torch version) as a reference process reports them; asked once per device."""
+        if device not in self._infos:
+            with self.pool.reference(device) as ref:
+                self._infos[device] = (ref.info.get("gpu", "?"), ref.info.get("torch", "?"))
+        return self._infos[device]
 
     # ------------------------------------------------------------------ one candidate worker
     def _run(self, w: WorkerProcess, job: CandidateJob, res: EvalResult, rep: static.StaticReport, ref: dict,

@@ -132,8 +132,21 @@ class TimingSettings:
                         "fill" if self.timing_flush == "fill" else ""])
 
 
+class _Job:
+    """to_dict / from_dict of a job record (its ``timing`` a nested TimingSettings)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        d = dict(d)
+        d["timing"] = TimingSettings(**d.get("timing", {}))
+        return cls(**d)
+
+
 @dataclass
-class ReferenceJob:
+class ReferenceJob(_Job):
     """For the reference process: outputs of the problem's own Model (never a candidate)."""
 
     task_source: str
@@ -144,22 +157,13 @@ class ReferenceJob:
     perturb: list[dict] = field(default_factory=list)  # size overrides to try, first valid wins (judged)
     odd: list[dict] = field(default_factory=list)  # odd sizes to try (informational generality check)
     perturb_seed: int = 0
-    need_trials: bool = True
     sample_seed: Optional[int] = None  # large outputs kept as their values at this seed's indices (secret)
     timing: TimingSettings = field(default_factory=TimingSettings)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ReferenceJob":
-        d = dict(d)
-        d["timing"] = TimingSettings(**d.get("timing", {}))
-        return cls(**d)
 
 
 @dataclass
-class CandidateJob:
+class CandidateJob(_Job):
     """For a candidate worker: run this candidate on these inputs, report outputs as files."""
 
     task_source: str
@@ -172,17 +176,10 @@ class CandidateJob:
     odd: Optional[dict] = None  # the odd sizes the reference ran at, if any
     perturb_seed: int = 0
     audit: bool = True  # op profiler on some correctness calls, launch counts on all (custom-kernel evidence)
-    output_bytes: int = 0  # one call's outputs, as the reference process measured them (memory plan)
+    input_bytes: int = 0  # one input set, as the reference process measured it (memory plan; 0: measure)
+    output_bytes: int = 0  # one call's outputs, likewise
     timing: TimingSettings = field(default_factory=TimingSettings)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "CandidateJob":
-        d = dict(d)
-        d["timing"] = TimingSettings(**d.get("timing", {}))
-        return cls(**d)
 
 
 # Output leaves cross as {"kind": "tensor", "dtype": NAME, "shape": [..], "file": "N.bin"}

@@ -38,30 +38,29 @@ def compute_reference(job: ReferenceJob) -> dict:
         if room is not None and memplan.too_large(sizes[0], sizes[1], room):
             need = memplan.check_peak(*sizes)
             raise TooLarge(f"one correctness trial needs {need / memplan.GiB:.1f} GiB (inputs "
-                           f"{sizes[0] / memplan.GiB:.1f} GiB, outputs {sizes[1] / memplan.GiB:.1f} GiB twice over), "
+                           f"{sizes[0] / memplan.GiB:.1f} GiB and their clone, outputs {sizes[1] / memplan.GiB:.1f} GiB), "
                            f"more than the {room / memplan.GiB:.1f} GiB this {dev.type.upper()} has")
     init = rt.init_args(mod, job.init_seed, dev)
     model = rt.build(mod, "Model", init, job.init_seed, dev)
     writer = rt.OutputWriter(job.out_dir)
-    if job.need_trials:
-        for i, seed in enumerate(job.seeds):
-            inputs = rt.gen_inputs(mod, seed, dev)
-            args = rt.clone_args(inputs)
-            if i == 0:
-                y, audit = audited_call(C.torch, model, args)
-                out["ref_work"] = audit["work"]
-                with C.no_grad():  # the same inputs again: a reference that is not deterministic says so
-                    again = model(*rt.clone_args(inputs))
-                out["ref_nondeterministic"] = not _same(y, again)
-                del again
-            else:
-                with C.no_grad():
-                    y = model(*args)
-            sync(dev)
-            out["ref_mutates"] = out["ref_mutates"] or rt.mutated(args, inputs)
-            out["ref_aliases"] = out["ref_aliases"] or rt.aliases(y, args)
-            out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
-            del y, args, inputs
+    for i, seed in enumerate(job.seeds):
+        inputs = rt.gen_inputs(mod, seed, dev)
+        args = rt.clone_args(inputs)
+        if i == 0:
+            y, audit = audited_call(C.torch, model, args)
+            out["ref_work"] = audit["work"]
+            with C.no_grad():  # the same inputs again: a reference that is not deterministic says so
+                again = model(*rt.clone_args(inputs))
+            out["ref_nondeterministic"] = not _same(y, again)
+            del again
+        else:
+            with C.no_grad():
+                y = model(*args)
+        sync(dev)
+        out["ref_mutates"] = out["ref_mutates"] or rt.mutated(args, inputs)
+        out["ref_aliases"] = out["ref_aliases"] or rt.aliases(y, args)
+        out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
+        del y, args, inputs
     base = sum(sizes) if sizes is not None else None
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, base, writer, dev, out)
