@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from davinci_kernel.records import Completion, EvalResult, Episode, TaskGroup, Turn
-from davinci_kernel.rl.advantages import (fill_advantages, leave_one_out, normalize_mean_abs,
-                                          policy_advantages, scheme_rewards, summary_rewards,
+from davinci_kernel.config import RewardConfig
+from davinci_kernel.records import Completion, Episode, TaskGroup, Turn
+from davinci_kernel.rl.advantages import (fill_advantages, leave_one_out, normalize_mean_abs, policy_advantages,
                                           trloo, turn_returns)
+from davinci_kernel.rollout.rewards import fill_rewards
 
 R = torch.tensor([[1.0, 2.0], [3.0, 0.0], [0.0, 9.0]])
 ALIVE = torch.tensor([[True, True], [True, True], [True, False]])
@@ -85,31 +86,32 @@ def test_policy_group_by_task_and_scheme():
     assert by_scheme[2][0] == pytest.approx(-2.0) and by_scheme[3][0] == pytest.approx(2.0)
 
 
-def test_selector_and_scheme_rewards():
-    g = _group()
-    # scheme 0: best turns 2 and 3 → 2.5 ; scheme 1: 0 and 2 → 1.0
-    assert scheme_rewards(g) == {0: 2.5, 1: 1.0}
+def test_selector_advantages_from_scheme_rewards():
+    g = fill_rewards(_group(), RewardConfig())
+    # scheme rewards (rollout.rewards): scheme 0 → 2.5, scheme 1 → 1.0; LOO: ±1.5
     fill_advantages(g, selector_scale=0.3)
     assert g.selections[0].advantage == pytest.approx(0.3 * 1.5)
     assert g.selections[1].advantage == pytest.approx(-0.3 * 1.5)
     assert g.selections[0].reward == 2.5
 
 
-def test_summarizer_rewards_from_verifications():
-    g = _group()
-    g.summaries = [_turn("summary", None, turn=0), _turn("summary", None, turn=1), _turn("summary", None, turn=2)]
-    ok = EvalResult(compiled=True, correct=True, speedup=1.8)
-    slow = EvalResult(compiled=True, correct=True, speedup=1.1)
-    wrong = EvalResult(compiled=True, correct=False, speedup=3.0)
-    g.verifications = [_turn("verify", None, turn=0, result=ok), _turn("verify", None, turn=0, result=slow),
-                       _turn("verify", None, turn=1, result=wrong), _turn("verify", None, turn=2, result=slow)]
-    assert summary_rewards(g) == [1.8, 0.0, 0.0]
+def test_summarizer_advantages_from_their_rewards():
+    g = fill_rewards(_group(), RewardConfig())
+    g.summaries = [_turn("summary", 1.8, turn=0), _turn("summary", 0.0, turn=1), _turn("summary", 0.0, turn=2)]
     fill_advantages(g, summarizer_scale=0.5)
     assert [t.advantage for t in g.summaries] == pytest.approx([0.5 * 1.8, -0.5 * 0.9, -0.5 * 0.9])
+    assert [t.reward for t in g.summaries] == [1.8, 0.0, 0.0]
+
+
+def test_a_role_turn_without_reward_is_an_error():
+    g = fill_rewards(_group(), RewardConfig())
+    g.summaries = [_turn("summary", 1.0), _turn("summary", None, turn=1)]
+    with pytest.raises(ValueError, match="1 summary turn"):
+        fill_advantages(g)
 
 
 def test_normalized_group_has_unit_mean_abs():
-    g = _group()
+    g = fill_rewards(_group(), RewardConfig())
     fill_advantages(g, normalize=True)
     advs = [t.advantage for e in g.episodes for t in e.turns]
     assert sum(abs(a) for a in advs) / len(advs) == pytest.approx(1.0)

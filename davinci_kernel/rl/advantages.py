@@ -10,17 +10,18 @@ Math (pure tensor functions, shapes in the comments):
 
 Group assembly (``fill_advantages``): the policy group is every rollout of the task
 (``group_by="task"``) or of one scheme (``"scheme"``); optional division by mean |A| over
-the task's policy turns; selector reward per scheme = mean over its rollouts of the
-best-turn reward, LOO across the schemes that have a selection turn, times 0.3; summary
-reward = best verification speedup among its verified skills (else 0), LOO across the
-summaries, times 0.5. Turn rewards must already be set (``rewards.reward``).
+the task's policy turns; selection turns: LOO of their rewards across the schemes that
+have a selection turn, times 0.3; summary turns: LOO of their rewards across the
+summaries, times 0.5.
 
-Does not cover: rejection (``rejection.py``) or the loss (``losses.py``).
+Does not cover: the rewards themselves (``rollout/rewards.py``, which the environment
+applies; every turn's reward must be set before ``fill_advantages``), rejection
+(``rejection.py``) or the loss (``losses.py``).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Sequence
 
 import torch
 
@@ -106,77 +107,27 @@ def policy_advantages(episodes: Sequence[Episode], gamma: float = 1.0, group_by:
     return out
 
 
-def scheme_rewards(group: TaskGroup) -> dict[int, float]:
-    """Scheme index → mean over its rollouts of the best-turn reward."""
-    best: dict[int, list[float]] = {}
-    for ep in group.episodes:
-        rs = ep.rewards
-        best.setdefault(ep.scheme, []).append(max(rs) if rs else 0.0)
-    return {k: sum(v) / len(v) for k, v in best.items()}
-
-
-def _verified(v: Turn, min_speedup: float) -> Optional[float]:
-    r = v.result
-    if r is None or not r.correct or r.speedup is None or r.speedup < min_speedup:
-        return None
-    return float(r.speedup)
-
-
-def summary_rewards(group: TaskGroup, min_speedup: float = 1.2,
-                    verified: Optional[Callable[[Turn], Optional[float]]] = None) -> list[float]:
-    """Per summary turn: best verification speedup among its verified skills, else 0.
-
-    A summary turn that already carries a reward (set by the rollout, which knows the full
-    admission rule) keeps it. Otherwise its verifications are the ``group.verifications``
-    turns whose ``turn`` equals the summary's sample index ``turn``; a verification counts
-    when ``verified(v)`` returns a speedup (default: correct and speedup ≥ ``min_speedup``).
-    """
-    check = verified or (lambda v: _verified(v, min_speedup))
-    out = []
-    for s in group.summaries:
-        if s.reward is not None:
-            out.append(float(s.reward))
-            continue
-        speeds = [check(v) for v in group.verifications if v.turn == s.turn]
-        speeds = [x for x in speeds if x is not None]
-        out.append(max(speeds) if speeds else 0.0)
-    return out
+def _leave_one_out_turns(turns: Sequence[Turn], scale: float) -> None:
+    """``Turn.advantage`` = scale × leave-one-out of the turns' rewards, which must be set."""
+    missing = sum(1 for t in turns if t.reward is None)
+    if missing:
+        raise ValueError(f"{missing} {turns[0].role} turn(s) without a reward: the environment sets them "
+                         "(davinci_kernel.rollout.rewards) before advantages")
+    rs = torch.tensor([float(t.reward) for t in turns], dtype=torch.float64)  # (N,)
+    for t, a in zip(turns, (leave_one_out(rs) * scale).tolist()):
+        t.advantage = a
 
 
 def fill_advantages(group: TaskGroup, gamma: float = 1.0, group_by: str = "task",
                     normalize: bool = False, selector_scale: float = 0.3,
-                    summarizer_scale: float = 0.5, verify_min_speedup: float = 1.2) -> TaskGroup:
-    """Set ``Turn.advantage`` on every policy, selection and summary turn of ``group``.
-
-    Selection and summary turns without a reward get the derived reward written into
-    ``Turn.reward`` (scheme reward and verification reward respectively).
-    """
+                    summarizer_scale: float = 0.5) -> TaskGroup:
+    """Set ``Turn.advantage`` on every policy, selection and summary turn of ``group``."""
     pol = policy_advantages(group.episodes, gamma, group_by, normalize)
     for ep, advs in zip(group.episodes, pol):
         for turn, a in zip(ep.turns, advs):
             turn.advantage = a
     if group.selections:
-        sr = scheme_rewards(group)
-        rs = torch.tensor([sr.get(t.scheme, 0.0) for t in group.selections], dtype=torch.float64)
-        adv = leave_one_out(rs) * selector_scale
-        for t, r, a in zip(group.selections, rs.tolist(), adv.tolist()):
-            t.reward = r
-            t.advantage = a
+        _leave_one_out_turns(group.selections, selector_scale)
     if group.summaries:
-        rs = torch.tensor(summary_rewards(group, verify_min_speedup), dtype=torch.float64)
-        adv = leave_one_out(rs) * summarizer_scale
-        for t, r, a in zip(group.summaries, rs.tolist(), adv.tolist()):
-            t.reward = r
-            t.advantage = a
-    return group
-
-
-def fill_rewards(group: TaskGroup, reward_cfg) -> TaskGroup:
-    """Set ``Turn.reward`` on policy turns that have none, from their ``EvalResult``."""
-    from .rewards import reward
-
-    for ep in group.episodes:
-        for turn in ep.turns:
-            if turn.reward is None:
-                turn.reward = reward(turn.result, reward_cfg)
+        _leave_one_out_turns(group.summaries, summarizer_scale)
     return group

@@ -36,7 +36,7 @@ import torch
 
 from ..errors import UsageError
 from ..records import TaskGroup, Turn
-from .advantages import scheme_rewards
+from ..rollout.rewards import scheme_rewards
 from .diversity import SFT_ROLES, Example, FilterReport, diversity_filter, fingerprints, kmeans  # noqa: F401
 from .sequences import Row, assemble, first_fit, length_groups
 

@@ -19,6 +19,7 @@ Does not cover: real tasks, kernels or evaluation (``RolloutEnv`` in ``env.py``)
 from __future__ import annotations
 
 from ..records import Completion, EvalResult, Episode, Skill, Task, TaskGroup, Turn
+from ..rollout.rewards import summary_reward
 
 ROLE_CLASS = {"policy": 0, "select": 1, "summary": 2}
 SYSTEM = {
@@ -143,8 +144,9 @@ class SyntheticEnv:
         for (g, t, i), msgs, c in zip(jobs, prompts, comps):
             q = hit_rate(c, "summary")
             name = f"synthetic_s{step}_{t.problem_id}_{i}"
-            g.summaries.append(Turn(role="summary", task=t.name, messages=msgs, completion=c, turn=i, parsed=[name]))
             speed = 1.0 + 2.0 * q
+            g.summaries.append(Turn(role="summary", task=t.name, messages=msgs, completion=c, turn=i, parsed=[name],
+                                    reward=summary_reward([speed] if speed >= self.min_speedup else [])))
             g.verifications.append(Turn(role="verify", task=t.name, turn=i, parsed=name, result=EvalResult(
                 task=t.name, level=t.level, compiled=True, correct=True, stage="done", speedup=speed,
                 timing_available=True)))

@@ -14,7 +14,7 @@ gathered model and name-keyed optimizer state, so a run may resume with or witho
 resume from the newest complete checkpoint (a broken one is skipped with a warning),
 metrics and TensorBoard, and validation Fast_p per level every ``eval_every`` steps.
 
-Does not cover: the math (``rewards.py``, ``advantages.py``, ``rejection.py``,
+Does not cover: the math (``rollout/rewards.py``, ``advantages.py``, ``rejection.py``,
 ``losses.py``), where task groups come from (``env.py``), or SFT (``sft.py``).
 """
 
@@ -34,7 +34,8 @@ import torch
 from ..config import Config, to_dict
 from ..records import TaskGroup
 from . import checkpoint as ckpt
-from .advantages import fill_advantages, fill_rewards
+from ..rollout.rewards import fill_rewards
+from .advantages import fill_advantages
 from .data import TaskSampler
 from .env import Env, make_env
 from .local_gen import LocalGenerator
@@ -71,8 +72,7 @@ def prepare_group(g: TaskGroup, cfg: Config, prs_rng: random.Random) -> int:
     for one task group, in place; returns the turns PRS dropped."""
     r = cfg.rl
     fill_rewards(g, cfg.reward)
-    fill_advantages(g, r.gamma, r.group_by, r.normalize_adv, r.selector_scale, r.summarizer_scale,
-                    cfg.skills.verify_min_speedup)
+    fill_advantages(g, r.gamma, r.group_by, r.normalize_adv, r.selector_scale, r.summarizer_scale)
     if not r.joint_training:
         policy_only(g)
     return apply_prs([t for e in g.episodes for t in e.turns], prs_rng) if r.prs else 0

@@ -15,8 +15,8 @@ from typing import Optional, Sequence
 
 from ..agents.policy import extract_code, feedback_message, first_messages
 from ..records import EvalResult, Episode, Skill, Task, Turn
-from ..rl.rewards import reward
 from .context import Context
+from .rewards import policy_reward
 
 
 def no_code_result(task: Task, error: Optional[str]) -> EvalResult:
@@ -58,7 +58,7 @@ async def run_episodes(ctx: Context, task: Task, schemes: Sequence[Sequence[Skil
             turn = ep.turns[-1]
             if turn.completion is not None and turn.completion.error:
                 continue  # nothing to learn from or answer to; the prompt is sent again
-            turn.reward = reward(turn.result, ctx.rewards)
+            turn.reward = policy_reward(turn.result, ctx.rewards)
             if t + 1 < T:
                 conv.append({"role": "assistant", "content": turn.completion.text})
                 conv.append(feedback_message(t + 1, T, result=turn.result, parse_error=turn.parse_error,

@@ -6,7 +6,7 @@ Covers: the trigger (turn 1 correct; best turn ≥ ``summary_min_speedup`` and
 every proposed skill that passes ``skills.admit.content_filter``: one greedy turn-1
 generation with the scheme's skills plus the new one, evaluated concurrently, judged by
 ``skills.admit.verify`` and staged through ``Admission``. Summary turns get the
-summarizer's reward (best verified speedup among its skills, else 0).
+summarizer's reward (``rewards.summary_reward``: best verified speedup among its skills, else 0).
 Does not cover: committing staged skills (the caller does, after its update succeeds).
 """
 
@@ -21,6 +21,7 @@ from ..records import EvalResult, Episode, Skill, Task, Turn
 from ..skills.admit import Admission, content_filter, verify
 from .context import Context
 from .episodes import no_code_result
+from .rewards import summary_reward
 
 
 @dataclass
@@ -59,7 +60,7 @@ async def summarize(ctx: Context, task: Task, trig: Trigger, used: Sequence[Skil
     turns = []
     for i, comp in enumerate(comps):
         turn = Turn(role="summary", task=task.name, messages=msgs, completion=comp, scheme=ep.scheme,
-                    rollout=ep.rollout, turn=i, reward=0.0)
+                    rollout=ep.rollout, turn=i)
         if comp.error:
             turn.kept = False
             turn.parse_error = f"generation failed: {comp.error}"
@@ -73,8 +74,10 @@ async def summarize(ctx: Context, task: Task, trig: Trigger, used: Sequence[Skil
 
 async def verify_and_stage(ctx: Context, task: Task, trig: Trigger, scheme: Sequence[Skill],
                            summaries: list[Turn], admission: Admission) -> list[Turn]:
-    """Greedy re-generation with each filtered proposal; stage the verified ones."""
+    """Greedy re-generation with each filtered proposal; stage the verified ones; set
+    every summary turn's reward from the speedups of its verified skills."""
     proposals: list[tuple[int, Skill]] = []
+    verified: dict[int, list[float]] = {}
     verifications: list[Turn] = []
     for si, turn in enumerate(summaries):
         for d in (turn.parsed or {}).get("skills", []):
@@ -98,12 +101,14 @@ async def verify_and_stage(ctx: Context, task: Task, trig: Trigger, scheme: Sequ
         res = results[i] or no_code_result(task, comp.error or (parsed.error if parsed else None))
         v = verify(skill, lambda _s, r=res: r, trig.first_speedup, ctx.skills)
         d = admission.stage(task.name, skill, v)
-        if v.ok and (v.speedup or 0.0) > (summaries[si].reward or 0.0):
-            summaries[si].reward = v.speedup
+        if v.ok:
+            verified.setdefault(si, []).append(v.speedup or 0.0)
         verifications.append(Turn(role="verify", task=task.name, messages=conv, completion=comp, turn=si,
                                   parsed={"skill": skill.name, "code": parsed.code if parsed else None,
                                           "staged": d.staged, "reason": d.reason},
                                   parse_error=parsed.error if parsed else comp.error, result=results[i]))
+    for si, turn in enumerate(summaries):
+        turn.reward = summary_reward(verified.get(si, []))
     return verifications
 
 
