@@ -151,3 +151,5 @@ def test_open_store_seeds_once(tmp_path):
     assert len(open_store(cfg)) == 0  # emptied on purpose: not re-seeded
     cfg2 = SkillsConfig(db=str(tmp_path / "empty.db"), seed_library=False)
     assert len(open_store(cfg2)) == 0
+    cfg2.seed_library = True
+    assert len(open_store(cfg2)) == 0  # started empty (--no-seed): the choice was made at creation

@@ -3,7 +3,9 @@
 Covers: options, the default run directory, live progress, and the closing tables
 (turns and speedups of each rollout for ``optimize``; Fast_p per level at the last and
 best turn for ``run``). In both, ``--skills on|off`` is the switch (default on: for
-``optimize`` all three agents on the default library) and ``--db PATH`` the library.
+``optimize`` all three agents on the default library), ``--db PATH`` the library and
+``--no-seed`` keeps a new library empty (the same flag as ``dvk skills``); ``run`` also takes
+``--select llm|bm25|none`` (``skills.select_mode``: the paper's selection ablations).
 Bad options are ``UsageError`` (one line, exit 2); Ctrl-C is ``Interrupted`` (exit 130).
 Does not cover: the work itself.
 """
@@ -21,7 +23,14 @@ from ..errors import Interrupted, UsageError, check_out_dir
 
 _RC = RolloutConfig()
 SKILLS_HELP = "on | off: the skill library's agents (selection, summaries, admission); off = the policy agent alone"
-DB_HELP = f"skill library (SQLite; default {SkillsConfig().db}, created and seeded when new)"
+DB_HELP = (f"skill library (SQLite; default {SkillsConfig().db}); a new one is created, seeded with the "
+           "bundled skills unless --no-seed")
+SEED_HELP = ("seed a new library with the bundled skills (--no-seed: start it empty, as the paper does; "
+             "a library that holds skills is never seeded)")
+SELECT_HELP = ("how skills are chosen (skills.select_mode, as in training): llm = BM25 top-20 reranked by the "
+               "selection agent; bm25 = the BM25 top skills, no model call; none = no skills "
+               "(bm25, none: the paper's ablations); default llm, none with --skills off")
+SELECT_MODES = ("llm", "bm25", "none")
 MODEL_HELP = "openai:URL#MODEL (vLLM, SGLang, an API) | hf:PATH (local transformers) | script:FILE.py"
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
 
@@ -56,6 +65,26 @@ def _check_skills(skills: str) -> bool:
         hint = " (the library's path is --db PATH)" if skills.endswith(".db") or "/" in skills else ""
         raise UsageError(f"--skills {skills}: use on or off{hint}")
     return skills == "on"
+
+
+def _check_select(select: Optional[str], use_skills: bool) -> str:
+    """The effective ``skills.select_mode``: ``--select`` checked against ``--skills``."""
+    if select is not None and select not in SELECT_MODES:
+        raise UsageError(f"--select {select}: use llm, bm25 or none")
+    if not use_skills:
+        if select not in (None, "none"):
+            raise UsageError(f"--select {select} needs --skills on (--skills off runs the policy agent alone)")
+        return "none"
+    return select or "llm"
+
+
+def _note_seed(db: Optional[str], seed: bool, used: bool) -> None:
+    """--no-seed on a library that already holds skills changes nothing: say so on stderr."""
+    if seed or not used:
+        return
+    path = Path(db or SkillsConfig().db).expanduser()
+    if path.is_file() and path.stat().st_size > 0:
+        typer.echo(f"note: --no-seed applies to a new library only; {path} exists and is used as it is", err=True)
 
 
 def _slug(text: str) -> str:
@@ -120,6 +149,7 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
         skills: str = typer.Option("on", "--skills", help=SKILLS_HELP),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        seed: bool = typer.Option(True, "--seed/--no-seed", help=SEED_HELP),
         out: Optional[Path] = typer.Option(None, "--out", help="run directory, created with missing parent folders "
                                                               "(default runs/optimize-<problem>)"),
         schemes: int = typer.Option(_RC.k_schemes, "--schemes", help="selection samples k (with --skills on)"),
@@ -151,8 +181,9 @@ def register(app: typer.Typer) -> None:
             from ..skills.store import check_library_path
 
             check_library_path(Path(db).expanduser())
+        _note_seed(db, seed, use_skills)
         settings = OptimizeSettings(model=model, device=device, workers=workers, skills=use_skills, skills_db=db,
-                                    rollout=rc)
+                                    rollout=rc, seed_library=seed)
         try:
             with live(rc.turns, "turn", f"optimize {task.title}") as progress:
                 result = optimize(task, settings, rundir, progress=progress)
@@ -166,12 +197,14 @@ def register(app: typer.Typer) -> None:
         suite: str = typer.Option("builtin", "--suite", help="builtin | kernelbench:DIR | hf:NAME_OR_PATH"),
         model: str = typer.Option(..., "--model", help=MODEL_HELP),
         skills: str = typer.Option("on", "--skills", help=SKILLS_HELP + " (the paper's ablation)"),
+        select: Optional[str] = typer.Option(None, "--select", help=SELECT_HELP, show_default=False),
         turns: int = typer.Option(_RC.turns, "--turns", help="policy turns per task"),
         out: Optional[Path] = typer.Option(None, "--out", help="run directory, created with missing parent folders; "
                                                               "rerun with the same --out to resume"),
         level: Optional[int] = typer.Option(None, "--level", help="only this level"),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        seed: bool = typer.Option(True, "--seed/--no-seed", help=SEED_HELP),
         parallel: int = typer.Option(1, "--parallel", help="tasks in flight at once"),
         language: str = typer.Option(_RC.language, "--language", help="triton | cuda"),
         temperature: float = typer.Option(_RC.temperature, "--temperature", help="sampling temperature"),
@@ -179,31 +212,39 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
     ) -> None:
-        """Run every task of a suite through the episode; Fast_p at the last and best turn."""
+        """Run every task of a suite through the episode; Fast_p at the last and best turn.
+
+        The library is read, never changed. --select picks how skills are chosen (training's skills.select_mode); --no-seed keeps a new --db empty."""
         from ..tasks import load_suite
         from .progress import live
         from .rundir import RunDir
         from .suite import RunSettings, run_suite
 
-        _check_skills(skills)
+        select_mode = _check_select(select, _check_skills(skills))
         if parallel < 1:
             raise UsageError("--parallel must be at least 1")
         tasks = load_suite(suite, level=level)
         if not tasks:
             raise UsageError(f"suite {suite} has no tasks" + (f" at level {level}" if level else ""))
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens)
-        rundir = RunDir(check_out_dir(out or Path("runs") / f"run-{_slug(suite)}-skills_{skills}"))
-        if db is not None and skills == "on":
+        name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"
+                                                         and skills == "on" else "")
+        rundir = RunDir(check_out_dir(out or Path("runs") / name))
+        uses_library = select_mode != "none"
+        if db is not None and uses_library:
             from ..skills.store import check_library_path
 
             check_library_path(Path(db).expanduser())
+        _note_seed(db, seed, uses_library)
         settings = RunSettings(model=model, suite=suite, skills=skills == "on", turns=turns, device=device,
-                               workers=workers, parallel=parallel, skills_db=db, rollout=rc)
+                               workers=workers, parallel=parallel, skills_db=db, rollout=rc, select=select_mode,
+                               seed_library=seed)
         try:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)
         except KeyboardInterrupt:
             raise Interrupted(f"finished tasks are in {rundir.file('results.jsonl')}; rerun the same command "
                               "to resume") from None
-        _print_fastp(res["summary"], f"{suite}, skills {skills}: {res['done']} run, {res['skipped']} resumed")
+        how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
+        _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
         typer.echo(f"results: {rundir.file('results.jsonl')}  (dvk report {rundir.path})")

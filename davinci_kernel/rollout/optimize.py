@@ -34,6 +34,7 @@ class OptimizeSettings:
     skills: bool = True  # selection, summaries and admission on the library (False: the policy agent alone)
     skills_db: Optional[str] = None  # the library; None: the default (SkillsConfig().db)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    seed_library: bool = True  # a new, empty library gets the bundled seed skills (False: --no-seed)
 
 
 def _rank(res: Optional[EvalResult]) -> tuple:
@@ -70,7 +71,8 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
 
     async def main() -> tuple[TaskGroup, list]:
         async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
-                                use_skills=use_skills, **(session_kw or {})) as s:
+                                use_skills=use_skills, seed_library=settings.seed_library,
+                                **(session_kw or {})) as s:
             rundir.start(meta)
             ctx = Context(s.backend, s.evaluator, rc, RewardConfig(), SkillsConfig(), progress=progress)
             adm = Admission()

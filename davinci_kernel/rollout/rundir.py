@@ -22,7 +22,7 @@ RUN_FILE = "run.json"
 GROUPS_FILE = "groups.jsonl"
 RESULTS_FILE = "results.jsonl"
 WHICH = ("last", "best")
-_SAME_RUN_KEYS = ("kind", "model", "suite", "skills", "turns", "problem")
+_SAME_RUN_KEYS = ("kind", "model", "suite", "skills", "select", "turns", "problem")
 
 
 class RunDir:

@@ -2,7 +2,8 @@
 
 Covers: ``open_session`` — builds the backend from its spec and checks it answers (an
 unreachable server is one ``UsageError`` line), starts the evaluator's worker pool on the
-chosen device, opens the library when skills are on — and closes all of it afterwards.
+chosen device, opens the library when skills are on (a new, empty one seeded with the bundled
+skills unless ``seed_library`` is false, as ``--no-seed`` says) — and closes all of it afterwards.
 Does not cover: what the session is used for (``suite``, ``optimize``).
 """
 
@@ -25,7 +26,7 @@ class Session:
 
 @asynccontextmanager
 async def open_session(model: str, device: str = "auto", workers: Optional[int] = None,
-                       skills_db: Optional[str] = None, use_skills: bool = True,
+                       skills_db: Optional[str] = None, use_skills: bool = True, seed_library: bool = True,
                        eval_cfg: Optional[EvalConfig] = None, backend: Optional[Backend] = None,
                        evaluator: Any = None) -> AsyncIterator[Session]:
     backend = backend or make_backend(model)
@@ -34,7 +35,7 @@ async def open_session(model: str, device: str = "auto", workers: Optional[int] 
     if use_skills:
         from ..skills.store import open_store
 
-        cfg = SkillsConfig()
+        cfg = SkillsConfig(seed_library=seed_library)
         if skills_db:
             cfg.db = skills_db
         store = open_store(cfg)

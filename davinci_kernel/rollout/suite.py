@@ -1,10 +1,13 @@
 """`dvk run`: every task of a suite through the episode, resumable, with Fast_p per level.
 
 Covers: the evaluation protocol — per task one rollout of up to T turns, with skill
-injection (one selection sample from the library) or without (the null scheme); the
-``last`` and ``best`` turn's result of each task appended to ``results.jsonl``, the
-task group to ``groups.jsonl``; tasks already finished in ``--out`` are skipped; several
-tasks may run at once (``parallel``) so generation and evaluation overlap; Fast_p for
+injection (one selection sample from the library, chosen as ``skills.select_mode`` says:
+``llm`` = BM25 top-20 reranked by the selection agent, ``bm25`` = the BM25 top skills, no
+model call) or without (the null scheme: skills off or ``select=none``; no library is
+opened then); the ``last`` and ``best`` turn's result of each task appended to
+``results.jsonl``, the size of the library the run started from in ``run.json``, the task
+group to ``groups.jsonl``; tasks already finished in ``--out`` are skipped; several tasks
+may run at once (``parallel``) so generation and evaluation overlap; Fast_p for
 p ∈ {1, 1.2, 1.5, 2} per level at the last and at the best turn, in ``summary.json``.
 The library is read, never changed: evaluation does not learn.
 Does not cover: training or skill summaries (``rl``; ``optimize`` for one module).
@@ -39,13 +42,20 @@ class RunSettings:
     parallel: int = 1
     skills_db: Optional[str] = None
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    select: str = "llm"  # skills.select_mode: llm | bm25 | none
+    seed_library: bool = True  # a new, empty library gets the bundled seed skills (False: --no-seed)
+
+    @property
+    def uses_library(self) -> bool:
+        return self.skills and self.select != "none"
 
     def meta(self, tasks: list[Task]) -> dict:
         totals: dict[str, int] = {}
         for t in tasks:
             totals[str(t.level)] = totals.get(str(t.level), 0) + 1
         return {"kind": "run", "model": self.model, "suite": self.suite, "skills": "on" if self.skills else "off",
-                "turns": self.turns, "language": self.rollout.language, "temperature": self.rollout.temperature,
+                "select": self.select if self.skills else "none", "turns": self.turns,
+                "language": self.rollout.language, "temperature": self.rollout.temperature,
                 "max_new_tokens": self.rollout.max_new_tokens, "totals": totals}
 
 
@@ -68,13 +78,14 @@ def summarize_results(rows: list[dict], totals: dict) -> dict:
 
 async def run_tasks(ctx: Context, tasks: list[Task], settings: RunSettings, session: Session,
                     rundir: RunDir) -> None:
-    plan = GroupPlan(k_schemes=1 if settings.skills else 0, null_scheme=not settings.skills,
-                     n_rollouts=1, turns=settings.turns, summaries=False)
+    use = settings.uses_library
+    plan = GroupPlan(k_schemes=1 if use else 0, null_scheme=not use, n_rollouts=1, turns=settings.turns,
+                     summaries=False)
     sem = asyncio.Semaphore(max(1, settings.parallel))
 
     async def one(task: Task) -> None:
         async with sem:
-            group = await run_group(ctx, task, plan, store=session.store if settings.skills else None)
+            group = await run_group(ctx, task, plan, store=session.store if use else None)
             rundir.append(GROUPS_FILE, [group.to_dict()])
             rundir.append(RESULTS_FILE, result_rows(task, group))
             ctx.tick("task")
@@ -91,9 +102,14 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
 
     async def main() -> None:
         async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
-                                use_skills=settings.skills, **(session_kw or {})) as session:
+                                use_skills=settings.uses_library, seed_library=settings.seed_library,
+                                **(session_kw or {})) as session:
+            if session.store is not None:  # the library the run starts from (read, never changed)
+                meta["library"] = {"db": str(session.store.path), "skills": len(session.store)}
             rundir.start(meta)
-            ctx = Context(session.backend, session.evaluator, settings.rollout, RewardConfig(), SkillsConfig(),
+            skills_cfg = SkillsConfig(select_mode=settings.select if settings.skills else "none",
+                                      seed_library=settings.seed_library)
+            ctx = Context(session.backend, session.evaluator, settings.rollout, RewardConfig(), skills_cfg,
                           progress=progress)
             await run_tasks(ctx, todo, settings, session, rundir)
 

@@ -392,11 +392,15 @@ def seed_path() -> Path:
 
 def open_store(cfg) -> SkillStore:
     """Open ``cfg.db``; a new, empty library gets the bundled seed skills at step 0
-    when ``cfg.seed_library`` (once: a library emptied on purpose stays empty)."""
+    when ``cfg.seed_library``. Decided once, when the library is first opened: a library
+    emptied on purpose, or started empty (``seed_library`` false, ``--no-seed``), stays empty."""
     store = SkillStore(cfg.db)
-    if getattr(cfg, "seed_library", True) and len(store) == 0 and store.meta("seeded") is None:
-        src = seed_path()
-        if src.is_file():
-            store.import_jsonl(src, step=0)
-        store.set_meta("seeded", src.name)
+    if len(store) == 0 and store.meta("seeded") is None:
+        if getattr(cfg, "seed_library", True):
+            src = seed_path()
+            if src.is_file():
+                store.import_jsonl(src, step=0)
+            store.set_meta("seeded", src.name)
+        else:
+            store.set_meta("seeded", "")  # started empty on purpose
     return store

@@ -1,0 +1,157 @@
+"""The paper's ablations as `dvk run` switches, end to end on CPU with a scripted backbone.
+
+``--select llm`` asks the selection agent (one model call per task) over the BM25
+candidates; ``--select bm25`` takes the BM25 top skills with no such call; ``--select none``
+opens no library and injects nothing; ``--no-seed`` starts a new library empty (so nothing
+can be selected). The scripted model logs every call by role, which is how the tests count
+backend calls. The run directories are real ``dvk run`` output, later compared by
+``dvk report A B`` in ``test_report_compare.py``'s CLI test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RELU = (Path(__file__).parent / "fixtures" / "tasks" / "relu.py").read_text()
+
+SCRIPT = '''
+import os
+import re
+
+KERNEL = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+"""
+
+
+def respond(request):
+    system = request.messages[0]["content"]
+    role = "select" if "You pick optimization skills" in system else "policy"
+    with open(os.environ["DVK_SCRIPT_LOG"], "a") as fh:
+        fh.write(role + "\\n")
+    if role == "select":  # the first numbered candidate
+        first = re.search(r"^1\\. (\\S+)", request.messages[1]["content"], re.M).group(1)
+        return ('<tool_call>{"name": "select_skills", "arguments": {"think": "t", '
+                '"selected_skills": [{"name": "%s", "reason": "r"}]}}</tool_call>' % first)
+    return "```python\\n" + KERNEL + "```"
+'''
+
+
+def dvk(args, env, timeout=300):
+    return subprocess.run([sys.executable, "-m", "davinci_kernel.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One real `dvk run` per setting over a one-task suite, one turn; the calls of each."""
+    tmp = tmp_path_factory.mktemp("ablations")
+    (tmp / "suite" / "level1").mkdir(parents=True)
+    (tmp / "suite" / "level1" / "1_ReLU.py").write_text(RELU)
+    script = tmp / "model.py"
+    script.write_text(SCRIPT)
+    out = {}
+    for name, extra in (("llm", ["--select", "llm", "--db", str(tmp / "seeded.db")]),
+                        ("bm25", ["--select", "bm25", "--db", str(tmp / "seeded.db")]),
+                        ("none", ["--select", "none", "--db", str(tmp / "unused.db")]),
+                        ("noseed", ["--no-seed", "--db", str(tmp / "empty.db")])):
+        log = tmp / f"{name}.log"
+        env = dict(os.environ, DVK_SCRIPT_LOG=str(log), OMP_NUM_THREADS="1")
+        p = dvk(["run", "--suite", f"kernelbench:{tmp / 'suite'}", "--model", f"script:{script}", "--turns", "1",
+                 "--device", "cpu", "--workers", "1", "--out", str(tmp / name), *extra], env)
+        assert p.returncode == 0, (name, p.stderr[-3000:])
+        rows = [json.loads(x) for x in (tmp / name / "results.jsonl").read_text().splitlines()]
+        out[name] = {"dir": tmp / name, "calls": log.read_text().split(), "rows": rows, "stdout": p.stdout,
+                     "stderr": p.stderr, "meta": json.loads((tmp / name / "run.json").read_text())}
+    out["tmp"] = tmp
+    return out
+
+
+def test_select_llm_asks_the_selection_agent(runs):
+    r = runs["llm"]
+    assert r["calls"] == ["select", "policy"]
+    assert len(r["rows"]) == 2 and all(len(row["skills"]) == 1 for row in r["rows"])
+    assert r["meta"]["select"] == "llm" and r["meta"]["library"]["skills"] == 23  # seeded: the default
+    assert "select llm" in " ".join(r["stdout"].split())
+    group = json.loads((r["dir"] / "groups.jsonl").read_text().splitlines()[0])
+    assert "## Key Idea" in group["episodes"][0]["turns"][0]["messages"][0]["content"]  # the skill's content
+
+
+def test_select_bm25_never_calls_the_rerank(runs):
+    r = runs["bm25"]
+    assert r["calls"] == ["policy"]
+    skills = r["rows"][0]["skills"]
+    assert len(skills) == 3  # the BM25 top skills, skills.max_selected of them
+    assert runs["llm"]["rows"][0]["skills"][0] == skills[0]  # the rerank's pick was BM25's first
+    group = json.loads((r["dir"] / "groups.jsonl").read_text().splitlines()[0])
+    assert group["selections"] == [] and r["meta"]["select"] == "bm25"
+
+
+def test_select_none_uses_no_skills_and_no_library(runs):
+    r = runs["none"]
+    assert r["calls"] == ["policy"]
+    assert all(row["skills"] == [] for row in r["rows"])
+    assert "library" not in r["meta"] and r["meta"]["select"] == "none"
+    assert not (runs["tmp"] / "unused.db").exists()
+    group = json.loads((r["dir"] / "groups.jsonl").read_text().splitlines()[0])
+    policy_system = group["episodes"][0]["turns"][0]["messages"][0]["content"]
+    assert "## Key Idea" not in policy_system  # no skill content injected
+
+
+def test_no_seed_starts_from_an_empty_library(runs):
+    r = runs["noseed"]
+    assert r["meta"]["library"]["skills"] == 0 and r["meta"]["select"] == "llm"
+    assert r["calls"] == ["policy"]  # nothing to select from: the selection agent is not asked
+    assert all(row["skills"] == [] for row in r["rows"])
+    p = dvk(["skills", "list", "--db", str(runs["tmp"] / "empty.db"), "--json"], dict(os.environ), timeout=120)
+    assert p.returncode == 0 and json.loads(p.stdout) == []  # started empty: later opens do not seed it
+
+
+def test_no_seed_on_a_library_with_skills_says_it_changes_nothing(runs, tmp_path):
+    env = dict(os.environ, DVK_SCRIPT_LOG=str(tmp_path / "log"))
+    p = dvk(["run", "--suite", f"kernelbench:{runs['tmp'] / 'suite'}", "--model",
+             f"script:{runs['tmp'] / 'model.py'}", "--no-seed", "--db", str(runs["tmp"] / "seeded.db"),
+             "--out", str(runs["llm"]["dir"]), "--select", "llm", "--device", "cpu", "--turns", "1"], env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "--no-seed applies to a new library only" in p.stderr
+    assert "0 run, 1 resumed" in p.stdout.replace("\n", " ")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--select", "random"], "--select random: use llm, bm25 or none"),
+    (["--skills", "off", "--select", "bm25"], "--select bm25 needs --skills on"),
+])
+def test_bad_select_is_one_line_exit_2(args, fragment, tmp_path):
+    p = dvk(["run", "--model", "script:x.py", *args, "--out", str(tmp_path / "r")], dict(os.environ), timeout=60)
+    assert p.returncode == 2 and fragment in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_with_another_select_is_refused(runs):
+    p = dvk(["run", "--suite", f"kernelbench:{runs['tmp'] / 'suite'}", "--model",
+             f"script:{runs['tmp'] / 'model.py'}", "--select", "bm25", "--out", str(runs["none"]["dir"]),
+             "--device", "cpu", "--turns", "1"], dict(os.environ, DVK_SCRIPT_LOG=os.devnull), timeout=120)
+    assert p.returncode == 2 and "select='none'" in p.stderr
