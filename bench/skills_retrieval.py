@@ -9,7 +9,7 @@ own ``retrieve``, and rank_bm25 (``BM25Okapi``), all on the same tokens.
 Quality: for each labeled task (bench/skills_tasks.py), recall@20 of BM25 and
 recall@3 of BM25 alone vs. BM25 + rerank, where the rerank is a test double that
 orders the 20 numbered candidates by the hand-made relevance grades and answers
-with a ``select_skills`` call parsed by ``select.parse_selection``.
+with a ``select_skills`` call parsed by ``agents.selection.parse_selection``.
 
 Writes bench/results/skills_retrieval.json and skills_retrieval.png.
 Usage: python bench/skills_retrieval.py [--sizes 100,1000,10000,100000] [--quick]
@@ -34,7 +34,8 @@ sys.path.insert(0, str(HERE))
 from davinci_kernel.records import Skill  # noqa: E402
 from davinci_kernel.skills.bm25 import SkillIndex, skill_tokens, task_query, tokenize  # noqa: E402
 from davinci_kernel.skills.markdown import example_blocks  # noqa: E402
-from davinci_kernel.skills.select import format_candidates, select  # noqa: E402
+from davinci_kernel.agents.selection import parse_selection  # noqa: E402
+from davinci_kernel.skills.select import candidates_for, format_candidates  # noqa: E402
 from davinci_kernel.config import SkillsConfig  # noqa: E402
 from davinci_kernel.skills.seed_build import load_sources  # noqa: E402
 from skills_tasks import labeled_tasks  # noqa: E402
@@ -174,8 +175,10 @@ def quality(size: int, kind: str = "off_topic") -> dict:
                     "arguments": {"think": "", "selected_skills": [{"name": n, "reason": "relevant"}
                                                                     for n in ranked[:3]]}}
 
-        sel = select(task, store, SkillsConfig(select_mode="llm"), rerank=rerank)
-        top20 = [s.name for s in sel.candidates]
+        cfg = SkillsConfig()
+        cands = candidates_for(task, store, cfg)
+        picked = parse_selection(rerank(format_candidates(cands)), cands, cfg.max_selected).names
+        top20 = [s.name for s in cands]
         relevant = set(rel)
         best = {n for n, g in rel.items() if g == 2}
         k3 = min(3, len(relevant))
@@ -183,9 +186,9 @@ def quality(size: int, kind: str = "off_topic") -> dict:
             "task": task.name,
             "recall@20": len(relevant & set(top20)) / len(relevant),
             "recall@3_bm25": len(relevant & set(top20[:3])) / k3,
-            "recall@3_rerank": len(relevant & set(sel.names)) / k3,
+            "recall@3_rerank": len(relevant & set(picked)) / k3,
             "primary_hit@3_bm25": bool(best & set(top20[:3])),
-            "primary_hit@3_rerank": bool(best & set(sel.names)),
+            "primary_hit@3_rerank": bool(best & set(picked)),
             "missed@20": sorted(relevant - set(top20)),
         })
     mean = lambda key: round(statistics.mean(float(r[key]) for r in rows), 4)  # noqa: E731

@@ -1,12 +1,19 @@
-"""Selection: candidates, numbered metadata, robust parsing of select_skills, modes."""
+"""Selection on the seed library: BM25 candidates and their numbered metadata, robust
+parsing of select_skills (``agents.selection``), and the modes of ``rollout.selection``."""
 
+import asyncio
 import json
+import re
 
 import pytest
 
-from davinci_kernel.config import ConfigError, SkillsConfig
+from davinci_kernel.agents.selection import parse_selection
+from davinci_kernel.config import SkillsConfig
+from davinci_kernel.llm.scripted import ScriptedBackend
 from davinci_kernel.records import Task
-from davinci_kernel.skills.select import candidates_for, format_candidates, parse_selection, select
+from davinci_kernel.rollout.context import Context
+from davinci_kernel.rollout.selection import select_schemes
+from davinci_kernel.skills.select import candidates_for, format_candidates
 from davinci_kernel.skills.store import open_store
 
 SOFTMAX = '''import torch
@@ -41,40 +48,51 @@ def test_candidates_and_format(store, task):
     assert "## Key Idea" not in text  # metadata only
 
 
+def _names(reply, cands, max_selected=3):
+    p = parse_selection(reply, cands, max_selected)
+    return p.names, p.error
+
+
 def test_parse_variants(store, task):
     cands = candidates_for(task, store, SkillsConfig())
     a, b, c, d = (s.name for s in cands[:4])
     args = {"think": "t", "selected_skills": [{"name": a, "reason": "r"}, {"name": "made_up"}, {"name": b}]}
-    assert parse_selection({"name": "select_skills", "arguments": args}, cands) == ([a, b], None)
+    assert _names({"name": "select_skills", "arguments": args}, cands) == ([a, b], None)
     openai_style = [{"type": "function", "function": {"name": "select_skills", "arguments": json.dumps(args)}}]
-    assert parse_selection(openai_style, cands)[0] == [a, b]
+    assert _names(openai_style, cands)[0] == [a, b]
     text = f"I think so.\n```json\n{json.dumps({'name': 'select_skills', 'arguments': args})}\n```"
-    assert parse_selection(text, cands)[0] == [a, b]
+    assert _names(text, cands)[0] == [a, b]
     qwen = f"<tool_call>\n{json.dumps({'name': 'select_skills', 'arguments': args})}\n</tool_call>"
-    assert parse_selection(qwen, cands)[0] == [a, b]
+    assert _names(qwen, cands)[0] == [a, b]
     many = {"selected_skills": [{"name": n} for n in (a, a, b, c, d)]}
-    assert parse_selection(json.dumps(many), cands, max_selected=3)[0] == [a, b, c]
-    assert parse_selection({"selected_skills": [{"name": "2"}]}, cands)[0] == [b]
-    assert parse_selection({"selected_skills": []}, cands) == ([], None)
-    names, err = parse_selection("no tool call here", cands)
+    assert _names(json.dumps(many), cands, max_selected=3)[0] == [a, b, c]
+    assert _names({"selected_skills": [{"name": "2"}]}, cands)[0] == [b]
+    assert _names({"selected_skills": f"{a.upper()}, {b}"}, cands)[0] == [a, b]
+    assert _names({"selected_skills": []}, cands) == ([], None)
+    names, err = _names("no tool call here", cands)
     assert names == [] and "select_skills" in err
+    assert parse_selection({"name": "select_skills", "arguments": args}, cands).dropped == ["made_up"]
+
+
+def _pick_last_two(req):
+    """The selection agent played by a test double: picks the last two listed candidates."""
+    listed = re.findall(r"^\d+\. (\S+)", req.messages[-1]["content"], re.M)
+    return json.dumps({"name": "select_skills",
+                       "arguments": {"think": "", "selected_skills": [{"name": n} for n in listed[-2:]]}})
+
+
+def _schemes(store, task, mode, respond=_pick_last_two, k=2):
+    ctx = Context(backend=ScriptedBackend(respond), evaluator=None, skills=SkillsConfig(select_mode=mode))
+    return asyncio.run(select_schemes(ctx, task, store, k))
 
 
 def test_modes(store, task):
-    seen = {}
-
-    def rerank(prompt):  # test double: picks the last two listed candidates
-        seen["prompt"] = prompt
-        last = [ln.split(" ", 2)[1] for ln in prompt.splitlines()[-2:]]
-        return {"name": "select_skills", "arguments": {"think": "", "selected_skills": [{"name": n} for n in last]}}
-
-    sel = select(task, store, SkillsConfig(select_mode="llm"), rerank=rerank)
-    assert len(sel.candidates) == 20 and sel.names == [s.name for s in sel.candidates[-2:]]
-    assert seen["prompt"].startswith("1. ")
-    sel = select(task, store, SkillsConfig(select_mode="bm25"))
-    assert sel.names == [s.name for s in sel.candidates[:3]]
-    assert select(task, store, SkillsConfig(select_mode="none")).skills == []
-    bad = select(task, store, SkillsConfig(select_mode="llm"), rerank=lambda p: "sorry")
-    assert bad.skills == [] and bad.error
-    with pytest.raises(ConfigError):
-        select(task, store, SkillsConfig(select_mode="llm"))
+    cands = candidates_for(task, store, SkillsConfig())
+    schemes, turns = _schemes(store, task, "llm")
+    assert len(cands) == 20 and [[s.name for s in sc] for sc in schemes] == [[s.name for s in cands[-2:]]] * 2
+    assert [t.parsed["selected"] for t in turns] == [[s.name for s in cands[-2:]]] * 2
+    schemes, turns = _schemes(store, task, "bm25")
+    assert turns == [] and [[s.name for s in sc] for sc in schemes] == [[s.name for s in cands[:3]]] * 2
+    assert _schemes(store, task, "none") == ([[], []], [])
+    schemes, turns = _schemes(store, task, "llm", respond=lambda req: "sorry", k=1)
+    assert schemes == [[]] and "select_skills" in turns[0].parse_error
