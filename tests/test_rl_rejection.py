@@ -1,13 +1,12 @@
 """PRS probabilities, mismatch rejection and truncated importance sampling."""
 
-import math
 import random
 
 import pytest
 import torch
 
 from davinci_kernel.records import EvalResult, Turn
-from davinci_kernel.rl.rejection import apply_prs, mismatch_keep, mismatch_stats, prs_keep_prob, tis_weights
+from davinci_kernel.rl.rejection import apply_prs, prs_keep_prob, segment_mismatch_keep, tis_weights
 
 
 def test_prs_probabilities():
@@ -29,36 +28,30 @@ def test_apply_prs_drops_only_low_coverage_correct():
     assert 900 < dropped < 1100
 
 
+SEG = torch.tensor([0, 0, 1, 1, 1, 2, 2, 2])  # three samples of 2, 3 and 3 tokens
+ALL = torch.ones(8, dtype=torch.bool)
+
+
 def test_mismatch_rejection():
-    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 1]], dtype=torch.bool)
-    rollout = torch.log(torch.full((3, 3), 0.5))
-    trainer = rollout.clone()
-    trainer[1] += 0.01  # geometric ratio e^0.01 ≈ 1.01: outside [0.999, 1.001]
-    trainer[2, 0] += 0.0005  # tiny drift averaged over 3 tokens: kept
-    trainer[0, 2] += 5.0  # masked position: ignored
-    geo, min_ratio = mismatch_stats(trainer, rollout, mask)
-    assert geo[1] == pytest.approx(math.exp(0.01))
-    assert mismatch_keep(trainer, rollout, mask).tolist() == [True, False, True]
-    low_token = rollout.clone()
-    low_token[2, 0] -= 10.0  # one token with ratio e^-10 < 1e-4
-    loose = mismatch_keep(low_token, rollout, mask, low=0.0, high=float("inf"))
+    # identical log-probs; every token 0.01 apart (geometric ratio e^0.01 ≈ 1.01, outside
+    # [0.999, 1.001]); one token 0.0005 apart, averaged over 3 tokens: kept
+    log_ratio = torch.tensor([0.0, 0.0, 0.01, 0.01, 0.01, 0.0005, 0.0, 0.0], dtype=torch.float64)
+    assert segment_mismatch_keep(log_ratio, ALL, SEG, 3).tolist() == [True, False, True]
+    low_token = torch.zeros(8, dtype=torch.float64)
+    low_token[5] = -10.0  # one token with ratio e^-10 < 1e-4
+    loose = segment_mismatch_keep(low_token, ALL, SEG, 3, low=0.0, high=float("inf"))
     assert loose.tolist() == [True, True, False]
-    assert min_ratio[2] == pytest.approx(1.0)
 
 
-def test_tis_weights_truncate():
-    mask = torch.tensor([[1, 1, 0]], dtype=torch.bool)
-    t = torch.log(torch.tensor([[0.9, 0.1, 0.5]]))
-    r = torch.log(torch.tensor([[0.3, 0.2, 0.5]]))
-    w = tis_weights(t, r, mask, cap=2.0)
-    assert w[0].tolist() == pytest.approx([2.0, 0.5, 0.0])
-
-
-def test_segment_mismatch_matches_padded_form():
-    from davinci_kernel.rl.rejection import segment_mismatch_keep
-
+def test_mismatch_ignores_tokens_without_rollout_logprobs():
     log_ratio = torch.tensor([0.0, 0.0005, 0.01, 0.01, -12.0, 0.3])
     valid = torch.tensor([True, True, True, True, True, False])
     seg = torch.tensor([0, 0, 1, 1, 2, 3])
     keep = segment_mismatch_keep(log_ratio, valid, seg, 4)
     assert keep.tolist() == [True, False, False, True]  # sample 3 has no rollout log-probs
+
+
+def test_tis_weights_truncate():
+    t = torch.log(torch.tensor([0.9, 0.1, 0.5]))
+    r = torch.tensor([0.3, 0.2, float("nan")]).log()  # the last token has no rollout log-prob
+    assert tis_weights(t, r, cap=2.0).tolist() == pytest.approx([2.0, 0.5, 1.0])

@@ -9,7 +9,8 @@ Covers:
   leaves [0.999, 1.001], or whose smallest per-token ratio is below 1e-4;
 - truncated importance sampling (TIS) weights min(π_trainer / π_rollout, cap) per token.
 
-Does not cover: computing the log-probs (``losses.py`` / ``trainer.py``).
+Both mismatch rules take the flat per-token tensors of an update row (``update.py``).
+Does not cover: computing the log-probs (``losses.py`` / ``update.py``).
 """
 
 from __future__ import annotations
@@ -46,40 +47,23 @@ def apply_prs(turns: Iterable[Turn], rng: random.Random) -> int:
     return dropped
 
 
-def mismatch_stats(trainer_logp: torch.Tensor, rollout_logp: torch.Tensor,
-                   mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """trainer_logp, rollout_logp, mask (B, L) → geometric-mean ratio (B,), min token ratio (B,)."""
-    m = mask.to(trainer_logp.dtype)
-    diff = (trainer_logp - rollout_logp) * m  # (B, L) log ratio
-    n = m.sum(dim=-1).clamp(min=1)  # (B,)
-    geo = torch.exp(diff.sum(dim=-1) / n)  # (B,)
-    min_ratio = torch.exp(torch.where(mask.bool(), diff, torch.full_like(diff, float("inf"))).amin(dim=-1))
-    return geo, min_ratio  # (B,), (B,)
-
-
-def mismatch_keep(trainer_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor,
-                  low: float = GEO_LOW, high: float = GEO_HIGH,
-                  min_token_ratio: float = MIN_TOKEN_RATIO) -> torch.Tensor:
-    """(B, L) inputs → keep (B,) bool: geometric ratio inside [low, high] and no token ratio < min."""
-    geo, min_ratio = mismatch_stats(trainer_logp, rollout_logp, mask)
-    return (geo >= low) & (geo <= high) & (min_ratio >= min_token_ratio)
-
-
-def tis_weights(trainer_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor,
-                cap: float = 2.0) -> torch.Tensor:
-    """(B, L) → per-token weights min(exp(trainer − rollout), cap), 0 outside the mask."""
-    w = torch.exp(trainer_logp - rollout_logp).clamp(max=cap)
-    return w * mask.to(w.dtype)
+def tis_weights(trainer_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float = 2.0) -> torch.Tensor:
+    """trainer_logp, rollout_logp (K,), the latter NaN where the rollout gave none →
+    per-token weights (K,): min(exp(trainer − rollout), cap), 1 without a rollout log-prob."""
+    valid = ~torch.isnan(rollout_logp)  # (K,)
+    ratio = torch.exp(trainer_logp - torch.nan_to_num(rollout_logp)).clamp(max=cap)  # (K,)
+    return torch.where(valid, ratio, torch.ones_like(ratio))
 
 
 def segment_mismatch_keep(log_ratio: torch.Tensor, valid: torch.Tensor, seg: torch.Tensor, n: int,
                           low: float = GEO_LOW, high: float = GEO_HIGH,
                           min_token_ratio: float = MIN_TOKEN_RATIO) -> torch.Tensor:
-    """Flat form of ``mismatch_keep`` for packed rows.
+    """Mismatch rejection per sample of a row.
 
     log_ratio, valid, seg (K,): trainer − rollout log-prob, whether the rollout gave one,
-    and the sample each token belongs to → keep (n,) bool. Samples without rollout
-    log-probs are kept (nothing to compare).
+    and the sample each token belongs to → keep (n,) bool: the sample's geometric-mean
+    ratio lies in [low, high] and none of its token ratios is below ``min_token_ratio``.
+    Samples without rollout log-probs are kept (nothing to compare).
     """
     v = valid.to(log_ratio.dtype)
     lr = torch.where(valid, log_ratio, torch.zeros_like(log_ratio))

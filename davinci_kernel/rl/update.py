@@ -20,8 +20,8 @@ from typing import Optional
 
 import torch
 
-from .losses import RoleStats, autocast_dtype, linear_logprobs, pg_token_loss, token_logprobs
-from .rejection import segment_mismatch_keep
+from .losses import RoleStats, autocast_dtype, linear_logprobs, pg_token_loss, token_logprobs, token_mean
+from .rejection import segment_mismatch_keep, tis_weights
 from .sequences import Row, Sample, layout, split_minibatches
 
 
@@ -199,9 +199,8 @@ class _Dist:
 def _weights(rows: list[Row], old: list[Optional[torch.Tensor]], n_samples: int, s: UpdateSettings,
              info: dict) -> list[torch.Tensor]:
     """Per-token weights (K,) per row: 0 for mismatch-rejected samples, TIS ratios, else 1."""
-    ws = [torch.ones_like(r.adv) for r in rows]
     if s.mismatch == "off" or not rows or old[0] is None:
-        return ws
+        return [torch.ones_like(r.adv) for r in rows]
     if s.mismatch == "reject":
         lr = torch.cat([o.cpu() - r.rollout_logp for o, r in zip(old, rows)])
         valid = ~torch.isnan(torch.cat([r.rollout_logp for r in rows]))
@@ -209,11 +208,7 @@ def _weights(rows: list[Row], old: list[Optional[torch.Tensor]], n_samples: int,
         keep = segment_mismatch_keep(lr.double(), valid, seg, n_samples)
         info["mismatch_dropped"] += int((~keep).sum())
         return [keep[r.seg].float() for r in rows]
-    for w, o, r in zip(ws, old, rows):  # tis
-        valid = ~torch.isnan(r.rollout_logp)
-        ratio = torch.exp(o.cpu() - torch.nan_to_num(r.rollout_logp)).clamp(max=s.tis_cap)
-        w.copy_(torch.where(valid, ratio, w))
-    return ws
+    return [tis_weights(o.cpu(), r.rollout_logp, s.tis_cap).to(r.adv.dtype) for o, r in zip(old, rows)]
 
 
 def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerator=None,
@@ -259,7 +254,7 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
                 new = row_logprobs(model, st, device, s.temperature, s.logprobs)
                 ref = o if o is not None else new.detach()
                 tok_loss, clipped = pg_token_loss(new, ref, st.adv, s.clip_low, s.clip_high, weights=dw)
-                loss = tok_loss.sum() / denom * dist.world
+                loss = token_mean(tok_loss, denom) * dist.world  # DDP averages over ranks: × world
                 dist.backward(loss)
             if bool((w > 0).any()):  # host weights: no device sync between micro-batches
                 stats.add(tok_loss, st.adv, clipped, st.role, keep=dw > 0)

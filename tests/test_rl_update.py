@@ -1,0 +1,64 @@
+"""The update path with ``rl.mismatch=tis``: truncated importance weights reach the gradient
+of one update of a tiny model (built from a config, nothing downloaded)."""
+
+import math
+
+import pytest
+import torch
+
+from davinci_kernel.config import load_config
+from davinci_kernel.llm.tiny import build_tiny
+from davinci_kernel.rl.modeling import load_model
+from davinci_kernel.rl.sequences import Sample, pack
+from davinci_kernel.rl.update import UpdateSettings, row_logprobs, update
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class _Record(torch.optim.Optimizer):
+    """Keeps a copy of the gradient it is asked to apply; changes nothing."""
+
+    def __init__(self, params):
+        super().__init__(params, {})
+        self.grads: list[torch.Tensor] = []
+
+    def step(self, closure=None):
+        self.grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                      for g in self.param_groups for p in g["params"]]
+
+
+def test_tis_weights_scale_each_samples_gradient(tmp_path):
+    cfg = load_config(None, ["rl.mismatch=tis", "rl.tis_cap=2.0", "rl.grad_clip=1e9"])
+    settings = UpdateSettings.from_config(cfg)
+    assert settings.mismatch == "tis"
+    model = load_model(build_tiny(tmp_path / "m"), bf16=False, grad_checkpointing=False)
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(5, 300, (n,), generator=g).tolist() for n in (5, 3, 4)]
+    completions = [torch.randint(5, 300, (n,), generator=g).tolist() for n in (4, 6, 3)]
+    with torch.no_grad():
+        trainer_lp = [row_logprobs(model, pack([Sample("policy", p, c, 1.0)], 64)[0], "cpu",
+                                   settings.temperature, settings.logprobs).tolist()
+                      for p, c in zip(prompts, completions)]
+    # the rollout engine saw each token 4× less likely (ratio 4, capped at 2), 2× more likely
+    # (ratio 0.5), or gave no log-probs (weight 1)
+    rollout_lp = [[x - math.log(4) for x in trainer_lp[0]], [x + math.log(2) for x in trainer_lp[1]], None]
+
+    def grad(advantages, rollout, s):
+        opt = _Record(model.parameters())
+        samples = [Sample("policy", p, c, a, r) for p, c, a, r in zip(prompts, completions, advantages, rollout)]
+        update(model, opt, samples, s, device="cpu")
+        return torch.cat([x.reshape(-1) for x in opt.grads])
+
+    off = UpdateSettings(**{**settings.__dict__, "mismatch": "off"})
+    g_tis = grad([1.0, 1.0, 1.0], rollout_lp, settings)
+    g_weighted = grad([2.0, 0.5, 1.0], [None] * 3, off)  # the same weights as advantages
+    g_plain = grad([1.0, 1.0, 1.0], rollout_lp, off)
+    assert g_tis.norm() > 0
+    torch.testing.assert_close(g_tis, g_weighted, atol=1e-6, rtol=1e-4)
+    assert (g_tis - g_plain).norm() > 0.1 * g_plain.norm()
