@@ -1,8 +1,10 @@
 """Typed configuration for every stage, loaded from YAML plus dotted overrides.
 
 Covers: one dataclass per stage (fields carry ``help`` and, where the value is a
-choice, ``choices`` metadata), ``load_config(path, overrides)`` and validation that
-names the field, the value and what is allowed. Does not cover: reading the model
+choice, ``choices`` metadata: the one declaration of what is allowed, read by
+``choices_of`` and checked for every such field by ``validate``),
+``load_config(path, overrides)`` and validation that names the field, the value and
+what is allowed. Does not cover: reading the model
 or tasks those values point at; that happens in the stage that uses them.
 """
 
@@ -50,10 +52,11 @@ class EvalConfig:
                                 "time of the slower side, measured in warm-up, at most 250)")
     timing_lead_from: str = opt("slower", "what sizes the automatic lead: 'slower' = the slower side's host launch "
                                 "time; 'reference' = the reference's alone, so host work a candidate does before "
-                                "its launches returns is timed beyond that lead")
+                                "its launches returns is timed beyond that lead", choices=("slower", "reference"))
     timing_flush: str = opt("hold", "how the L2 flush and the lead run: 'hold' = one kernel filling every SM, so no "
                             "work on another stream can run beside them (falls back to 'fill' where it cannot be "
-                            "built); 'fill' = Tensor.fill_ plus a one-thread torch.cuda._sleep")
+                            "built); 'fill' = Tensor.fill_ plus a one-thread torch.cuda._sleep",
+                            choices=("hold", "fill"))
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
     timing_warmup_ms: float = opt(200.0, "untimed calls continue for at least this long before timing, so the GPU "
                                   "clock has left its idle state (it idles at a few hundred MHz); 0 = count only")
@@ -165,7 +168,8 @@ class RLConfig:
     grad_checkpointing: bool = opt(True, "gradient checkpointing")
     micro_batch_tokens: int = opt(8192, "tokens per micro-batch")
     micro_batch_layout: str = opt("padded", "padded: (B, L) right-padded batches (fused causal attention); "
-                                            "packed: one concatenated row (efficient only with flash-attention varlen)")
+                                            "packed: one concatenated row (efficient only with flash-attention varlen)",
+                                  choices=("padded", "packed"))
     logprob_impl: str = opt("auto", "fused: log-probs straight from the output head's hidden states and weight, "
                             "no logits tensor (plain linear heads only; others fall back to chunked); chunked: the "
                             "model makes the needed logits rows, log-softmax in row chunks; auto: fused, or chunked "
@@ -194,7 +198,8 @@ class SFTConfig:
     minhash_threshold: float = opt(0.85, "[O] diversity filter: Jaccard at or above this is a near duplicate "
                                 "(code, picks, or one proposed skill)")
     max_seq_len: int = opt(8192, "tokens per micro-batch (and the longest example kept whole)")
-    micro_batch_layout: str = opt("padded", "padded: (B, L) right-padded batches; packed: concatenated rows")
+    micro_batch_layout: str = opt("padded", "padded: (B, L) right-padded batches; packed: concatenated rows",
+                                  choices=("padded", "packed"))
     lora_r: int = opt(0, "LoRA rank (0 = full fine-tuning)")
     seed: int = opt(0, "seed")
     batch_rows: int = opt(4, "micro-batches of max_seq_len tokens per optimizer step")
@@ -262,15 +267,29 @@ def _apply(obj: Any, data: dict, prefix: str = "") -> None:
                 raise ConfigError(f"'{where}' is a section; give its keys, e.g. {where}.<key>=...")
             _apply(current, value, where + ".")
             continue
-        value = _coerce(value, f.type, where)
-        choices = f.metadata.get("choices")
-        if choices and value not in choices:
-            raise ConfigError(f"{where}={value!r}: allowed values are {', '.join(map(str, choices))}")
-        setattr(obj, key, value)
+        setattr(obj, key, _coerce(value, f.type, where))  # choices: checked by validate()
+
+
+def choices_of(cls: type, name: str) -> tuple:
+    """The allowed values of field ``name`` of config class ``cls`` (its ``choices`` metadata)."""
+    return {f.name: f for f in dataclasses.fields(cls)}[name].metadata["choices"]
+
+
+def _check_choices(obj: Any, prefix: str = "") -> None:
+    """Every field with ``choices`` metadata, in ``obj`` and its sections, holds one of them."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            _check_choices(value, f"{prefix}{f.name}.")
+        elif "choices" in f.metadata and value not in f.metadata["choices"]:
+            allowed = ", ".join(map(str, f.metadata["choices"]))
+            raise ConfigError(f"{prefix}{f.name}={value!r}: allowed values are {allowed}")
 
 
 def validate(cfg: Config) -> Config:
-    """Range checks that types cannot express."""
+    """Every choice field against its declared ``choices``, then range checks that types
+    cannot express."""
+    _check_choices(cfg)
     checks = [
         ("eval.trials", cfg.eval.trials >= 1, "at least 1"),
         ("eval.atol", cfg.eval.atol >= 0, "non-negative"),
@@ -285,8 +304,6 @@ def validate(cfg: Config) -> Config:
         ("eval.timing_lead_us", cfg.eval.timing_lead_us == -1 or 0 <= cfg.eval.timing_lead_us <= 10000,
          "0 to 10000 microseconds, or -1 (auto)"),
         ("eval.timing_warmup_ms", 0 <= cfg.eval.timing_warmup_ms <= 60000, "0 to 60000 milliseconds"),
-        ("eval.timing_flush", cfg.eval.timing_flush in ("hold", "fill"), "'hold' or 'fill'"),
-        ("eval.timing_lead_from", cfg.eval.timing_lead_from in ("slower", "reference"), "'slower' or 'reference'"),
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),
@@ -299,7 +316,6 @@ def validate(cfg: Config) -> Config:
         ("rl.steps", cfg.rl.steps >= 1, "at least 1"),
         ("rl.minibatches", cfg.rl.minibatches >= 1, "at least 1"),
         ("rl.micro_batch_tokens", cfg.rl.micro_batch_tokens >= 16, "at least 16"),
-        ("rl.micro_batch_layout", cfg.rl.micro_batch_layout in ("padded", "packed"), "padded or packed"),
         ("rl.lora_r", cfg.rl.lora_r >= 0, "non-negative"),
         ("rl.fsdp", not (cfg.rl.fsdp and cfg.rl.lora_r > 0), "false with rl.lora_r > 0 (adapters are small: "
                                                              "replicate them with DDP)"),
@@ -310,7 +326,6 @@ def validate(cfg: Config) -> Config:
         ("rl.save_every", cfg.rl.save_every >= 1, "at least 1"),
         ("rl.keep_checkpoints", cfg.rl.keep_checkpoints >= 1, "at least 1"),
         ("sft.max_seq_len", cfg.sft.max_seq_len >= 16, "at least 16"),
-        ("sft.micro_batch_layout", cfg.sft.micro_batch_layout in ("padded", "packed"), "padded or packed"),
         ("sft.minhash_threshold", 0 < cfg.sft.minhash_threshold <= 1, "in (0, 1]"),
     ]
     for name, ok, allowed in checks:

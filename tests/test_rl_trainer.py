@@ -136,7 +136,7 @@ def test_atomic_seal_replaces_and_prunes(tmp_path):
     ("rl.minibatches=zero", "rl.minibatches='zero': expected an integer"),
     ("reward.kind=speed", "reward.kind='speed': allowed values are released, tiered, fastp"),
     ("rl.nope=1", "unknown config key 'rl.nope'"),
-    ("eval.timing_flush=memset", "eval.timing_flush='memset': must be 'hold' or 'fill'"),
+    ("eval.timing_flush=memset", "eval.timing_flush='memset': allowed values are hold, fill"),
 ])
 def test_config_errors_exit_2_before_loading(override, needle, capsys, tmp_path):
     from davinci_kernel.cli import main

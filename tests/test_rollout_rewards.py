@@ -10,7 +10,8 @@ from davinci_kernel.rollout.rewards import (fastp_reward, fill_rewards, policy_r
 
 
 def ok(speedup, coverage=None):
-    return EvalResult(compiled=True, correct=True, speedup=speedup, coverage=coverage, timing_available=speedup is not None)
+    return EvalResult(compiled=True, correct=True, speedup=speedup, coverage=coverage,
+                      timing_available=speedup is not None)
 
 
 def test_released_recipe():

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Optional
 
+from ..config import RewardConfig, choices_of
 from ..records import EvalResult, TaskGroup
 
 TIERS = ((3.0, 1.0), (2.0, 0.8), (1.5, 0.6), (1.2, 0.4), (1.0, 0.2))
@@ -92,7 +93,7 @@ def fastp_reward(result: EvalResult, thresholds=(1.0, 1.2, 1.5, 2.0)) -> float:
     return hits / (1 + len(thresholds))
 
 
-def policy_reward(result: Optional[EvalResult], cfg) -> float:
+def policy_reward(result: Optional[EvalResult], cfg: RewardConfig) -> float:
     """Dispatch on ``cfg.kind`` (a ``RewardConfig``). A missing result (no code parsed) is a failure."""
     if result is None:
         result = EvalResult(compiled=False, correct=False, stage="static", error_kind="no_code")
@@ -102,7 +103,7 @@ def policy_reward(result: Optional[EvalResult], cfg) -> float:
         return tiered_reward(result)
     if cfg.kind == "fastp":
         return fastp_reward(result, tuple(cfg.fastp_thresholds))
-    raise ValueError(f"reward.kind={cfg.kind!r}: allowed values are released, tiered, fastp")
+    raise ValueError(f"reward.kind={cfg.kind!r}: allowed values are {', '.join(choices_of(RewardConfig, 'kind'))}")
 
 
 def scheme_rewards(group: TaskGroup) -> dict[int, float]:
@@ -119,7 +120,7 @@ def summary_reward(verified_speedups: Iterable[float]) -> float:
     return max((float(s) for s in verified_speedups), default=0.0)
 
 
-def fill_rewards(group: TaskGroup, cfg) -> TaskGroup:
+def fill_rewards(group: TaskGroup, cfg: RewardConfig) -> TaskGroup:
     """In place: ``policy_reward`` on policy turns without a reward, then every selection
     turn's scheme reward (``scheme_rewards``; 0 for a scheme without rollouts). Summary
     turns keep the reward their verification set."""

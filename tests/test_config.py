@@ -1,0 +1,46 @@
+"""Choice fields: declared once in the field metadata, every one checked by ``validate``."""
+
+import dataclasses
+
+import pytest
+
+from davinci_kernel.config import Config, ConfigError, choices_of, load_config, validate
+
+
+def _choice_fields():
+    cfg = Config()
+    for section in dataclasses.fields(cfg):
+        value = getattr(cfg, section.name)
+        if dataclasses.is_dataclass(value):
+            for f in dataclasses.fields(value):
+                if "choices" in f.metadata:
+                    yield section.name, f.name, f.metadata["choices"]
+
+
+CHOICE_FIELDS = list(_choice_fields())
+
+
+def test_the_enumerated_fields_declare_their_choices():
+    declared = {f"{s}.{n}" for s, n, _ in CHOICE_FIELDS}
+    assert {"eval.timing_flush", "eval.timing_lead_from", "eval.sandbox", "skills.select_mode", "rollout.language",
+            "reward.kind", "rl.group_by", "rl.mismatch", "rl.micro_batch_layout", "rl.logprob_impl", "rl.env",
+            "sft.micro_batch_layout"} <= declared
+    assert choices_of(type(Config().eval), "timing_flush") == ("hold", "fill")
+
+
+@pytest.mark.parametrize("section,name,choices", CHOICE_FIELDS, ids=[f"{s}.{n}" for s, n, _ in CHOICE_FIELDS])
+def test_validate_checks_every_choice_field(section, name, choices):
+    cfg = Config()
+    assert getattr(getattr(cfg, section), name) in choices  # the default is allowed
+    for value in choices:
+        setattr(getattr(cfg, section), name, value)
+        validate(cfg)
+    setattr(getattr(cfg, section), name, "bogus")
+    with pytest.raises(ConfigError, match=f"{section}.{name}='bogus': allowed values are {', '.join(choices)}"):
+        validate(cfg)
+
+
+def test_overrides_are_checked_against_the_choices():
+    assert load_config(None, ["rl.micro_batch_layout=packed"]).rl.micro_batch_layout == "packed"
+    with pytest.raises(ConfigError, match="eval.timing_lead_from='faster': allowed values are slower, reference"):
+        load_config(None, ["eval.timing_lead_from=faster"])
