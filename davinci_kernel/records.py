@@ -1,8 +1,9 @@
 """Every record that crosses a stage boundary.
 
-Covers: tasks, skills, evaluation results, model completions, turns, episodes and
-task groups, with lossless JSON round-trips (``to_dict`` / ``from_dict``) so that
-the evaluator, rollout, trainer and reports read the same files.
+Covers: tasks, skills, evaluation results (with the names of the stages where an
+evaluation ends, ``Stage``, and of its error kinds, ``ErrorKind``), model completions,
+turns, episodes and task groups, with lossless JSON round-trips (``to_dict`` /
+``from_dict``) so that the evaluator, rollout, trainer and reports read the same files.
 
 Does not cover: behaviour. Records hold data; the stages that fill them live in
 their own packages. Reward and advantage are separate fields on purpose: the
@@ -102,6 +103,55 @@ class Skill(_Record):
 
 
 # --------------------------------------------------------------------------- evaluation
+class Stage:
+    """Where an evaluation ended (``EvalResult.stage``); ``ORDER`` lists the stages in the
+    order a candidate reaches them (``rollout.optimize`` ranks failed candidates by it)."""
+
+    MISSING = "missing"  # a suite run found no candidate file for the task
+    HARNESS = "harness"  # the harness itself failed (no worker, a bug): says nothing of the candidate
+    STATIC = "static"  # AST checks before anything runs; also a reply without code
+    REFERENCE = "reference"  # the trusted reference failed, or its inputs and outputs do not fit
+    COMPILE = "compile"  # importing the candidate module (module-level code, CUDA / Triton builds)
+    LOAD = "load"  # ModelNew(*get_init_inputs())
+    CORRECTNESS = "correctness"  # trials on fresh inputs
+    PERTURBATION = "perturbation"  # the re-check at perturbed sizes (left only by a timeout there)
+    TIMING = "timing"
+    DONE = "done"
+    ORDER = (MISSING, HARNESS, STATIC, REFERENCE, COMPILE, LOAD, CORRECTNESS, PERTURBATION, TIMING, DONE)
+
+
+class ErrorKind:
+    """``EvalResult.error_kind`` values (None when nothing failed); ``ALL`` holds every one."""
+
+    MISSING = "missing"  # no candidate file (suite runs)
+    NO_CODE = "no_code"  # the reply had no code block (rollout)
+    HARNESS_ERROR = "harness_error"  # a bug of the harness
+    NO_WORKER = "no_worker"  # no worker process became ready
+    SYNTAX_ERROR = "syntax_error"
+    NO_MODELNEW = "no_modelnew"  # the candidate defines no ModelNew class
+    REJECTED = "rejected"  # a static check flagged the source before it ran
+    REFERENCE_ERROR = "reference_error"  # the trusted reference failed
+    TOO_LARGE = "too_large"  # the problem's inputs and outputs do not fit on the device
+    IMPORT_ERROR = "import_error"
+    COMPILE_ERROR = "compile_error"  # any other failure while importing / building the module
+    UNSUPPORTED_ON_CPU = "unsupported_on_cpu"  # a CUDA C++ (load_inline) candidate on a CPU device
+    RUNTIME_ERROR = "runtime_error"  # an exception raised by candidate code
+    CUDA_ERROR = "cuda_error"  # a CUDA error (the worker's context is then discarded)
+    WORKER_CRASH = "worker_crash"  # the candidate's process died
+    TIMEOUT = "timeout"  # past eval.compile_timeout_s or eval.run_timeout_s
+    PROTOCOL_ERROR = "protocol_error"  # the worker broke the message protocol
+    OUTPUT_STRUCTURE = "output_structure"  # not the reference's structure of outputs
+    SHAPE_MISMATCH = "shape_mismatch"
+    DTYPE_MISMATCH = "dtype_mismatch"
+    NAN_INF = "nan_inf"  # NaN / Inf where the reference has finite values
+    WRONG_OUTPUT = "wrong_output"  # values beyond the tolerances
+    UNSUPPORTED_OUTPUT = "unsupported_output"  # an output the harness cannot compare
+    ALL = frozenset((MISSING, NO_CODE, HARNESS_ERROR, NO_WORKER, SYNTAX_ERROR, NO_MODELNEW, REJECTED,
+                     REFERENCE_ERROR, TOO_LARGE, IMPORT_ERROR, COMPILE_ERROR, UNSUPPORTED_ON_CPU, RUNTIME_ERROR,
+                     CUDA_ERROR, WORKER_CRASH, TIMEOUT, PROTOCOL_ERROR, OUTPUT_STRUCTURE, SHAPE_MISMATCH,
+                     DTYPE_MISMATCH, NAN_INF, WRONG_OUTPUT, UNSUPPORTED_OUTPUT))
+
+
 @dataclass
 class KernelTime(_Record):
     name: str
@@ -123,8 +173,8 @@ class EvalResult(_Record):
     correct: bool = False
     flags: list[str] = field(default_factory=list)  # named guard hits (see evaluate/guards.py)
     warnings: list[str] = field(default_factory=list)  # soft observations, not failures
-    stage: str = "static"  # static | load | compile | correctness | guards | timing | done
-    error_kind: Optional[str] = None
+    stage: str = Stage.STATIC  # one of Stage.ORDER
+    error_kind: Optional[str] = None  # one of ErrorKind.ALL
     error_msg: Optional[str] = None
     backend: str = "triton"  # triton | cuda | torch
     device: str = "cpu"

@@ -18,7 +18,7 @@ Does not cover: real tasks, kernels or evaluation (``RolloutEnv`` in ``env.py``)
 
 from __future__ import annotations
 
-from ..records import Completion, EvalResult, Episode, Skill, Task, TaskGroup, Turn
+from ..records import Completion, EvalResult, Episode, Skill, Stage, Task, TaskGroup, Turn
 from ..rollout.rewards import summary_reward
 
 ROLE_CLASS = {"policy": 0, "select": 1, "summary": 2}
@@ -112,7 +112,7 @@ class SyntheticEnv:
                 f = hit_rate(c, "policy")
                 speed = 0.5 + self.policy_gain * f + self.select_gain * q
                 ok = f > 0 or self.policy_gain == 0
-                res = EvalResult(task=t.name, level=t.level, compiled=True, correct=ok, stage="done",
+                res = EvalResult(task=t.name, level=t.level, compiled=True, correct=ok, stage=Stage.DONE,
                                  speedup=speed, coverage=1.0, timing_available=True,
                                  feedback=f"correct={ok} speedup={speed:.2f}x")
                 ep.turns.append(Turn(role="policy", task=t.name, messages=msgs, completion=c, scheme=ep.scheme,
@@ -148,7 +148,7 @@ class SyntheticEnv:
             g.summaries.append(Turn(role="summary", task=t.name, messages=msgs, completion=c, turn=i, parsed=[name],
                                     reward=summary_reward([speed] if speed >= self.min_speedup else [])))
             g.verifications.append(Turn(role="verify", task=t.name, turn=i, parsed=name, result=EvalResult(
-                task=t.name, level=t.level, compiled=True, correct=True, stage="done", speedup=speed,
+                task=t.name, level=t.level, compiled=True, correct=True, stage=Stage.DONE, speedup=speed,
                 timing_available=True)))
             if speed >= self.min_speedup and speed > best_skill.get(t.name, (0.0, None))[0]:
                 best_skill[t.name] = (speed, Skill(name=name, description=f"synthetic skill for {t.name}",
@@ -190,6 +190,6 @@ class SyntheticEnv:
         out = []
         for t, c in zip(self._val, self._gen(generator, prompts)):
             f = hit_rate(c, "policy")
-            out.append(EvalResult(task=t.name, level=t.level, compiled=True, correct=f > 0, stage="done",
+            out.append(EvalResult(task=t.name, level=t.level, compiled=True, correct=f > 0, stage=Stage.DONE,
                                   speedup=0.5 + self.policy_gain * f, timing_available=True))
         return out

@@ -14,15 +14,15 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..agents.policy import extract_code, feedback_message, first_messages
-from ..records import EvalResult, Episode, Skill, Task, Turn
+from ..records import ErrorKind, EvalResult, Episode, Skill, Stage, Task, Turn
 from .context import Context
 from .rewards import policy_reward
 
 
 def no_code_result(task: Task, error: Optional[str]) -> EvalResult:
     """The result a turn without a candidate counts as (the rewards' convention)."""
-    return EvalResult(task=task.name, level=task.level, compiled=False, correct=False, stage="static",
-                      error_kind="no_code", error_msg=error or "no code", feedback=f"Format error: {error}")
+    return EvalResult(task=task.name, level=task.level, compiled=False, correct=False, stage=Stage.STATIC,
+                      error_kind=ErrorKind.NO_CODE, error_msg=error or "no code", feedback=f"Format error: {error}")
 
 
 async def run_episodes(ctx: Context, task: Task, schemes: Sequence[Sequence[Skill]], n: int,

@@ -16,14 +16,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..config import RewardConfig, RolloutConfig, SkillsConfig
-from ..records import EvalResult, Task, TaskGroup
+from ..records import EvalResult, Stage, Task, TaskGroup
 from ..skills.admit import Admission
 from .context import Context
 from .group import GroupPlan, run_group
 from .rundir import GROUPS_FILE, RESULTS_FILE, RunDir
 from .session import open_session
-
-_STAGES = ("static", "load", "compile", "correctness", "guards", "timing", "done")
 
 
 @dataclass
@@ -38,9 +36,10 @@ class OptimizeSettings:
 
 
 def _rank(res: Optional[EvalResult]) -> tuple:
+    """Correct, then compiled, then how far it got (``Stage.ORDER``), then speedup."""
     if res is None:
         return (0, 0, -1, 0.0)
-    stage = _STAGES.index(res.stage) if res.stage in _STAGES else 0
+    stage = Stage.ORDER.index(res.stage) if res.stage in Stage.ORDER else 0
     return (int(res.correct), int(res.compiled), stage, res.speedup or 0.0)
 
 

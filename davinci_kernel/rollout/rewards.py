@@ -38,7 +38,7 @@ import math
 from typing import Iterable, Optional
 
 from ..config import RewardConfig, choices_of
-from ..records import EvalResult, TaskGroup
+from ..records import ErrorKind, EvalResult, Stage, TaskGroup
 
 TIERS = ((3.0, 1.0), (2.0, 0.8), (1.5, 0.6), (1.2, 0.4), (1.0, 0.2))
 TIER_SLOWER = -0.1
@@ -96,7 +96,7 @@ def fastp_reward(result: EvalResult, thresholds=(1.0, 1.2, 1.5, 2.0)) -> float:
 def policy_reward(result: Optional[EvalResult], cfg: RewardConfig) -> float:
     """Dispatch on ``cfg.kind`` (a ``RewardConfig``). A missing result (no code parsed) is a failure."""
     if result is None:
-        result = EvalResult(compiled=False, correct=False, stage="static", error_kind="no_code")
+        result = EvalResult(compiled=False, correct=False, stage=Stage.STATIC, error_kind=ErrorKind.NO_CODE)
     if cfg.kind == "released":
         return released_reward(result, cfg.speedup_cap, cfg.coverage_weight)
     if cfg.kind == "tiered":
