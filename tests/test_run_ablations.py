@@ -4,8 +4,7 @@
 candidates; ``--select bm25`` takes the BM25 top skills with no such call; ``--select none``
 opens no library and injects nothing; ``--no-seed`` starts a new library empty (so nothing
 can be selected). The scripted model logs every call by role, which is how the tests count
-backend calls. The run directories are real ``dvk run`` output, later compared by
-``dvk report A B`` in ``test_report_compare.py``'s CLI test.
+backend calls. Two of the run directories are then compared by ``dvk report A B``.
 """
 
 from __future__ import annotations
@@ -155,3 +154,20 @@ def test_resume_with_another_select_is_refused(runs):
              f"script:{runs['tmp'] / 'model.py'}", "--select", "bm25", "--out", str(runs["none"]["dir"]),
              "--device", "cpu", "--turns", "1"], dict(os.environ, DVK_SCRIPT_LOG=os.devnull), timeout=120)
     assert p.returncode == 2 and "select='none'" in p.stderr
+
+
+def test_report_compares_real_runs(runs, tmp_path):
+    a, b = runs["none"]["dir"], runs["bm25"]["dir"]
+    p = dvk(["report", str(a), str(b), "--json", "--out", str(tmp_path / "cmp")], dict(os.environ), timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert [r["meta"]["select"] for r in doc["runs"]] == ["none", "bm25"]
+    for group in ("last", "best"):
+        for label, run in (("A", a), ("B", b)):
+            summary = json.loads((run / "summary.json").read_text())[group]  # what dvk run printed
+            assert doc["fastp"][group][label] == summary
+        diff = doc["diff"][group]["B-A"]
+        assert diff["1"]["fast_0"] == 0.0 and diff["all"]["fast_0"] == 0.0  # both correct
+        assert diff["1"]["fast_1"] is None  # CPU: nothing timed, so no difference either
+    page = (tmp_path / "cmp" / "compare.html").read_text()
+    assert "select none" in page and "select bm25" in page

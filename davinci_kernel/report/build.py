@@ -3,7 +3,8 @@
 Covers: putting rundir (input), fastp (metrics), plots (figures) and page (HTML) together
 and writing every output atomically (temporary file in RUN_DIR, then ``os.replace``).
 Figures: ``fastp.png``, ``speedups.png``, ``training.png``, each written only when there
-is data for it. Does not cover the command line (commands.py).
+is data for it. Several runs compared (``write_comparison``): ``compare.html`` and
+``compare.png`` in an output folder. Does not cover the command line (commands.py).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from typing import Optional, Union
 
 from ..errors import UsageError
 from . import plots
+from .compare import Comparison
 from .fastp import DEFAULT_PS, fastp_table
 from .page import render_page
 from .rundir import RunData, load_run
 
 REPORT_FILE = "report.html"
+COMPARE_FILE = "compare.html"
+COMPARE_FIGURE = "compare.png"
 
 
 @dataclass
@@ -98,3 +102,28 @@ def write_report(run: RunData, ps=DEFAULT_PS) -> Report:
 def build_report(run_dir) -> Path:
     """Write RUN_DIR/report.html (and PNG figures); return the page's path."""
     return write_report(load_run(run_dir)).html
+
+
+@dataclass
+class ComparisonReport:
+    """What a comparison wrote."""
+
+    comparison: Comparison
+    html: Path
+    figure: Path
+
+
+def write_comparison(comp: Comparison, out_dir: Path) -> ComparisonReport:
+    """Render ``comp`` into OUT_DIR/compare.html plus compare.png (the folder is created)."""
+    from .compare_page import render_compare_page
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    names = [f"{lab}: {run.path.name}" for lab, run in zip(comp.labels, comp.runs)]
+    png = plots.compare_figure(comp.tables, names, comp.ps)
+    rep = ComparisonReport(comparison=comp, html=out_dir / COMPARE_FILE, figure=out_dir / COMPARE_FIGURE)
+    write_atomic(rep.figure, png)
+    write_atomic(rep.html, render_compare_page(comp, out_dir.resolve(), png))
+    return rep

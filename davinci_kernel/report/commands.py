@@ -1,22 +1,44 @@
-"""`dvk report RUN_DIR`: write the run's HTML page and figures, print its Fast_p table.
+"""`dvk report RUN_DIR [RUN_DIR...]`: one run's HTML page and figures, or several runs compared.
 
 Covers: the command's arguments, output on the terminal (a rich table per result group,
 or one JSON document with ``--json``) and the mapping of bad input to UsageError
-(exit 2). Does not cover reading the run or rendering (build.py and its helpers).
+(exit 2). One run: RUN_DIR/report.html and PNGs, as always. Several: Fast_p at the last
+and best turn per level side by side with the differences to the first run, on the
+terminal and in OUT/compare.html + compare.png (``--out``; default a ``compare-A-vs-B``
+folder next to the first run). Does not cover reading runs or rendering (build.py,
+compare.py and their helpers).
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
+from typing import Optional
 
 import typer
 
 
 def report(
-    run_dir: str = typer.Argument(..., help="run directory written by dvk bench / run / train"),
+    run_dirs: list[str] = typer.Argument(..., help="run directory written by dvk bench / run / train; several: "
+                                                   "compare them (the first is A, the baseline of B − A)",
+                                         metavar="RUN_DIR"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON document (paths and Fast_p tables)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="with several runs: the folder for compare.html and "
+                                                          "compare.png (default: compare-<A>-vs-<B> next to the "
+                                                          "first run)"),
 ) -> None:
-    """Write RUN_DIR/report.html (one self-contained page) and the PNG figures."""
+    """Write RUN_DIR/report.html (one self-contained page) and the PNG figures; with several
+    runs, one page comparing their Fast_p at the last and best turn per level, with the
+    differences to the first run."""
+    if len(run_dirs) > 1:
+        _compare(run_dirs, json_out, out)
+        return
+    if out is not None:
+        from ..errors import UsageError
+
+        raise UsageError("--out is for comparing several runs; one run's report is written into its RUN_DIR")
+    run_dir = run_dirs[0]
     from .build import write_report
     from .fastp import DEFAULT_PS
     from .rundir import load_run
@@ -47,6 +69,54 @@ def report(
         console.print("no evaluation results in this run (no results.jsonl lines)")
     figs = ", ".join(p.name for p in rep.figures.values()) or "none"
     console.print(f"wrote {rep.html} (figures: {figs})", highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+
+
+def _default_out(run_dirs: list[str]) -> Path:
+    names = [re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(p).expanduser().resolve().name) for p in run_dirs]
+    name = "compare-" + "-vs-".join(names)
+    if len(name) > 100:
+        name = name[:100].rstrip("-_.")
+    return Path(run_dirs[0]).expanduser().resolve().parent / name
+
+
+def _compare(run_dirs: list[str], json_out: bool, out: Optional[Path]) -> None:
+    from ..errors import check_out_dir
+    from .build import write_comparison
+    from .compare import load_comparison, run_summary
+
+    comp = load_comparison(run_dirs)
+    rep = write_comparison(comp, check_out_dir(out) if out is not None else _default_out(run_dirs))
+    if json_out:
+        from ..cli import print_json
+
+        print_json({
+            "report": str(rep.html),
+            "figures": {"compare": str(rep.figure)},
+            "runs": [{"label": lab, "path": str(run.path), "meta": run.meta}
+                     for lab, run in zip(comp.labels, comp.runs)],
+            "levels": comp.levels,
+            "fastp": {g: {lab: {str(lvl): row for lvl, row in t.items()} for lab, t in zip(comp.labels, tables)}
+                      for g, tables in comp.tables.items()},
+            "diff": {g: {comp.diff_label(i): {str(lvl): row for lvl, row in d.items()}
+                         for i, d in enumerate(diffs, 1)} for g, diffs in comp.diffs.items()},
+            "notes": comp.notes,
+        })
+        return
+    from rich.console import Console
+
+    from .terminal import compare_rich_table
+
+    for note in comp.notes:
+        typer.echo(f"note: {note}", err=True)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=140)
+    for lab, run in zip(comp.labels, comp.runs):
+        console.print(f"{lab} = {run.path}  ({run_summary(run)})", highlight=False, soft_wrap=True)
+    for group in comp.tables:
+        console.print(compare_rich_table(comp, group))
+    console.print(f"wrote {rep.html} (figure: {rep.figure.name})", highlight=False, soft_wrap=True)
     sys.stdout.flush()
 
 

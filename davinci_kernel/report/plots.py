@@ -2,7 +2,8 @@
 
 Covers: the Fast_p bar chart per level, speedup distributions per level (sorted bars and
 a histogram on log scales, against eager and torch.compile) and training curves
-(rewards, Fast_p, losses, throughput, skill-library size per step). Uses ``Figure`` +
+(rewards, Fast_p, losses, throughput, skill-library size per step), and the comparison of
+runs (Fast_p bars per run, per level and result group). Uses ``Figure`` +
 ``FigureCanvasAgg`` directly, never pyplot, so no global backend state is touched.
 Does not cover computing metrics (fastp.py) or writing files (build.py).
 """
@@ -196,4 +197,36 @@ def training_figure(metrics: list[dict], skills: list[dict]) -> Optional[bytes]:
         ax.grid(alpha=0.3)
     for ax in axes[count:]:
         ax.set_axis_off()
+    return _png(fig)
+
+
+RUN_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+
+
+def compare_figure(tables: dict[str, list[dict]], labels: list[str], ps) -> bytes:
+    """Runs side by side: one row of panels per result group, one panel per level (and all),
+    Fast_p on x, one bar per run (``labels``: one legend entry per run)."""
+    groups = list(tables)
+    levels = list(tables[groups[0]][0])
+    fig = Figure(figsize=(min(3.2 * len(levels), 14.0), 3.0 * len(groups)), layout="constrained")
+    axes = fig.subplots(len(groups), len(levels), squeeze=False)
+    width = 0.8 / len(labels)
+    for gi, group in enumerate(groups):
+        for li, lvl in enumerate(levels):
+            ax = axes[gi][li]
+            for ri, (label, table) in enumerate(zip(labels, tables[group])):
+                row = table.get(lvl, {})
+                xs = [j + (ri - (len(labels) - 1) / 2) * width for j in range(len(ps))]
+                ys = [0.0 if row.get(f"fast_{p:g}") is None else 100.0 * row[f"fast_{p:g}"] for p in ps]
+                ax.bar(xs, ys, width=width, color=RUN_COLORS[ri % len(RUN_COLORS)], label=label)
+            ax.set_xticks(range(len(ps)))
+            ax.set_xticklabels(["correct" if p == 0 else f"F_{p:g}" for p in ps], fontsize=8)
+            ax.set_ylim(0, 105)
+            ax.set_yticks(range(0, 101, 25))
+            ax.grid(axis="y", alpha=0.3)
+            ax.set_title(f"{group} turn — {level_label(lvl)}", fontsize=9)
+            if li == 0:
+                ax.set_ylabel("% of tasks")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside upper center", ncol=min(len(labels), 4), fontsize=8)
     return _png(fig)

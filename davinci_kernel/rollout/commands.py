@@ -214,7 +214,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run every task of a suite through the episode; Fast_p at the last and best turn.
 
-        The library is read, never changed. --select picks how skills are chosen (training's skills.select_mode); --no-seed keeps a new --db empty."""
+        The library is read, never changed. --select: how skills are chosen; --no-seed: a new --db starts empty."""
         from ..tasks import load_suite
         from .progress import live
         from .rundir import RunDir
