@@ -171,3 +171,16 @@ def test_report_compares_real_runs(runs, tmp_path):
         assert diff["1"]["fast_1"] is None  # CPU: nothing timed, so no difference either
     page = (tmp_path / "cmp" / "compare.html").read_text()
     assert "select none" in page and "select bm25" in page
+
+
+def test_optimize_takes_the_same_no_seed(runs, tmp_path):
+    log = tmp_path / "calls.log"
+    p = dvk(["optimize", str(runs["tmp"] / "suite" / "level1" / "1_ReLU.py"), "--model",
+             f"script:{runs['tmp'] / 'model.py'}", "--no-seed", "--db", str(tmp_path / "new.db"), "--turns", "1",
+             "--rollouts", "1", "--schemes", "1", "--summaries", "1", "--device", "cpu", "--workers", "1",
+             "--out", str(tmp_path / "opt")], dict(os.environ, DVK_SCRIPT_LOG=str(log), OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    # one (empty) scheme plus the null scheme, one rollout each; an empty library: no selection call
+    assert log.read_text().split() == ["policy", "policy"]
+    q = dvk(["skills", "list", "--db", str(tmp_path / "new.db"), "--json"], dict(os.environ), timeout=120)
+    assert q.returncode == 0 and json.loads(q.stdout) == []
