@@ -128,6 +128,12 @@ def part_throughput(ev, tp_items, out: dict) -> None:
     out["throughput"]["per_task_seconds"] = {f"{i}:{r.task}": round(r.eval_seconds, 2) for i, r in enumerate(res)}
     out["throughput"]["not_correct"] = {f"{i}:{r.task}": [r.error_kind, r.flags, (r.error_msg or "")[:300]]
                                         for i, r in enumerate(res) if not r.correct}
+    worker: dict = {}  # the workers' own split of their timing phase (claims, for diagnosis)
+    for r in res:
+        for k, v in (r.timing_detail.get("phase_ms") or {}).items():
+            worker[k] = worker.get(k, 0.0) + v / 1e3
+    out["throughput"]["worker_timing_seconds_total"] = {k: round(v, 2) for k, v in worker.items()}
+    out["throughput"]["gate_stops"] = sum(g.stops for g in ev._gates._gates.values())  # checks stopped for a timer
     out["throughput"]["flush"] = next((r.timing_detail.get("flush") for r in res if r.timing_detail.get("flush")), None)
     out["throughput"]["lead_us"] = sorted({round(r.timing_detail.get("lead_us") or 0) for r in res})
     # the harness's wall-time check of each worker's timing report: unexplained ms per timed call
@@ -139,8 +145,8 @@ def part_throughput(ev, tp_items, out: dict) -> None:
     if per_call:
         print(f"wall check: unexplained per timed call (us): min {per_call[0]}, median {per_call[len(per_call) // 2]}, "
               f"max {per_call[-1]}", flush=True)
-    print(f"ours: {len(tp_items)} candidates in {ours_s:.1f}s; by phase: {out['throughput']['phase_seconds_total']}",
-          flush=True)
+    print(f"ours: {len(tp_items)} candidates in {ours_s:.1f}s; by phase: {out['throughput']['phase_seconds_total']}; "
+          f"workers' timing phase: {out['throughput']['worker_timing_seconds_total']}", flush=True)
 
 
 def part_naive(tp_items, n_naive: int, out: dict) -> None:

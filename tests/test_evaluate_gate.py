@@ -1,8 +1,12 @@
-"""The per-GPU gate: checks run side by side, timing runs alone, and a waiting timer is
-not starved by a stream of checks."""
+"""The per-GPU gate: checks run side by side, timing runs alone (the checks' processes
+stopped meanwhile), and a waiting timer is not starved by a stream of checks."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -70,6 +74,59 @@ def test_exclusive_waits_for_checks_and_blocks_new_ones():
     for t in (a, b, c):
         t.join(5)
     assert log == ["check1 in", "check1 out", "time in", "time out", "check2 in"]
+    assert gate.state() == (0, False, 0)
+
+
+class _Sleeper:
+    """A real process the gate can stop: SIGSTOP / SIGCONT, nested like WorkerProcess's."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])
+        self.depth = 0
+
+    def freeze(self):
+        self.depth += 1
+        if self.depth == 1:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+            _wait_until(lambda: self.state() == "T")
+
+    def thaw(self):
+        self.depth -= 1
+        if self.depth == 0:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def state(self):
+        with open(f"/proc/{self.proc.pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_timer_stops_running_checks_instead_of_waiting_for_them():
+    gate = DeviceGate()
+    checks = [_Sleeper(), _Sleeper()]
+    release = threading.Event()
+    seen = []
+
+    def check(p):
+        with gate.shared(p):
+            release.wait(10)
+
+    threads = [threading.Thread(target=check, args=(p,)) for p in checks]
+    try:
+        for t in threads:
+            t.start()
+        _wait_until(lambda: gate.state()[0] == 2)
+        with gate.exclusive():  # at once: the checks still run, but their processes are stopped
+            seen = [p.state() for p in checks]
+            assert gate.state() == (2, True, 0)
+        _wait_until(lambda: all(p.state() in ("S", "R") for p in checks))
+        assert seen == ["T", "T"] and gate.stops == 2
+    finally:
+        release.set()
+        for t in threads:
+            t.join(5)
+        for p in checks:
+            p.proc.kill()
+            p.proc.wait()
     assert gate.state() == (0, False, 0)
 
 

@@ -32,30 +32,28 @@ def test_illegal_memory_access_then_a_correct_kernel(gpu_evaluator):
 
 
 def test_two_workers_per_gpu_time_alone(tmp_path):
-    """Two workers on one GPU: candidates are checked side by side, but every timing (and
-    baseline) interval has the GPU to itself, and the speedups still come out."""
+    """Two workers on one GPU: candidates are checked side by side, but while one is timed
+    (or a baseline is), every other process of ours that is checking is stopped, no two
+    timings overlap, and the speedups still come out."""
     import contextlib
     import time
 
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
     from davinci_kernel.evaluate.gate import DeviceGate, Gates
+    from davinci_kernel.evaluate.procs import _state
 
-    spans = []
+    spans, running_beside = [], []
 
     class Recording(DeviceGate):
         @contextlib.contextmanager
-        def _span(self, kind, held):
-            with held:
-                t0 = time.monotonic()
-                yield
-                spans.append((kind, t0, time.monotonic()))
-
-        def shared(self):
-            return self._span("shared", super().shared())
-
         def exclusive(self):
-            return self._span("exclusive", super().exclusive())
+            with super().exclusive():
+                t0 = time.monotonic()
+                for h in list(self._holders):  # each checking process: every pid of it stopped
+                    running_beside.extend(pid for pid in h.tree() if _state(pid) not in ("T", "t", "Z", "X", None))
+                yield
+                spans.append((t0, time.monotonic()))
 
     class RecordingGates(Gates):
         def __call__(self, device):
@@ -67,13 +65,13 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
     cfg = EvalConfig(device="cuda", cache_dir=str(tmp_path / "cache"), baseline_compile=False, workers_per_gpu=2)
     with Evaluator(cfg) as ev:
         assert ev.n_workers == 2
-        ev._gates = RecordingGates()
+        ev._gates = ev.pool.gates = RecordingGates()
         res = ev.evaluate_many([(fixture_task("relu"), relu), (fixture_task("matmul_relu"), mm)] * 2)
     assert all(r.correct and r.speedup for r in res), [(r.error_kind, r.error_msg, r.flags) for r in res]
-    excl = [s for s in spans if s[0] == "exclusive"]
-    assert len(excl) >= 4  # 4 timings (+ baselines)
-    for kind, a, b in excl:
-        assert not [s for s in spans if s != (kind, a, b) and s[1] < b and s[2] > a], "timing overlapped other work"
+    assert len(spans) >= 4  # 4 timings (+ baselines)
+    assert not running_beside, "a checking process ran while another was timed"
+    for a, b in spans:
+        assert not [s for s in spans if s != (a, b) and s[0] < b and s[1] > a], "two timings overlapped"
 
 
 def test_a_task_of_15_percent_of_gpu_memory_fits_the_plan(tmp_path):

@@ -68,6 +68,10 @@ class CandidateRunner:
         self.threads_before = {t.ident for t in threading.enumerate()}
         self.children_before = _children()
         self.ref_forward = type(self.ref_model).forward
+        if self.dev.type == "cuda":  # libraries it calls load now (cuDNN, cuBLAS), not in the timed warm-up
+            with rt.C.no_grad():
+                self.ref_model(*self.inputs(0))
+            self.sync()
         self.before = snapshot(self.torch, [self.ref_mod, type(self.ref_model)])
 
     def load(self) -> bool:
@@ -191,24 +195,37 @@ class CandidateRunner:
             self.emit(key, out)
 
     def time(self) -> None:
+        """Timing inputs made beside other checks; then, with the GPU to itself, the
+        interleaved timed pairs and the profiler pass; then the last round's outputs."""
         from . import profile, timing
 
         j = self.j
         self.out["stage"] = "timing"
+        marks = [rt.C.perf()]
         plan = self.plan()
         sets = [self.inputs(i) for i in range(plan.sets)]
-        self.ch.send({"event": "timing_start"})
+        self.ch.send({"event": "timing_ready"})  # the harness gives this process the GPU alone
+        if self.ch.recv().get("cmd") != "go":
+            raise SystemExit(0)
+        marks.append(rt.C.perf())
         res = timing.interleaved(rt.C, self.dev, self.ref_model, self.cand_model, sets, warmup=j.timing.warmup_iters,
                                  **j.timing.kw(), placements=plan.placements, reclone=rt.clone_args,
                                  poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
                                  on_timed=lambda: self.ch.send({"event": "timed_start"}))
         self.ch.send({"event": "timed_end"})
+        marks.append(rt.C.perf())
         last = res.pop("last_outputs")
         res["plan"] = {**plan.as_dict(), "measured_peak_bytes": rt.C.torch.cuda.max_memory_allocated(self.dev)}
         self.out["timing"] = res
         self.out["kernels"] = profile.profile_kernels(rt.C, self.dev, self.cand_model, sets[0])
+        marks.append(rt.C.perf())
+        self.ch.send({"event": "profiled"})  # done with the GPU alone
+        del sets
         for i, o in last.items():
             self.emit(f"timed{i}", o)
+        marks.append(rt.C.perf())
+        res["phase_ms"] = {k: round(1e3 * (b - a), 1) for k, a, b in
+                           zip(("prepare", "timed", "profile", "outputs"), marks, marks[1:])}
 
     def integrity(self, phase: str) -> None:
         """Patches visible after a phase (evidence: it can only flag the candidate)."""
@@ -291,12 +308,28 @@ def _phase(r: CandidateRunner, stage: str, fn) -> None:
     r.integrity(stage)
 
 
+def warm_gpu_tools(device: str) -> None:
+    """Load what the timing phase uses for the first time in a process (the GPU profiler,
+    the busy-wait and random kernels) while the worker waits for its candidate, so a timed
+    phase, which has the GPU to itself, does not spend seconds loading it."""
+    from . import profile, timing
+
+    C, dev = rt.C, rt.C.torch.device(device)
+    x = C.torch.ones(1024, device=dev)
+    profile.profile_kernels(C, dev, lambda t: t * 2, [x], calls=1)
+    timing.sm_clock_mhz(C, dev, cycles=1000)
+    timing.vary(C, [x])
+    C.sync(dev)
+
+
 def main(argv: list[str]) -> None:
     ch, device, notes = rt.start(argv)
     install_launch_counter()
     from .audit import settle
 
     settle(rt.C.torch, device)
+    if device.startswith("cuda"):
+        warm_gpu_tools(device)
     out_dir = os.path.join(os.getcwd(), "out")
     ch.send({"event": "ready", "pid": os.getpid(), "uid": os.getuid(), "gpu": rt.gpu_name(device),
              "torch": rt.C.torch.__version__, "notes": notes})

@@ -83,12 +83,13 @@ class Evaluator:
         self.timing_settings = TimingSettings.from_config(self.cfg)
         limits = Limits(memory_bytes=sandbox.memory_limit_bytes(self.cfg.worker_memory_gb),
                         cpu_seconds=int(4 * (self.cfg.compile_timeout_s + self.cfg.run_timeout_s)) + 60)
+        # several workers per GPU: they check side by side, but time alone
+        self._gates = getattr(pool, "gates", None) or Gates()
         self.pool = pool or LocalPool(default_slots(self.device, workers, self.cfg.workers_per_gpu),
                                       root=self.tmp_root, spares=self.cfg.spare_workers, limits=limits,
-                                      sandboxed=sandboxed)
+                                      sandboxed=sandboxed, gates=self._gates)
         self.baselines = BaselineCache(self.cfg.cache_dir)
         self._baseline_checked: set = set()
-        self._gates = Gates()  # several workers per GPU: they check side by side, but time alone
         self._key_locks: dict = {}
         self._infos: dict[str, tuple[str, str]] = {}
         self._locks_lock = threading.Lock()
@@ -120,6 +121,10 @@ class Evaluator:
         except Exception as e:  # noqa: BLE001 - a harness bug must not kill a training run
             res = EvalResult(task=task.name, level=task.level, device=self.device, stage="harness",
                              error_kind="harness_error", error_msg=f"{type(e).__name__}: {e}")
+        if res.flags == ["timing_mismatch"] and res.timing_available:
+            t1 = time.monotonic()
+            self._retime(task, source, res)
+            res.phase_seconds["retime"] = round(time.monotonic() - t1, 4)
         if res.speedup is not None and not res.flags and res.speedup > self.cfg.implausible_speedup:
             t1 = time.monotonic()
             self._reverify(task, source, res)
@@ -216,13 +221,22 @@ class Evaluator:
         with self._locks_lock:
             return self._key_locks.setdefault(key, threading.Lock())
 
-    def _ask_reference(self, device: str, cmd: str, job: ReferenceJob, exclusive: bool) -> dict:
-        """One request to a reference process of the device; {"error": ...} if it failed."""
+    def _ask_reference(self, device: str, cmd: str, job: ReferenceJob) -> dict:
+        """One request to a reference process of the device; {"error": ...} if it failed.
+        It works beside other checks; a baseline says when it is ready to be timed, and is
+        then timed with the GPU to itself."""
         gate = self._gates(device)
+        limit = self.cfg.compile_timeout_s + self.cfg.run_timeout_s
         try:
-            with self.pool.reference(device) as ref, (gate.exclusive() if exclusive else gate.shared()):
-                ref.send({"cmd": cmd, "job": job.to_dict()})
-                result = ref.recv(self.cfg.compile_timeout_s + self.cfg.run_timeout_s).get("result", {})
+            with self.pool.reference(device) as ref:
+                with gate.shared(ref):
+                    ref.send({"cmd": cmd, "job": job.to_dict()})
+                    msg = ref.recv(limit)
+                if msg.get("event") == "prepared":
+                    with gate.exclusive():
+                        ref.send({"cmd": "go"})
+                        msg = ref.recv(limit)
+                result = msg.get("result", {})
                 if result.get("cuda_broken"):
                     raise WorkerDied(result.get("error", "CUDA error"))  # replaced on the way out
                 return result
@@ -248,7 +262,7 @@ class Evaluator:
                                perturb=perturb["judged"], odd=perturb["odd"], perturb_seed=cfg.seed + 7,
                                sample_seed=sample_seed,
                                timing=self.timing_settings)
-            result = self._ask_reference(device, "reference", job, exclusive=False)
+            result = self._ask_reference(device, "reference", job)
             if "error" in result:
                 shutil.rmtree(home, ignore_errors=True)
                 return {"error": result["error"], "error_kind": result.get("error_kind", "reference_error")}
@@ -275,7 +289,7 @@ class Evaluator:
                                timing=self.timing_settings)
             if got is not None:  # check the stored entry once per run, eager only
                 job.timing = dataclasses.replace(self.timing_settings, baseline_compile=False)
-            fresh = self._ask_reference(device, "baseline", job, exclusive=True)
+            fresh = self._ask_reference(device, "baseline", job)
             if "error" in fresh:
                 return got
             self._baseline_checked.add(key)
@@ -283,7 +297,7 @@ class Evaluator:
                 if abs(math.log(fresh["eager_ms"] / got["eager_ms"])) <= math.log(1.25):
                     return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms") if k in fresh}}
                 job.timing = self.timing_settings  # the stored entry disagrees: measure all of it again
-                fresh = self._ask_reference(device, "baseline", job, exclusive=True)
+                fresh = self._ask_reference(device, "baseline", job)
             if "eager_ms" in fresh:
                 self.baselines.put(key, fresh)
             return fresh
@@ -302,7 +316,7 @@ class Evaluator:
         gate = self._gates(w.device)
         cand: dict = {}
         seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
-        with gate.shared():  # checking: other workers on this GPU may check too, none may time
+        with gate.shared(w):  # checking: other workers on this GPU may check too; a timer stops them
             clock.mark("gate")
             w.send({"cmd": "job", "job": job.to_dict()})
             res.stage = "compile"
@@ -350,26 +364,8 @@ class Evaluator:
             if not res.error_kind and not res.flags:
                 res.stage = "done"
             return
-        t_start = t_end = None
-        with gate.exclusive():  # timing: this GPU runs nothing else meanwhile
-            clock.mark("gate")
-            w.send({"cmd": "time"})
-            res.stage = "timing"
-            while True:
-                msg = w.recv(cfg.run_timeout_s)
-                ev = msg.get("event")
-                if ev == "timed_start":
-                    t_start = time.monotonic()
-                elif ev == "timed_end":
-                    t_end = time.monotonic()
-                elif ev == "output":
-                    self._intake(w, msg, cand, seed)
-                elif ev == "timed":
-                    tout = msg.get("result")
-                    break
-                elif ev != "timing_start":
-                    raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
-            clock.mark("timing")
+        res.stage = "timing"
+        tout, wall_ms = self._time(w, gate, cand, seed, clock)
         if not isinstance(tout, dict):
             raise ProtocolError("the timing report is not an object")
         if tout.get("error_kind"):
@@ -378,9 +374,59 @@ class Evaluator:
             res.error_msg = str(tout.get("error_msg", ""))[:3000]
             return
         judge.add_worker_flags(res, tout)
-        wall_ms = (t_end - t_start) * 1e3 if t_start is not None and t_end is not None and t_end > t_start else None
         judge.timing(res, tout, cand, ref, rep.backend, rep.kernels, base, wall_ms, cfg)
         res.stage = "done"
+
+    def _time(self, w: WorkerProcess, gate, cand: dict, seed: int, clock: "_Clock") -> tuple:
+        """The timing phase: the worker makes its inputs beside other checks, times with the
+        GPU to itself (other checking processes stopped), and hands over the last round's
+        outputs beside other checks again. Returns (its report, the wall milliseconds this
+        process measured around the timed pairs, or None)."""
+        cfg = self.cfg
+        t_start = t_end = None
+        with gate.shared(w):  # the worker makes its timing inputs beside other checks
+            w.send({"cmd": "time"})
+            msg = w.recv(cfg.run_timeout_s)
+        clock.mark("timing")
+        if msg.get("event") == "timed":  # it failed before it was ready
+            tout = msg.get("result")
+        elif msg.get("event") != "timing_ready":
+            raise ProtocolError(f"unexpected event {str(msg.get('event'))[:40]!r}")
+        else:
+            tout = None
+            with gate.exclusive():  # timing: this GPU runs nothing else of ours meanwhile
+                clock.mark("gate")
+                w.send({"cmd": "go"})
+                while True:
+                    msg = w.recv(cfg.run_timeout_s)
+                    ev = msg.get("event")
+                    if ev == "timed_start":
+                        t_start = time.monotonic()
+                    elif ev == "timed_end":
+                        t_end = time.monotonic()
+                    elif ev == "timed":  # it failed while timed
+                        tout = msg.get("result")
+                        break
+                    elif ev == "profiled":
+                        break
+                    else:
+                        raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
+                clock.mark("timing")
+            if tout is None:
+                with gate.shared(w):  # the last timed round's outputs, read beside other checks
+                    while True:
+                        msg = w.recv(cfg.run_timeout_s)
+                        ev = msg.get("event")
+                        if ev == "output":
+                            self._intake(w, msg, cand, seed)
+                        elif ev == "timed":
+                            tout = msg.get("result")
+                            break
+                        else:
+                            raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
+                clock.mark("timing_outputs")
+        wall_ms = (t_end - t_start) * 1e3 if t_start is not None and t_end is not None and t_end > t_start else None
+        return tout, wall_ms
 
     def _intake(self, w: WorkerProcess, msg: dict, cand: dict, seed: int) -> None:
         """Read one announced output while the worker's processes are stopped, then let it go on."""
@@ -393,6 +439,25 @@ class Evaluator:
         finally:
             w.thaw()
         w.send({"cmd": "ack"})
+
+    def _retime(self, task: Task, source: str, res: EvalResult) -> None:
+        """A correct candidate whose only flag is ``timing_mismatch`` is evaluated once more in a
+        fresh sandbox with new inputs: host hiccups outside a worker's reach (another
+        process's start-up, the machine's own load) can push an honest timed phase past the
+        wall-time allowance once; time hidden from the events on purpose shows again. The
+        flag stands unless the second evaluation is clean; then its timing is the result."""
+        again = self._evaluate(task, source, seed_offset=29)
+        first = res.error_msg or "timing_mismatch"
+        if not (again.trials_passed == again.trials > 0 and not again.error_kind and not again.flags
+                and again.timing_available):
+            got = again.error_kind or ",".join(again.flags) or "no timing"
+            res.error_msg = f"{first} (again in a fresh sandbox with new inputs: {got})"
+            return
+        for name in ("runtime_ms", "ref_runtime_ms", "runtime_spread", "speedup", "speedup_compile",
+                     "compile_runtime_ms", "coverage", "custom_launches", "kernels", "timing_detail"):
+            setattr(res, name, getattr(again, name))
+        res.flags, res.error_msg = [], None
+        res.warnings.append(f"{first}; it did not recur in a fresh sandbox with new inputs, whose timing this is")
 
     def _reverify(self, task: Task, source: str, res: EvalResult) -> None:
         again = self._evaluate(task, source, seed_offset=17)

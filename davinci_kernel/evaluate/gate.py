@@ -1,11 +1,16 @@
 """Who may use a GPU at once: many checking, or one timing.
 
 Covers: a readers-writer gate per device, held by the harness (never by a worker, so a
-killed or hung worker cannot leave it locked). Correctness work of several workers on one
-GPU (reference outputs, trials, re-checks, sampling) runs side by side under the shared
-side; timing and baseline measurement take the exclusive side, so nothing else runs on that
-GPU while a speedup is measured. A waiting timer blocks new shared entries (writer
-preference), so timing is never starved by a stream of checks.
+killed or hung worker cannot leave it locked). Correctness work of several processes on
+one GPU (reference outputs, trials, re-checks, baseline preparation) runs side by side
+under the shared side; timing and baseline measurement take the exclusive side, so
+nothing else of ours runs on that GPU while a speedup is measured. The exclusive side
+does not wait for checks to finish: it stops (SIGSTOP) every process registered on the
+shared side, times, and resumes them, so a long correctness phase costs the timer nothing
+and stopped processes add no host load while it times. Their work already queued on the
+GPU drains during the timer's warm-up. A shared holder without a process to stop is
+waited for. A waiting timer blocks new shared entries (writer preference), so timing is
+never starved by a stream of checks.
 
 Does not cover: other processes on the same GPU that this harness does not drive (run one
 harness per GPU), or which worker runs what (``pool.py``).
@@ -15,6 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import Optional, Protocol
+
+
+class Stoppable(Protocol):
+    """A process tree the gate can stop and resume (``procs.WorkerProcess``); both nest."""
+
+    def freeze(self) -> None: ...
+
+    def thaw(self) -> None: ...
 
 
 class DeviceGate:
@@ -22,43 +36,77 @@ class DeviceGate:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._sharing = 0  # threads inside shared()
+        self._holders: list[Stoppable] = []  # processes inside shared(), stopped while timing
+        self._blocking = 0  # threads inside shared() with no process to stop
         self._exclusive = False  # a thread inside exclusive()
         self._waiting = 0  # threads waiting for exclusive()
+        self._stopped: list[Stoppable] = []  # processes the timer inside exclusive() stopped
+        self.stops = 0  # processes stopped for a timer so far (for tests and benchmarks)
 
     @contextlib.contextmanager
-    def shared(self):
+    def shared(self, holder: Optional[Stoppable] = None):
+        """Check side by side. ``holder``: the process doing the work, which a timer may
+        stop meanwhile (its messages then wait); without one the timer waits for this."""
         with self._cond:
             self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
-            self._sharing += 1
+            if holder is None:
+                self._blocking += 1
+            else:
+                self._holders.append(holder)
         try:
             yield
         finally:
             with self._cond:
-                self._sharing -= 1
-                if self._sharing == 0:
-                    self._cond.notify_all()
+                if holder is None:
+                    self._blocking -= 1
+                else:
+                    self._holders.remove(holder)
+                self._cond.notify_all()
+
+    def enroll(self, holder: Stoppable) -> None:
+        """A process that uses the GPU outside any request (a worker starting up) is stopped
+        while a timer runs, like a shared holder, until ``leave``; one enrolled while a timer
+        runs is stopped at once."""
+        with self._cond:
+            self._holders.append(holder)
+            if self._exclusive:
+                holder.freeze()
+                self._stopped.append(holder)
+
+    def leave(self, holder: Stoppable) -> None:
+        with self._cond:
+            if holder in self._holders:
+                self._holders.remove(holder)
+                self._cond.notify_all()
 
     @contextlib.contextmanager
     def exclusive(self):
+        """Time alone: shared holders' processes are stopped until the block ends."""
         with self._cond:
             self._waiting += 1
             try:
-                self._cond.wait_for(lambda: not self._exclusive and self._sharing == 0)
+                self._cond.wait_for(lambda: not self._exclusive and self._blocking == 0)
             finally:
                 self._waiting -= 1
             self._exclusive = True
+            self._stopped = list(self._holders)
+            for h in self._stopped:
+                h.freeze()
+            self.stops += len(self._stopped)
         try:
             yield
         finally:
             with self._cond:
+                for h in self._stopped:
+                    h.thaw()
+                self._stopped = []
                 self._exclusive = False
                 self._cond.notify_all()
 
     def state(self) -> tuple[int, bool, int]:
         """(threads sharing, exclusive held, threads waiting for exclusive): for tests."""
         with self._cond:
-            return self._sharing, self._exclusive, self._waiting
+            return len(self._holders) + self._blocking, self._exclusive, self._waiting
 
 
 class Gates:

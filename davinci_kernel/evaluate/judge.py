@@ -162,7 +162,8 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
         return
     res.timing_available = True
     res.timing_detail = {k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
-                                           "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz", "flush", "plan")
+                                           "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz", "flush", "plan",
+                                           "phase_ms")
                          if k in t}
     res.timing_detail["ref_spread"] = t["ref"].get("spread")
     if base and base.get("eager_ms") and base.get("compile_ms"):

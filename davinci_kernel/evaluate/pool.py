@@ -5,7 +5,8 @@ Covers: the evaluation slots (``["cuda:0", "cuda:0", "cuda:1"]``, or CPU slots),
 reference processes (as many per device as slots, each serving one request at a time: they
 compute reference outputs and baselines, each once per task), and per device a queue of candidate workers
 started ahead (``slots + spares``), so a new candidate finds a started interpreter and the
-next one starts while it runs. A worker that ran a candidate is never reused. Also the
+next one starts while it runs. A process starting up is enrolled on its device's gate
+(``gate.py``), so it is stopped while a timer runs. A worker that ran a candidate is never reused. Also the
 helpers that choose slots for a device. Does not cover: processes themselves (``procs.py``)
 or judging (``evaluator.py``); the Ray pool is ``ray_pool.py``.
 """
@@ -20,13 +21,16 @@ import tempfile
 import threading
 from typing import Optional
 
+from .gate import Gates
 from .procs import Limits, WorkerProcess
 
 
 class LocalPool:
     def __init__(self, slots: list[str], root: Optional[str] = None, log_dir: Optional[str] = None,
-                 spares: int = 1, limits: Optional[Limits] = None, sandboxed: bool = True):
+                 spares: int = 1, limits: Optional[Limits] = None, sandboxed: bool = True,
+                 gates: Optional[Gates] = None):
         self.slots = list(slots)
+        self.gates = gates or Gates()  # a process starting up is stopped while a timer runs
         self.root = root or tempfile.mkdtemp(prefix="dvk-pool-")
         os.chmod(self.root, 0o711)  # workers reach their own scratch folder inside, nothing else
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="dvk-workers-")
@@ -52,11 +56,22 @@ class LocalPool:
     def _spawn(self, device: str) -> WorkerProcess:
         with self._lock:
             self.started += 1
-        return WorkerProcess("candidate", device, self.root, self.log_dir, sandboxed=self.sandboxed,
-                             limits=self.limits)
+        w = WorkerProcess("candidate", device, self.root, self.log_dir, sandboxed=self.sandboxed,
+                          limits=self.limits)
+        self.gates(device).enroll(w)
+        return w
 
     def _spawn_reference(self, device: str) -> WorkerProcess:
-        return WorkerProcess("reference", device, self.root, self.log_dir, sandboxed=False)
+        ref = WorkerProcess("reference", device, self.root, self.log_dir, sandboxed=False)
+        self.gates(device).enroll(ref)
+        return ref
+
+    def _started(self, w: WorkerProcess) -> None:
+        """Wait for a process's start-up; from now on its requests hold the gate."""
+        try:
+            w.wait_ready()
+        finally:
+            self.gates(w.device).leave(w)
 
     # ------------------------------------------------------------------ reference processes
     @contextlib.contextmanager
@@ -66,11 +81,13 @@ class LocalPool:
         ref = self._refs[device].get()
         try:
             if not ref.alive():
+                self.gates(device).leave(ref)
                 ref.kill()
                 ref = self._spawn_reference(device)
-            ref.wait_ready()
+            self._started(ref)
             yield ref
         except BaseException:
+            self.gates(device).leave(ref)
             ref.kill()
             ref = self._spawn_reference(device)
             raise
@@ -98,7 +115,7 @@ class LocalPool:
             if not self._closed:
                 self._ready[device].append(self._spawn(device))
         try:
-            w.wait_ready()
+            self._started(w)
         except BaseException:
             w.kill()
             raise
@@ -116,10 +133,13 @@ class LocalPool:
             for q in self._ready.values():
                 q.clear()
         for w in pending:
+            self.gates(w.device).leave(w)
             w.kill()
         for q in self._refs.values():
             while not q.empty():
-                q.get_nowait().stop()
+                ref = q.get_nowait()
+                self.gates(ref.device).leave(ref)
+                ref.stop()
 
     def __len__(self) -> int:
         return len(self.slots)

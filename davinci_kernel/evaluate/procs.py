@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import asdict
 from typing import Optional
@@ -60,6 +61,8 @@ class WorkerProcess:
                  limits: Optional[Limits] = None):
         self.kind, self.device = kind, device
         self.info: dict = {}
+        self._freeze_lock = threading.Lock()
+        self._frozen = 0  # nested freeze() calls not yet thawed
         self._ready = False
         caps = sandbox.probe() if sandboxed else sandbox.Caps()
         self.caps = caps
@@ -165,8 +168,16 @@ class WorkerProcess:
         return seen
 
     def freeze(self) -> None:
-        """Stop every process of the worker (and wait until they are stopped). Called only
-        right after a message from it: its launcher is then unreaped, so its pid is its own."""
+        """Stop every process of the worker (and wait until they are stopped). Nests: the
+        harness stops a worker to read its output and the gate stops it for another
+        worker's timing; it runs again after the last ``thaw``. Only while the launcher
+        is unreaped is its pid its own, so a reaped worker is left alone."""
+        with self._freeze_lock:
+            self._frozen += 1
+            if self._frozen == 1 and self.proc.returncode is None:
+                self._stop_tree()
+
+    def _stop_tree(self) -> None:
         for _ in range(3):  # a process forked meanwhile is caught by the next pass
             pids = self.tree()
             for pid in pids:
@@ -182,11 +193,15 @@ class WorkerProcess:
                 return
 
     def thaw(self) -> None:
-        for pid in self.tree():
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                pass
+        with self._freeze_lock:
+            self._frozen = max(0, self._frozen - 1)
+            if self._frozen or self.proc.returncode is not None:
+                return
+            for pid in self.tree():
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except OSError:
+                    pass
 
     def kill(self) -> None:
         if self.cgroup is not None:
