@@ -12,7 +12,7 @@ from every line of OUT/results.jsonl:
      "problems": [{"task", "level", "finished", "why", "speedup", "eager_ms",
                    "peak_gpu_bytes", "seconds"}]}
 
-``finished``/``why`` follow ``davinci_kernel.selfcheck.verdict``; ``speedup`` is the
+``finished``/``why`` follow ``davinci_kernel.suite.selfcheck.verdict``; ``speedup`` is the
 self-speedup, ``eager_ms`` the eager reference time, ``peak_gpu_bytes`` the memory plan's
 measured peak (``timing_detail.plan``; its estimate where no measurement was recorded),
 ``seconds`` the evaluation's wall time. It prints the per-level table beside KernelBench's
@@ -42,8 +42,9 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from davinci_kernel import selfcheck  # noqa: E402
-from davinci_kernel.bench_run import read_results  # noqa: E402
+from davinci_kernel.rundir import RESULTS_FILE, RUN_FILE  # noqa: E402
+from davinci_kernel.suite import selfcheck  # noqa: E402
+from davinci_kernel.suite.bench import read_results  # noqa: E402
 
 RES = ROOT / "bench" / "results"
 CALLS_FILE = "selfcheck_calls.jsonl"
@@ -131,10 +132,10 @@ def level_rows(problems: list[dict], totals: dict, published: dict) -> dict[str,
 
 
 def build(run: Path, kb: Path, prev: Optional[dict] = None, gpu: Optional[str] = None) -> dict:
-    rows = list(read_results(run / "results.jsonl").values())
+    rows = list(read_results(run / RESULTS_FILE).values())
     meta = {}
-    if (run / "run.json").is_file():
-        meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    if (run / RUN_FILE).is_file():
+        meta = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
     if meta.get("candidates") != "self":
         raise ValueError(f"{run} is not a self-check run (run.json candidates {meta.get('candidates')!r})")
     problems = sorted((problem(r) for r in rows), key=lambda p: (p["level"], _natural(p["task"])))
@@ -238,7 +239,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"level {a.level}: dvk bench exited {call['exit']} after {call['seconds']} s", file=sys.stderr)
         if call["exit"] == 2:
             return 2
-    if not (a.out / "results.jsonl").is_file():
+    if not (a.out / RESULTS_FILE).is_file():
         print(f"error: {a.out} has no results.jsonl: run a level first", file=sys.stderr)
         return 2
     prev = json.loads(a.json_out.read_text()) if a.json_out.is_file() else None

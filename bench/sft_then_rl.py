@@ -40,10 +40,12 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from rl_step import QWEN3_05B, TINY, build_model_dir, trainer_steps  # noqa: E402
+
 from davinci_kernel.agents.policy import first_messages  # noqa: E402
 from davinci_kernel.config import load_config  # noqa: E402
+from davinci_kernel.files import read_jsonl, write_json  # noqa: E402
 from davinci_kernel.tasks.loader import candidate_path, load_suite, reference_dir  # noqa: E402
-from rl_step import QWEN3_05B, TINY, build_model_dir, trainer_steps  # noqa: E402
 
 
 def write_sft_data(path: Path, language: str = "triton") -> int:
@@ -62,9 +64,7 @@ def write_sft_data(path: Path, language: str = "triton") -> int:
 
 
 def _read_metrics(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(path) if path.is_file() else []
 
 
 def _epoch_losses(ms: list[dict]) -> dict[int, float]:
@@ -106,9 +106,7 @@ def main() -> None:
 
     def save() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=2))
-        tmp.replace(out)
+        write_json(out, result)
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

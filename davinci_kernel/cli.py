@@ -7,14 +7,13 @@ rerun with the same ``--out``). Commands that print ``--json`` write exactly one
 document on stdout. ``dvk --version`` prints the package version.
 
 Each stage registers its own commands through a ``register(app)`` function so this
-file stays small: tasks/eval/bench live here; skills, optimize/run, train and report
-come from their packages.
+file stays small: tasks/eval/bench come from ``suite``, skills, optimize/run, train and
+report from their packages; ``--json`` output goes through ``files.print_json``.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from typing import Optional
 
@@ -28,17 +27,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                        "1 our own failure, 130 interrupted (Ctrl-C).")
 
 _REGISTRARS = (
-    "davinci_kernel.commands_eval",
+    "davinci_kernel.suite.commands",
     "davinci_kernel.skills.commands",
     "davinci_kernel.rollout.commands",
     "davinci_kernel.rl.commands",
     "davinci_kernel.report.commands",
 )
-
-
-def print_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def _register_all() -> None:

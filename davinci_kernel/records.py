@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -29,9 +28,6 @@ class _Record:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -202,10 +198,6 @@ class EvalResult(_Record):
     timing_detail: dict[str, Any] = field(default_factory=dict)  # iters, placements, per-placement speedups, wall checks
     feedback: str = ""
 
-    @property
-    def failed_hard(self) -> bool:
-        return not self.correct
-
 
 # --------------------------------------------------------------------------- generation
 @dataclass
@@ -289,14 +281,3 @@ _NESTED: dict[tuple[str, str], type] = {
     ("TaskGroup", "verifications"): Turn,
     ("TaskGroup", "admitted"): Skill,
 }
-
-
-def read_jsonl(path, cls):
-    """Read records of ``cls`` from a JSONL file (blank lines skipped)."""
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                out.append(cls.from_dict(json.loads(line)))
-    return out

@@ -1,6 +1,6 @@
 """`dvk bench --candidates self` (issue 17 item 4): the harness self-check on the CPU through
 the real entry point, its summary, its run directory kept apart from real runs, broken
-problems as result lines; and the finished/why/spread rules of davinci_kernel.selfcheck."""
+problems as result lines; and the finished/why/spread rules of davinci_kernel.suite.selfcheck."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES
-from davinci_kernel import selfcheck
+
+from davinci_kernel.suite import selfcheck
 
 
 def dvk(*args):
@@ -131,14 +131,15 @@ def test_summary_spread_and_named_references():
 
 def test_resume_drops_a_line_cut_by_a_kill(tmp_path):
     """So that `dvk report`, which refuses lines that are not results, can read a resumed run."""
-    from davinci_kernel.bench_run import _end_with_newline, read_results
+    from davinci_kernel.files import drop_cut_line
+    from davinci_kernel.suite.bench import read_results
 
     p = tmp_path / "results.jsonl"
     p.write_text(json.dumps(_row(task="level1/1_A")) + "\n" + '{"task": "level1/2_B", "cor')
-    _end_with_newline(p)
+    drop_cut_line(p)
     assert p.read_text() == json.dumps(_row(task="level1/1_A")) + "\n" and list(read_results(p)) == ["level1/1_A"]
-    _end_with_newline(p)  # whole lines stay as they are
+    drop_cut_line(p)  # whole lines stay as they are
     assert p.read_text().count("\n") == 1
     p.write_text('{"task": "cut')
-    _end_with_newline(p)
+    drop_cut_line(p)
     assert p.read_text() == ""

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from davinci_kernel.errors import UsageError
-from davinci_kernel.records import EvalResult, read_jsonl
+from davinci_kernel.files import read_jsonl
+from davinci_kernel.records import EvalResult
 from davinci_kernel.report.build import build_report
 from davinci_kernel.report.fastp import DEFAULT_PS, fastp_table
 
@@ -180,7 +181,7 @@ def test_page_holds_fastp_numbers_of_results(tmp_path):
     page = build_report(run)
     assert page == run.resolve() / "report.html"
     html = page.read_text(encoding="utf-8")
-    expected = fastp_table(read_jsonl(run / "results.jsonl", EvalResult), DEFAULT_PS)
+    expected = fastp_table([EvalResult.from_dict(d) for d in read_jsonl(run / "results.jsonl")], DEFAULT_PS)
     got = fastp_from_html(parse(html))
     _check_fastp(got, expected)
     for level in (1, 2, 3):  # a second, hand-computed check of Fast_1

@@ -9,10 +9,9 @@ import torch
 
 from davinci_kernel.config import load_config
 from davinci_kernel.errors import UsageError
-from davinci_kernel.records import Completion, EvalResult, Episode, TaskGroup, Turn
-from davinci_kernel.rl.sft import (Example, diversity_filter, encode_chat, load_examples, pack_examples,
-                                   train_sft)
-from davinci_kernel.llm.tiny import resolve_model
+from davinci_kernel.llm.spec import resolve_model
+from davinci_kernel.records import Completion, Episode, EvalResult, TaskGroup, Turn
+from davinci_kernel.rl.sft import Example, diversity_filter, encode_chat, load_examples, pack_examples, train_sft
 
 
 def _conv(task, code, user="Write ModelNew."):
@@ -44,7 +43,7 @@ def data(tmp_path):
                                                      completion=Completion(text="wrong"), result=bad)])])
     run = tmp_path / "run"
     run.mkdir()
-    (run / "groups.jsonl").write_text(group.to_json() + "\n")
+    (run / "groups.jsonl").write_text(json.dumps(group.to_dict()) + "\n")
     import datasets
 
     hf_dir = tmp_path / "hfds"

@@ -11,10 +11,10 @@ import json
 import pytest
 
 from davinci_kernel.config import RolloutConfig, SkillsConfig
+from davinci_kernel.llm.scripted import ScriptedBackend
 from davinci_kernel.records import EvalResult, Skill, Task, TaskGroup
 from davinci_kernel.rollout.context import Context
 from davinci_kernel.rollout.group import GroupPlan, run_group
-from davinci_kernel.llm.scripted import ScriptedBackend
 from davinci_kernel.skills.admit import Admission
 from davinci_kernel.skills.store import SkillStore
 
@@ -122,7 +122,7 @@ def test_full_group_with_summary_and_admission(store, tmp_path):
     assert ev.calls == 6 * 2 + 3  # two coded turns per rollout + 3 verifications
     assert adm.commit(store, step=1)[0].name == NEW_SKILL["name"]
     # the record round-trips through JSON for the trainer and reports
-    back = TaskGroup.from_dict(json.loads(g.to_json()))
+    back = TaskGroup.from_dict(json.loads(json.dumps(g.to_dict())))
     assert back.episodes[0].turns[2].result.speedup == 1.5 and back.summaries[0].completion.text
     used = store.get("mask_tails")
     assert (used.times_selected, used.times_improved) == (2, 2)  # once per scheme that chose it

@@ -1,12 +1,18 @@
-"""Turning a model spec string into a backend.
+"""Model specs: a string that names a backbone.
 
-Covers: ``openai:URL#MODEL`` (an OpenAI-compatible server; ``#MODEL`` optional: the
-server's first model), ``hf:PATH`` (local transformers), ``script:FILE.py`` (the scripted
-double). A malformed spec is a one-line ``UsageError``. Does not cover: contacting the
-server; call ``await backend.check()`` for that.
+Covers: ``make_backend`` (a spec for generation → a backend: ``openai:URL#MODEL``, an
+OpenAI-compatible server, ``#MODEL`` optional: the server's first model; ``hf:PATH``,
+local transformers; ``script:FILE.py``, the scripted double) and ``resolve_model`` (a
+spec for training → a local model folder: ``hf:PATH`` or a plain path used as is, or
+``tiny[:key=value,...]``, built once under the run's folder by ``tiny.build_tiny``). A
+malformed spec is a one-line ``UsageError``. Does not cover: contacting the server; call
+``await backend.check()`` for that.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
 
 from ..errors import UsageError
 from .base import Backend
@@ -34,3 +40,25 @@ def make_backend(spec: str, **kwargs) -> Backend:
 
         return load_script(rest)
     raise UsageError(f"model spec '{spec}': unknown backend '{kind}'; {SPEC_HELP}")
+
+
+def resolve_model(spec: str, workdir: Optional[str | Path] = None) -> Path:
+    """Model spec → local directory (building a tiny model under ``workdir`` when asked)."""
+    if not spec:
+        raise UsageError("no model given: set rl.model (or sft.model) to hf:PATH or tiny")
+    if spec == "tiny" or spec.startswith("tiny:"):
+        from .tiny import build_tiny, parse_tiny_spec
+
+        opts = parse_tiny_spec(spec)
+        name = "tiny-" + "-".join(f"{k}{v}" for k, v in opts.items())
+        target = Path(workdir or ".") / name
+        if not (target / "config.json").is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            build_tiny(target, **opts)
+        return target
+    path = spec[3:] if spec.startswith("hf:") else spec
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UsageError(f"model '{spec}': directory {p} not found (use hf:PATH to a saved "
+                         f"transformers model, or tiny for a smoke model)")
+    return p

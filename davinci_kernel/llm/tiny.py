@@ -2,10 +2,9 @@
 
 Covers: ``build_tiny(path, ...)``, which trains a byte-level BPE tokenizer in about a
 second with ``tokenizers``, gives it a chat template, initialises a Qwen3 model of a few
-hundred thousand parameters from a seed and saves both with ``save_pretrained``; and
-``resolve_model(spec, workdir)``, which turns a model spec into a local directory:
-``hf:PATH`` / a plain path (used as is) or ``tiny[:key=value,...]`` (built under
-``workdir`` once, keys: hidden, layers, heads, vocab, seed).
+hundred thousand parameters from a seed and saves both with ``save_pretrained``, and
+``parse_tiny_spec`` (``tiny[:key=value,...]``, keys: hidden, layers, heads, vocab, seed).
+``spec.resolve_model`` builds one under a run's folder when a model spec asks for it.
 
 Its replies are noise, which is what format-error paths and overhead benchmarks need.
 Does not cover: loading the model for training (``rl/trainer.py``) or generation (``hf_backend.py``).
@@ -109,23 +108,3 @@ def build_tiny(path: str | Path, hidden: int = 64, layers: int = 2, heads: int =
         shutil.rmtree(path)
     tmp.rename(path)
     return path
-
-
-def resolve_model(spec: str, workdir: Optional[str | Path] = None) -> Path:
-    """Model spec → local directory (building a tiny model under ``workdir`` when asked)."""
-    if not spec:
-        raise UsageError("no model given: set rl.model (or sft.model) to hf:PATH or tiny")
-    if spec == "tiny" or spec.startswith("tiny:"):
-        opts = parse_tiny_spec(spec)
-        name = "tiny-" + "-".join(f"{k}{v}" for k, v in opts.items())
-        target = Path(workdir or ".") / name
-        if not (target / "config.json").is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            build_tiny(target, **opts)
-        return target
-    path = spec[3:] if spec.startswith("hf:") else spec
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise UsageError(f"model '{spec}': directory {p} not found (use hf:PATH to a saved "
-                         f"transformers model, or tiny for a smoke model)")
-    return p

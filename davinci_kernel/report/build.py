@@ -1,7 +1,7 @@
 """``build_report(run_dir)``: read a RUN_DIR, write ``report.html`` and the PNG figures.
 
-Covers: putting rundir (input), fastp (metrics), plots (figures) and page (HTML) together
-and writing every output atomically (temporary file in RUN_DIR, then ``os.replace``).
+Covers: putting rundata (input), fastp (metrics), plots (figures) and page (HTML) together
+and writing every output atomically (``files.write_atomic``).
 Figures: ``fastp.png``, ``speedups.png``, ``training.png``, each written only when there
 is data for it. Several runs compared (``write_comparison``): ``compare.html`` and
 ``compare.png`` in an output folder. Does not cover the command line (commands.py).
@@ -9,18 +9,17 @@ is data for it. Several runs compared (``write_comparison``): ``compare.html`` a
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional
 
 from ..errors import UsageError
+from ..files import write_atomic
 from . import plots
 from .compare import Comparison
 from .fastp import DEFAULT_PS, fastp_table
 from .page import render_page
-from .rundir import RunData, load_run
+from .rundata import RunData, load_run
 
 REPORT_FILE = "report.html"
 COMPARE_FILE = "compare.html"
@@ -35,26 +34,6 @@ class Report:
     html: Path
     figures: dict[str, Path] = field(default_factory=dict)
     tables: dict[str, dict] = field(default_factory=dict)
-
-
-def write_atomic(path: Path, data: Union[bytes, str]) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise UsageError(f"cannot write in {path.parent}: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def tables_for(run: RunData, ps=DEFAULT_PS) -> dict[str, dict]:

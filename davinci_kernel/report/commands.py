@@ -18,6 +18,8 @@ from typing import Optional
 
 import typer
 
+from ..files import print_json
+
 
 def report(
     run_dirs: list[str] = typer.Argument(..., help="run directory written by dvk bench / run / train; several: "
@@ -41,13 +43,11 @@ def report(
     run_dir = run_dirs[0]
     from .build import write_report
     from .fastp import DEFAULT_PS
-    from .rundir import load_run
+    from .rundata import load_run
     from .terminal import fastp_rich_table
 
     rep = write_report(load_run(run_dir))
     if json_out:
-        from ..cli import print_json
-
         print_json({
             "report": str(rep.html),
             "figures": {k: str(v) for k, v in rep.figures.items()},
@@ -88,8 +88,6 @@ def _compare(run_dirs: list[str], json_out: bool, out: Optional[Path]) -> None:
     comp = load_comparison(run_dirs)
     rep = write_comparison(comp, check_out_dir(out) if out is not None else _default_out(run_dirs))
     if json_out:
-        from ..cli import print_json
-
         print_json({
             "report": str(rep.html),
             "figures": {"compare": str(rep.figure)},

@@ -19,7 +19,7 @@ from typing import Optional
 
 from ..errors import UsageError
 from .fastp import DEFAULT_PS, fastp_table
-from .rundir import SELF_CHECK_GROUP, RunData, load_run
+from .rundata import SELF_CHECK_GROUP, RunData, load_run
 
 COMPARED_GROUPS = ("last", "best")
 GEOMEAN_KEYS = ("geomean", "geomean_compile")

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from .fastp import NA_NOTE, timing_unavailable
 from .plots import level_label
-from .rundir import RunData, candidate_path
+from .rundata import RunData, candidate_path
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1200px;

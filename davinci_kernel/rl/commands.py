@@ -21,9 +21,10 @@ from typing import Optional
 import typer
 
 from ..errors import Interrupted, UsageError, check_out_dir, check_utf8
+from ..rundir import METRICS_FILE
 
 # what a `dvk train rl` run directory holds (any of them marks one)
-_RUN_MARKERS = ("metrics.jsonl", "checkpoints", "config.json")
+_RUN_MARKERS = (METRICS_FILE, "checkpoints", "config.json")
 
 
 def _setup_logging() -> None:

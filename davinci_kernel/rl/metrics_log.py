@@ -7,15 +7,17 @@ steps are run again, so each step appears once). Does not cover: computing metri
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Optional
 
+from ..files import append_jsonl, jsonl_text, read_jsonl, write_atomic
+from ..rundir import METRICS_FILE
+
 
 class MetricsLog:
     def __init__(self, out: Path, tensorboard: bool = True, resume_step: Optional[int] = None):
-        self.path = Path(out) / "metrics.jsonl"
+        self.path = Path(out) / METRICS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None:
             self.truncate_after(resume_step)
@@ -33,21 +35,13 @@ class MetricsLog:
     def truncate_after(self, step: int) -> None:
         if not self.path.exists():
             return
-        keep = []
-        for line in self.path.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:  # a line cut by a kill
-                continue
-            if int(rec.get("step", 0)) <= step:
-                keep.append(line)
-        self.path.write_text("".join(k + "\n" for k in keep))
+        keep = [rec for rec in read_jsonl(self.path) if int(rec.get("step", 0)) <= step]  # a cut line is dropped
+        write_atomic(self.path, jsonl_text(keep))
 
     def write(self, step: int, metrics: dict) -> None:
         rec = {"step": int(step)}
         rec.update({k: v for k, v in metrics.items() if k != "step"})
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(rec, default=str) + "\n")
+        append_jsonl(self.path, [rec])
         if self.tb is not None:
             for k, v in rec.items():
                 if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
@@ -60,7 +54,5 @@ class MetricsLog:
 
 
 def read_metrics(out: Path) -> list[dict]:
-    path = Path(out) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    path = Path(out) / METRICS_FILE
+    return read_jsonl(path) if path.exists() else []

@@ -35,6 +35,7 @@ from typing import Optional
 import torch
 
 from ..errors import UsageError
+from ..files import iter_jsonl
 from ..records import TaskGroup, Turn
 from ..rollout.rewards import scheme_rewards
 from .diversity import SFT_ROLES, Example, FilterReport, diversity_filter, fingerprints, kmeans  # noqa: F401
@@ -108,17 +109,12 @@ def _from_json(obj: dict, source: str) -> list[Example]:
 
 
 def _read_jsonl(path: Path) -> list[Example]:
+    def refuse(n: int, why: str) -> None:
+        raise UsageError(f"{path}:{n}: {why}")
+
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                raise UsageError(f"{path}:{n}: not valid JSON") from None
-            out += _from_json(obj, str(path))
+    for _, obj in iter_jsonl(path, on_bad=refuse):
+        out += _from_json(obj, str(path))
     return out
 
 
@@ -210,9 +206,9 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
     """Load, filter, pack and train; saves ``OUT/model`` and ``OUT/metrics.jsonl``."""
     from accelerate import Accelerator
 
+    from ..llm.spec import resolve_model
     from .metrics_log import MetricsLog
     from .modeling import load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
-    from ..llm.tiny import resolve_model
     from .update import row_logprobs
 
     s = cfg.sft

@@ -32,9 +32,10 @@ from typing import Optional
 import torch
 
 from ..config import Config, to_dict
+from ..llm.spec import resolve_model
 from ..records import TaskGroup
-from . import checkpoint as ckpt
 from ..rollout.rewards import fill_rewards
+from . import checkpoint as ckpt
 from .advantages import fill_advantages
 from .data import TaskSampler
 from .env import Env, make_env
@@ -42,9 +43,8 @@ from .local_gen import LocalGenerator
 from .metrics_log import MetricsLog
 from .modeling import is_adapter_dir, load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
 from .rejection import apply_prs
-from .sharding import full_state, gathered, load_optimizer, names_keyed, shard_model
 from .sequences import build_samples, group_turns
-from ..llm.tiny import resolve_model
+from .sharding import full_state, gathered, load_optimizer, names_keyed, shard_model
 from .update import UpdateSettings, update
 
 log = logging.getLogger("davinci_kernel.rl")

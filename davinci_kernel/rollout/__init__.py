@@ -3,7 +3,7 @@
 ``run_group`` drives one task; ``collect_groups`` / ``validate_tasks`` serve the trainer;
 ``suite.run_suite`` (``dvk run``) and
 ``optimize.optimize`` (``dvk optimize``) drive it over a suite or one user module and
-write the run directory (``rundir``).
+write the run directory (``davinci_kernel.rundir``).
 """
 
 from .context import Context, GroupStats

@@ -20,6 +20,7 @@ import typer
 
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
+from ..rundir import BEST_CODE, RESULTS_FILE, RUN_FILE, RunDir, default_dir
 
 _RC = RolloutConfig()
 SKILLS_HELP = "on | off: the skill library's agents (selection, summaries, admission); off = the policy agent alone"
@@ -124,7 +125,7 @@ def _print_optimize(out: dict, rundir) -> None:
         con.print("no reply contained code; see groups.jsonl for the replies")
     else:
         status = "correct" if best is not None and best.correct else "not correct"
-        con.print(f"best: {status}, speedup {_fmt(best.speedup if best else None)} → {rundir.file('best.py')}")
+        con.print(f"best: {status}, speedup {_fmt(best.speedup if best else None)} → {rundir.file(BEST_CODE)}")
     for s in out["admitted"]:
         con.print(f"new skill admitted: {s.name} (verified {_fmt(s.verify_speedup)})")
 
@@ -168,7 +169,6 @@ def register(app: typer.Typer) -> None:
         from ..tasks import check_problem_source, load_task_file
         from .optimize import OptimizeSettings, optimize
         from .progress import live
-        from .rundir import RunDir
 
         task = load_task_file(problem)
         problem_error = check_problem_source(task.source)
@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"{problem}: not a KernelBench-format problem ({problem_error})")
         use_skills = _check_skills(skills)
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
-        rundir = RunDir(check_out_dir(out or Path("runs") / f"optimize-{_slug(problem.stem)}"))
+        rundir = RunDir(check_out_dir(out or default_dir(f"optimize-{_slug(problem.stem)}")))
         if db is not None and use_skills:
             from ..skills.store import check_library_path
 
@@ -189,7 +189,7 @@ def register(app: typer.Typer) -> None:
                 result = optimize(task, settings, rundir, progress=progress)
         except KeyboardInterrupt:
             raise Interrupted(f"dvk optimize writes its results when the task group ends: nothing but "
-                              f"{rundir.file('run.json')} was saved, and library writes are all-or-nothing") from None
+                              f"{rundir.file(RUN_FILE)} was saved, and library writes are all-or-nothing") from None
         _print_optimize(result, rundir)
 
     @app.command("run")
@@ -217,7 +217,6 @@ def register(app: typer.Typer) -> None:
         The library is read, never changed. --select: how skills are chosen; --no-seed: a new --db starts empty."""
         from ..tasks import load_suite
         from .progress import live
-        from .rundir import RunDir
         from .suite import RunSettings, run_suite
 
         select_mode = _check_select(select, _check_skills(skills))
@@ -229,7 +228,7 @@ def register(app: typer.Typer) -> None:
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens)
         name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"
                                                          and skills == "on" else "")
-        rundir = RunDir(check_out_dir(out or Path("runs") / name))
+        rundir = RunDir(check_out_dir(out or default_dir(name)))
         uses_library = select_mode != "none"
         if db is not None and uses_library:
             from ..skills.store import check_library_path
@@ -243,8 +242,8 @@ def register(app: typer.Typer) -> None:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)
         except KeyboardInterrupt:
-            raise Interrupted(f"finished tasks are in {rundir.file('results.jsonl')}; rerun the same command "
+            raise Interrupted(f"finished tasks are in {rundir.file(RESULTS_FILE)}; rerun the same command "
                               "to resume") from None
         how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
         _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
-        typer.echo(f"results: {rundir.file('results.jsonl')}  (dvk report {rundir.path})")
+        typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")

@@ -12,15 +12,16 @@ admitted skills). Does not cover: suites (``suite``) or training.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 from ..config import RewardConfig, RolloutConfig, SkillsConfig
 from ..records import EvalResult, Stage, Task, TaskGroup
+from ..rundir import BEST_CODE, BEST_RESULT, GROUPS_FILE, RESULTS_FILE, SKILLS_FILE, RunDir
 from ..skills.admit import Admission
 from .context import Context
 from .group import GroupPlan, run_group
-from .rundir import GROUPS_FILE, RESULTS_FILE, RunDir
 from .session import open_session
 
 
@@ -83,11 +84,11 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
     rundir.append(GROUPS_FILE, [group.to_dict()])
     code, result, where = best_candidate(group)
     if code is not None:
-        rundir.write_atomic("best.py", code)
-        rundir.write_json("best.json", {**(result.to_dict() if result else {}), "task": task.name,
+        rundir.write_atomic(BEST_CODE, code)
+        rundir.write_json(BEST_RESULT, {**(result.to_dict() if result else {}), "task": task.name,
                                         "level": task.level, "where": where})
     if result is not None:
         rundir.append(RESULTS_FILE, [{**result.to_dict(), "task": task.name, "level": task.level, "which": "best"}])
     if written:
-        rundir.append("skills.jsonl", [s.export_dict() for s in written])
+        rundir.append(SKILLS_FILE, [s.export_dict() for s in written])
     return {"group": group, "best_code": code, "best": result, "where": where, "admitted": written}

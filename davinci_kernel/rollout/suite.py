@@ -16,16 +16,17 @@ Does not cover: training or skill summaries (``rl``; ``optimize`` for one module
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 from ..config import RewardConfig, RolloutConfig, SkillsConfig
 from ..records import Task
 from ..report.fastp import fastp_table
+from ..rundir import GROUPS_FILE, RESULTS_FILE, SUMMARY_FILE, WHICH, RunDir
 from .context import Context
 from .episodes import best_result, last_result
 from .group import GroupPlan, run_group
-from .rundir import GROUPS_FILE, RESULTS_FILE, WHICH, RunDir
 from .session import Session, open_session
 
 FASTP_PS = (0.0, 1.0, 1.2, 1.5, 2.0)
@@ -120,5 +121,5 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
     names = {t.name for t in tasks}
     rows = [r for r in rundir.read_jsonl(RESULTS_FILE) if r.get("task") in names]
     summary = summarize_results(rows, meta["totals"])
-    rundir.write_json("summary.json", summary)
+    rundir.write_json(SUMMARY_FILE, summary)
     return {"done": len(todo), "skipped": len(tasks) - len(todo), "summary": summary}

@@ -13,8 +13,6 @@ Does not cover: selection or admission during training (``select``, ``admit``).
 
 from __future__ import annotations
 
-import json
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -23,6 +21,7 @@ import typer
 
 from ..config import SkillsConfig
 from ..errors import UsageError, check_out_file, read_text_file
+from ..files import print_json
 
 DEFAULT_DB = SkillsConfig().db
 _DB_HELP = (f"SQLite skill library (default: {DEFAULT_DB}); a new one is created, with missing parent "
@@ -53,10 +52,6 @@ def _open(db: Optional[str], seed: bool = True):
     if new:
         how = f"seeded with {n_seeded} bundled skills" if n_seeded else "empty"
         typer.echo(f"note: created a new skill library at {path} ({how})", err=True)
-
-
-def _emit_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def _table(skills, scores=None, title: str = ""):
@@ -105,7 +100,7 @@ def register(app: typer.Typer) -> None:
             want = {t.lower() for t in tag}
             rows = [s for s in rows if want & {t.lower() for t in s.tags}]
         if as_json:
-            _emit_json([_meta(s) for s in rows])
+            print_json([_meta(s) for s in rows])
         else:
             _table(rows, title=f"{len(rows)} skills")
 
@@ -129,7 +124,7 @@ def register(app: typer.Typer) -> None:
         with _open(db, seed) as store:
             hits = SkillIndex(store.all()).search_scored(text, k=k, scope=scope, tags=tag)
         if as_json:
-            _emit_json([{"score": sc, **_meta(s)} for s, sc in hits])
+            print_json([{"score": sc, **_meta(s)} for s, sc in hits])
         else:
             _table([s for s, _ in hits], scores=[sc for _, sc in hits], title=f"top {len(hits)}")
 
@@ -143,7 +138,7 @@ def register(app: typer.Typer) -> None:
         with _open(db, seed) as store:
             s = store.get(name, step)
         if as_json:
-            _emit_json(_meta(s))
+            print_json(_meta(s))
             return
         from rich.console import Console
         from rich.markdown import Markdown
@@ -171,7 +166,7 @@ def register(app: typer.Typer) -> None:
         with _open(db, seed) as store:
             added = store.add(skill)
         if as_json:
-            _emit_json(_meta(added))
+            print_json(_meta(added))
         else:
             typer.echo(f"added {added.name} ({len(added.content)} chars)")
 
@@ -189,7 +184,7 @@ def register(app: typer.Typer) -> None:
         for line_no, msg in errors:
             typer.echo(f"warning: {jsonl}:{line_no}: {msg}", err=True)
         if as_json:
-            _emit_json({"imported": n, "skipped": len(errors), "library_size": total,
+            print_json({"imported": n, "skipped": len(errors), "library_size": total,
                         "errors": [{"line": ln, "error": m} for ln, m in errors]})
         else:
             typer.echo(f"imported {n} skills, skipped {len(errors)} lines; library has {total}")
@@ -205,7 +200,7 @@ def register(app: typer.Typer) -> None:
         with _open(db, seed) as store:
             n = store.export_jsonl(jsonl, step)
         if as_json:
-            _emit_json({"exported": n, "path": str(Path(jsonl).expanduser())})
+            print_json({"exported": n, "path": str(Path(jsonl).expanduser())})
         else:
             typer.echo(f"exported {n} skills to {jsonl}")
 

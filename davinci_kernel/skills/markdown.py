@@ -2,7 +2,7 @@
 
 Covers: reading a skill file (``---`` front matter with name, description, scope,
 tags, optional verify_speedup and extra keys such as ``bench``; the body is the
-content), writing one back, and pulling the fenced code blocks out of a skill's
+content) and pulling the fenced code blocks out of a skill's
 ``## Example`` section. This is the human-editable form of a skill (``dvk skills
 add FILE`` and the seed library's sources); JSONL stays the exchange format.
 
@@ -59,13 +59,6 @@ def parse_skill_text(text: str, where: str = "<text>") -> tuple[Skill, dict[str,
 def read_skill_file(path: str | Path) -> tuple[Skill, dict[str, Any]]:
     p = Path(path).expanduser()
     return parse_skill_text(read_text_file(p, "skill file"), where=str(p))
-
-
-def skill_to_markdown(skill: Skill, extra: dict[str, Any] | None = None) -> str:
-    meta = {"name": skill.name, "description": skill.description, "scope": skill.scope,
-            "tags": list(skill.tags), "verify_speedup": skill.verify_speedup, **(extra or {})}
-    front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=100).strip()
-    return f"---\n{front}\n---\n{skill.content.strip()}\n"
 
 
 def example_blocks(content: str) -> list[tuple[str, str]]:

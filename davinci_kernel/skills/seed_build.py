@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
+from ..files import jsonl_text, write_atomic
 from ..records import Skill
 from .admit import content_filter
 from .markdown import read_skill_file
@@ -58,11 +59,7 @@ def build(out: Path = SEED_JSONL, speedups: Optional[Path] = None) -> list[Skill
         if skill.name in measured:
             skill = replace(skill, verify_speedup=measured[skill.name])
         skills.append(skill)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for s in skills:
-            fh.write(json.dumps(s.export_dict(), ensure_ascii=False) + "\n")
-    tmp.replace(out)
+    write_atomic(out, jsonl_text((s.export_dict() for s in skills), ensure_ascii=False))
     return skills
 
 

@@ -25,11 +25,13 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Optional
 
 from ..errors import UsageError
+from ..files import jsonl_text, write_atomic
 from ..records import Skill
 from .schema import check_structure, skill_from_dict
 
@@ -161,7 +163,7 @@ class SkillStore:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> "SkillStore":
+    def __enter__(self) -> SkillStore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -263,7 +265,7 @@ class SkillStore:
                 raise UsageError(f"skill {skill.name!r} rejected: {reason}")
         with self._write() as conn:
             step = self.current_step() if step is None else int(step)
-            for old, skill in replaces:
+            for old, _ in replaces:
                 conn.execute("UPDATE skills SET removed_step = ? WHERE name = ? AND removed_step IS NULL",
                              (step, old))
             for skill in adds + [s for _, s in replaces]:
@@ -377,11 +379,7 @@ class SkillStore:
         p = Path(path).expanduser()
         p.parent.mkdir(parents=True, exist_ok=True)
         skills = self.all(step)
-        tmp = p.with_name(p.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for s in skills:
-                fh.write(json.dumps(s.export_dict(), ensure_ascii=False) + "\n")
-        os.replace(tmp, p)
+        write_atomic(p, jsonl_text((s.export_dict() for s in skills), ensure_ascii=False))
         return len(skills)
 
 

@@ -12,7 +12,7 @@ torch.compile) over every task the directory holds a line for.
 ``Model`` is judged as its candidate (``EvalConfig.self_check``), every line is marked
 ``self_check``, run.json says candidates ``"self"`` (so the directory never mixes with a
 real run; the default is ``runs/selfcheck-<time>``), and the summary is the self-check's
-(``davinci_kernel.selfcheck``: finished problems, the spread of self-speedups, the
+(``selfcheck``: finished problems, the spread of self-speedups, the
 unfinished ones with why), never a Fast_p of solutions.
 
 Resuming: a rerun with the same ``--out`` skips tasks that already have a line in
@@ -33,24 +33,25 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import queue
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
-from .config import EvalConfig
-from .errors import Interrupted, UsageError, check_out_dir
-from .evaluate.pool import check_workers
-from .records import EvalResult
-from .report.fastp import NA_NOTE, fastp_table, timing_unavailable
-from .report.terminal import fastp_rich_table
+from ..config import EvalConfig
+from ..errors import Interrupted, UsageError, check_out_dir
+from ..evaluate.pool import check_workers
+from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, write_json
+from ..records import EvalResult
+from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
+from ..report.terminal import fastp_rich_table
+from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, default_dir
+from ..tasks import candidate_path, load_suite, reference_dir
 from . import selfcheck
-from .tasks import candidate_path, load_suite, reference_dir
 
-RESULTS_FILE = "results.jsonl"
 _SAME_RUN_KEYS = ("suite", "candidates")
 SELF = "self"  # --candidates self: the harness self-check
 
@@ -81,25 +82,16 @@ def collect(suite: str, candidates: str, level: Optional[int]):
 def read_results(path: Path) -> dict[str, dict]:
     """Task → its result line (the last one, should a task have several); lines that do not
     parse (a line cut by a kill) are skipped."""
-    out: dict[str, dict] = {}
     if not path.is_file():
-        return out
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(d, dict) and d.get("task"):
-                out[d["task"]] = d
-    return out
+        return {}
+    return {d["task"]: d for d in read_jsonl(path) if d.get("task")}
 
 
 def _open_run_dir(run_dir: Path, meta: dict) -> dict:
     """Create the directory or check that it holds the same suite and candidates; return the
     run.json to write (with a ``resumed`` count)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    p = run_dir / "run.json"
+    p = run_dir / RUN_FILE
     old: dict = {}
     if p.is_file():
         try:
@@ -130,7 +122,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     check_workers(workers)  # before any task is read or worker started (the Ray backend too)
     self_check = candidates == SELF
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    default_out = Path("runs") / (f"selfcheck-{stamp}" if self_check else f"bench-{stamp}")
+    default_out = default_dir(f"selfcheck-{stamp}" if self_check else f"bench-{stamp}")
     run_dir = check_out_dir(Path(out) if out else default_out)
     tasks, items, missing, cand_dir = collect(suite, candidates, level)
     cfg = cfg or EvalConfig(device=device)
@@ -144,20 +136,16 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite, "candidates": named})
     if self_check:
         meta["self_check"] = True
-    _end_with_newline(results_path)
+    drop_cut_line(results_path)
     done_before = read_results(results_path)
     results: dict[str, dict] = dict(done_before)
 
     def write(r: EvalResult, cand: Optional[Path]) -> None:
         d = r.to_dict()
         d["candidate"] = str(cand) if cand else None
-        line = json.dumps(d) + "\n"
         with lock:
             results[d["task"]] = d
-            with open(results_path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            append_jsonl(results_path, [d])
 
     todo = [(t, p) for t, p in items if t.name not in done_before]
     skipped = len(items) - len(todo)
@@ -184,7 +172,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
         evaluator = (_make_evaluator(backend, cfg, workers) if backend == "ray"
                      else _quiet(lambda: _make_evaluator(backend, cfg, workers)))
         meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
-    _write_json(run_dir / "run.json", meta)
+    write_json(run_dir / RUN_FILE, meta)
     if todo:
         stop = threading.Event()
         try:
@@ -229,9 +217,9 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
     na = timing_unavailable(table)
     if na:
         summary["note"] = NA_NOTE
-    _write_json(run_dir / "summary.json", summary)
+    write_json(run_dir / SUMMARY_FILE, summary)
     if json_out:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        print_json(summary)
     else:
         out = Console()
         if not out.is_terminal:  # logs and pipes: room for the whole table
@@ -247,9 +235,9 @@ def _summarize_self_check(run_dir: Path, results_path: Path, rows: list, meta: d
     sc = selfcheck.summarize(rows)
     summary = {"run_dir": str(run_dir), "results": str(results_path), **meta, "self_check": True,
                "harness_self_check": sc}
-    _write_json(run_dir / "summary.json", summary)
+    write_json(run_dir / SUMMARY_FILE, summary)
     if json_out:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        print_json(summary)
     else:
         for line in selfcheck.lines(sc):
             print(line)
@@ -267,19 +255,6 @@ def _report_missing(console, tasks, items, missing, cand_dir: Path, candidates: 
         found = sorted(str(p.relative_to(cand_dir)) for p in cand_dir.rglob("*.py"))[:3]
         seen = f"; found e.g. {', '.join(found)}" if found else "; it holds no .py files"
         console.print(f"hint: no file matched the suite's names: expected e.g. {example}{seen}", highlight=False)
-
-
-def _end_with_newline(path: Path) -> None:
-    """Drop a last line cut by a kill (whole lines end with a newline; that task is redone)."""
-    if not (path.is_file() and path.stat().st_size):
-        return
-    with open(path, "rb+") as fh:
-        data = fh.read()
-        if data.endswith(b"\n"):
-            return
-        fh.truncate(data.rfind(b"\n") + 1)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def _block_sigint() -> None:
@@ -314,7 +289,7 @@ def _evaluate_all(evaluator, backend: str, pairs: list, done: Callable, stop: th
     if backend == "ray":
         evaluator.evaluate_many(pairs, progress=done)
         return
-    q: "queue.Queue[int]" = queue.Queue()
+    q: queue.Queue[int] = queue.Queue()
     for i in range(len(pairs)):
         q.put(i)
     errors: list = []
@@ -348,18 +323,9 @@ def _evaluate_all(evaluator, backend: str, pairs: list, done: Callable, stop: th
 
 def _make_evaluator(backend: str, cfg: EvalConfig, workers: Optional[int]):
     if backend == "ray":
-        from .evaluate.ray_pool import RayEvaluator
+        from ..evaluate.ray_pool import RayEvaluator
 
         return RayEvaluator(cfg, workers=workers)
-    from .evaluate import Evaluator
+    from ..evaluate import Evaluator
 
     return Evaluator(cfg, workers=workers)
-
-
-def _write_json(path: Path, obj) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(obj, indent=2, default=str))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

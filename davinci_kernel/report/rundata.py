@@ -1,4 +1,4 @@
-"""Reading a RUN_DIR for the report: whatever subset of its files is there.
+"""Reading a RUN_DIR (``davinci_kernel.rundir``) for the report: whatever subset of its files is there.
 
 Covers: ``results.jsonl`` (EvalResult dicts, grouped by an optional ``which`` marker such
 as ``best`` / ``last``, one result per task per group; harness self-check lines, marked
@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import UsageError
+from ..files import iter_jsonl, read_jsonl
 from ..records import EvalResult
+from ..rundir import METRICS_FILE, RESULTS_FILE, RUN_FILE, SKILLS_FILE
 from .fastp import level_of
 
-RESULTS_FILE = "results.jsonl"
-METRICS_FILE = "metrics.jsonl"
-RUN_FILE = "run.json"
-SKILL_FILES = ("skills.jsonl", "skill_library.jsonl", "skills/skills.jsonl")
+SKILL_FILES = (SKILLS_FILE, "skill_library.jsonl", "skills/skills.jsonl")
 KNOWN_FILES = (RESULTS_FILE, METRICS_FILE, RUN_FILE) + SKILL_FILES
 CANDIDATE_KEYS = ("candidate", "candidate_path", "kernel_path", "code_path")
 GROUP_ORDER = ("best", "last")
@@ -64,23 +63,10 @@ class RunData:
 
 
 def _read_jsonl(path: Path, notes: list[str]) -> list[dict]:
-    rows, bad = [], 0
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if isinstance(obj, dict):
-                rows.append(obj)
-            else:
-                bad += 1
+    bad: list[int] = []
+    rows = read_jsonl(path, on_bad=lambda n, why: bad.append(n))
     if bad:
-        notes.append(f"{path.name}: skipped {bad} line(s) that are not JSON objects")
+        notes.append(f"{path.name}: skipped {len(bad)} line(s) that are not JSON objects")
     return rows
 
 
@@ -162,22 +148,17 @@ def _not_a_result(row) -> Optional[str]:
 def read_results(path: Path) -> list[dict]:
     """Every line of a results.jsonl as a dict; UsageError at the first line that is not an
     EvalResult record (blank lines are allowed)."""
+    def refuse(n: int, why: str) -> None:
+        raise UsageError(f"{path}: line {n} is not an evaluation result ({why}); "
+                         "refusing a results file with lines it did not expect")
+
     rows = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                why = f"not JSON ({e.msg})"
-            else:
-                why = _not_a_result(obj)
-            if why:
-                raise UsageError(f"{path}: line {n} is not an evaluation result ({why}); "
-                                 "refusing a results file with lines it did not expect")
-            obj["_line"] = n
-            rows.append(obj)
+    for n, obj in iter_jsonl(path, on_bad=refuse):
+        why = _not_a_result(obj)
+        if why:
+            refuse(n, why)
+        obj["_line"] = n
+        rows.append(obj)
     return rows
 
 

@@ -3,7 +3,7 @@
 Covers: argument parsing and printing for listing suites, evaluating one candidate
 file and evaluating a directory of candidates against a suite (results JSONL, Fast_p
 table). Does not cover: evaluation itself (``davinci_kernel.evaluate``) or the bench
-run loop (``davinci_kernel.bench_run``).
+run loop (``bench``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Optional
 
 import typer
 
-from .errors import Interrupted, UsageError, read_text_file
+from ..errors import Interrupted, UsageError, read_text_file
+from ..files import print_json
 
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
 TIMEOUT_HELP = ("seconds allowed to each stage of one candidate: building and importing it "
@@ -45,8 +46,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
     ) -> None:
         """List the problems of a suite."""
-        from .cli import print_json
-        from .tasks import load_suite
+        from ..tasks import load_suite
 
         tasks = load_suite(suite, level=level)
         if json_out:
@@ -79,10 +79,9 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print the EvalResult as JSON"),
     ) -> None:
         """Evaluate one candidate against one problem."""
-        from .cli import print_json
-        from .config import EvalConfig, validate, Config
-        from .evaluate import evaluate
-        from .tasks import check_problem_source, load_task_file
+        from ..config import Config, EvalConfig, validate
+        from ..evaluate import evaluate
+        from ..tasks import check_problem_source, load_task_file
 
         limits = timeout_config(timeout)
         task = load_task_file(problem)
@@ -126,8 +125,8 @@ def register(app: typer.Typer) -> None:
 
         Ctrl-C stops at once (exit 130): finished tasks stay in RUN_DIR/results.jsonl, tasks
         in flight are not recorded, and a rerun with the same --out evaluates the rest."""
-        from .bench_run import run_bench
-        from .config import EvalConfig, validate, Config
+        from ..config import Config, EvalConfig, validate
+        from .bench import run_bench
 
         if backend not in ("local", "ray"):
             raise UsageError(f"--backend {backend!r}: use local or ray")

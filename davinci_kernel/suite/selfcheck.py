@@ -13,7 +13,8 @@ lines), the summary dict and its terminal rendering. Does not cover running anyt
 from __future__ import annotations
 
 import statistics
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 WITHIN = 0.02  # "a speedup of 1.00" means within 1.00 ± 2 %
 

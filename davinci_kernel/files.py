@@ -1,0 +1,113 @@
+"""Files written so that an interruption loses nothing, JSONL read back, and the JSON
+document a ``--json`` command prints.
+
+Covers: ``write_atomic`` (a temporary file beside the destination, synced, then renamed
+over it: a reader sees the old file or the new one, never half of one), ``write_json``,
+``append_jsonl`` (whole lines in one write, flushed and synced before it returns),
+``drop_cut_line`` (removes a last line that a kill cut short from an append-only file),
+``iter_jsonl``/``read_jsonl`` (the JSON objects of a JSONL file, blank lines skipped, any
+other line handed to ``on_bad``, which may raise, or else skipped) and ``print_json``.
+Does not cover: what the files hold or where a run keeps them (``rundir``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from .errors import UsageError
+
+OnBad = Callable[[int, str], None]  # (line number, why) for a line that is not a JSON object
+
+
+def write_atomic(path: Union[str, os.PathLike], data: Union[bytes, str]) -> Path:
+    """Write ``data`` to ``path`` through a synced temporary file in the same folder."""
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise UsageError(f"cannot write in {path.parent}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def write_json(path: Union[str, os.PathLike], obj: Any) -> Path:
+    return write_atomic(path, json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def jsonl_text(rows: Iterable[Any], **dumps_kwargs) -> str:
+    """The JSONL text of ``rows``: one line each, every line ending with a newline."""
+    return "".join(json.dumps(r, **{"default": str, **dumps_kwargs}) + "\n" for r in rows)
+
+
+def append_jsonl(path: Union[str, os.PathLike], rows: Iterable[Any]) -> None:
+    """Append ``rows`` as whole lines in one write, flushed and synced before returning."""
+    data = jsonl_text(rows)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def drop_cut_line(path: Union[str, os.PathLike]) -> None:
+    """Drop a last line cut by a kill (whole lines end with a newline) from an append-only file."""
+    path = Path(path)
+    if not (path.is_file() and path.stat().st_size):
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if data.endswith(b"\n"):
+            return
+        fh.truncate(data.rfind(b"\n") + 1)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def iter_jsonl(path: Union[str, os.PathLike], on_bad: Optional[OnBad] = None) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for every line of ``path`` that is a JSON object. Blank lines
+    are skipped; any other line (a line cut by a kill, a list) goes to ``on_bad(n, why)``,
+    which may raise, or is skipped. Undecodable bytes read as U+FFFD."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                if on_bad is not None:
+                    on_bad(n, f"not JSON ({e.msg})")
+                continue
+            if not isinstance(obj, dict):
+                if on_bad is not None:
+                    on_bad(n, f"a JSON {type(obj).__name__}, not an object")
+                continue
+            yield n, obj
+
+
+def read_jsonl(path: Union[str, os.PathLike], on_bad: Optional[OnBad] = None) -> list[dict]:
+    """The JSON objects of a JSONL file, in order (see ``iter_jsonl``)."""
+    return [obj for _, obj in iter_jsonl(path, on_bad)]
+
+
+def print_json(obj: Any) -> None:
+    """The one JSON document a ``--json`` command writes on stdout."""
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    sys.stdout.flush()
