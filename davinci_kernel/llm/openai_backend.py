@@ -1,13 +1,15 @@
 """Backend for any OpenAI-compatible chat server (vLLM, SGLang, a hosted API).
 
 Covers: ``/v1/chat/completions`` calls with a concurrency limit, per-call timeouts and
-retries with exponential backoff on connection errors, timeouts, 429 and 5xx; asking
+the openai client's own retries (exponential backoff with jitter, ``Retry-After`` honoured)
+on connection errors, timeouts, 408, 409, 429 and 5xx; asking
 for generated-token log-probs (standard ``logprobs``) and, from servers that know them,
 token ids through vLLM's extra request parameters (``return_token_ids`` gives
 ``prompt_token_ids`` and per-choice ``token_ids``; ``return_tokens_as_token_ids`` makes
 log-prob entries read ``token_id:N``). A server that rejects those extras with a 400 is
-asked again without them, once, and remembered. A request that still fails after the
-retries becomes a ``Completion`` with ``error`` set; the run goes on.
+asked again without them, once, and remembered (the one retry the client does not do). A
+request that still fails after the client's retries becomes a ``Completion`` with
+``error`` set; the run goes on. ``check`` asks once, without retries.
 
 Does not cover: streaming, tool-call fields (agents parse tools from the text), or
 starting a server (``serve`` has a small one for tests; production uses ``vllm serve``).
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 from typing import Any, Optional
 
 from ..errors import UsageError
@@ -37,14 +38,13 @@ class OpenAIBackend(Backend):
 
     def __init__(self, base_url: str, model: str = "", *, api_key: Optional[str] = None,
                  concurrency: int = 64, timeout_s: float = 600.0, max_retries: int = 4,
-                 backoff_s: float = 1.0, token_ids: str = "auto", logprobs: bool = True):
+                 token_ids: str = "auto", logprobs: bool = True):
         import openai
 
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = f"openai:{self.base_url}#{model}" if model else f"openai:{self.base_url}"
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self.want_logprobs = logprobs
         self.use_extras = token_ids in ("auto", "on", True)
@@ -67,7 +67,7 @@ class OpenAIBackend(Backend):
         if self._client is None or self._loop is not loop:
             self._loop = loop
             self._client = self._openai.AsyncOpenAI(base_url=self.base_url, api_key=self._key,
-                                                    timeout=self.timeout_s, max_retries=0)
+                                                    timeout=self.timeout_s, max_retries=self.max_retries)
             self._sem = asyncio.Semaphore(self.concurrency)
         return self._client, self._sem
 
@@ -75,7 +75,8 @@ class OpenAIBackend(Backend):
     async def check(self) -> None:
         """Fail with one line when the server is down; learn the model name if not given."""
         try:
-            models = await self.client.models.list(timeout=min(self.timeout_s, 15.0))
+            client = self.client.with_options(max_retries=0)
+            models = await client.models.list(timeout=min(self.timeout_s, 15.0))
         except (self._openai.APIConnectionError, self._openai.APITimeoutError):
             raise UsageError(_start_hint(self.base_url)) from None
         except self._openai.APIStatusError as e:
@@ -109,9 +110,10 @@ class OpenAIBackend(Backend):
             return await self._with_retries(req)
 
     async def _with_retries(self, req: GenRequest) -> Completion:
+        """One request; the client retries transport errors, 408/409/429 and 5xx itself. Here
+        only: a 400 about vLLM's extras is asked again without them (and remembered)."""
         oa = self._openai
-        last = ""
-        for attempt in range(self.max_retries + 1):
+        while True:
             try:
                 return await self._call(req)
             except oa.BadRequestError as e:
@@ -119,21 +121,16 @@ class OpenAIBackend(Backend):
                     self.use_extras = False
                     self.gives_token_ids = False
                     continue
-                return Completion(text="", model=self.model, finish_reason="error",
-                                  error=f"HTTP 400: {_short(e)}")
-            except (oa.APIConnectionError, oa.APITimeoutError, oa.RateLimitError,
-                    oa.InternalServerError) as e:
-                last = f"{type(e).__name__}: {_short(e)}"
+                return self._failed(f"HTTP 400: {_short(e)}")
             except oa.APIStatusError as e:
-                if e.status_code < 500 and e.status_code != 429:
-                    return Completion(text="", model=self.model, finish_reason="error",
-                                      error=f"HTTP {e.status_code}: {_short(e)}")
-                last = f"HTTP {e.status_code}: {_short(e)}"
-            if attempt < self.max_retries:
-                delay = self.backoff_s * (2 ** attempt) * (0.5 + random.random())
-                await asyncio.sleep(delay)
-        return Completion(text="", model=self.model, finish_reason="error",
-                          error=f"failed after {self.max_retries + 1} attempts: {last}")
+                if e.status_code < 500 and e.status_code not in (408, 409, 429):
+                    return self._failed(f"HTTP {e.status_code}: {_short(e)}")
+                return self._failed(f"failed after {self.max_retries + 1} attempts: HTTP {e.status_code}: {_short(e)}")
+            except (oa.APIConnectionError, oa.APITimeoutError) as e:
+                return self._failed(f"failed after {self.max_retries + 1} attempts: {type(e).__name__}: {_short(e)}")
+
+    def _failed(self, error: str) -> Completion:
+        return Completion(text="", model=self.model, finish_reason="error", error=error)
 
     async def _call(self, req: GenRequest) -> Completion:
         kwargs: dict[str, Any] = dict(model=self.model, messages=req.messages,
