@@ -1,13 +1,83 @@
-"""Shared fixtures: a CPU evaluator (Triton interpreter) reused across tests, task loaders."""
+"""Shared fixtures: a CPU evaluator (Triton interpreter) reused across tests, task loaders,
+and the scripted backbone the end-to-end command tests run `dvk` with."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+RELU = (FIXTURES / "tasks" / "relu.py").read_text()  # the ReLU problem (KernelBench format)
+
+_RELU_KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, {store}, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), {block}),)](x, y, x.numel(), BLOCK={block})
+        return y
+'''
+
+_SCRIPT_HEAD = '''import os
+import re
+
+
+def log(word):
+    """One line per model call in $DVK_SCRIPT_LOG, so that a test can count the calls."""
+    with open(os.environ["DVK_SCRIPT_LOG"], "a") as fh:
+        fh.write(word + "\\n")
+
+
+'''
+
+
+def relu_kernel(store: str = "tl.maximum(x, 0.0)", block: int = 1024) -> str:
+    """A Triton ``ModelNew`` for the ReLU problem that stores ``store`` (a correct ReLU by default)."""
+    return _RELU_KERNEL.format(store=store, block=block)
+
+
+def write_script(path: Path, respond: str, **constants) -> Path:
+    """A ``script:FILE.py`` backbone: ``constants`` as globals, ``log(word)`` and the
+    ``respond(request)`` source given."""
+    values = "".join(f"{k} = {v!r}\n" for k, v in constants.items())
+    path.write_text(_SCRIPT_HEAD + values + "\n\n" + respond)
+    return path
+
+
+def write_suite(root: Path, problems: dict[str, str]) -> Path:
+    """``root/suite/level1/<name>.py`` for each problem; the suite folder (``kernelbench:DIR``)."""
+    level = root / "suite" / "level1"
+    level.mkdir(parents=True, exist_ok=True)
+    for name, source in problems.items():
+        (level / f"{name}.py").write_text(source)
+    return root / "suite"
+
+
+def script_env(log: Path | str) -> dict:
+    return dict(os.environ, DVK_SCRIPT_LOG=str(log), OMP_NUM_THREADS="1")
+
+
+def run_dvk(args, env=None, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:
+    """``python -m davinci_kernel.cli ARGS`` in a child process."""
+    return subprocess.run([sys.executable, "-m", "davinci_kernel.cli", *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=timeout, cwd=cwd)
 
 
 def fixture_meta(path: Path) -> dict:

@@ -7,72 +7,33 @@ and resumed: only the unfinished task is redone.
 """
 
 import json
-import os
 import socket
-import subprocess
-import sys
-
-from pathlib import Path
 
 import pytest
-
-RELU = (Path(__file__).parent / "fixtures" / "tasks" / "relu.py").read_text()
+from conftest import RELU, relu_kernel, script_env, write_script, write_suite
+from conftest import run_dvk as dvk
 
 SCALE = RELU.replace('"""ReLU.', '"""Scale by two.').replace("torch.relu(x)", "x * 2.0")
 
-SCRIPT = '''
-import os
-
-KERNEL = """import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    tl.store(y_ptr + offs, tl.maximum(x, 0.0){extra}, mask=mask)
-
-
-class ModelNew(torch.nn.Module):
-    def forward(self, x):
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-        return y
-"""
-
-
+RESPOND = '''
 def respond(request):
     task = request.messages[1]["content"]
-    with open(os.environ["DVK_SCRIPT_LOG"], "a") as fh:
-        fh.write(("relu" if "ReLU" in task else "scale") + "\\n")
+    log("relu" if "ReLU" in task else "scale")
     if "ReLU" in task:
-        return "Here:\\n```python\\n" + KERNEL.format(extra="") + "```"
+        return "Here:\\n```python\\n" + GOOD + "```"
     turn = sum(1 for m in request.messages if m["role"] == "user")
     if turn == 1:
         return "<think>this needs care</think>I am not sure how to do this."
-    return "```python\\n" + KERNEL.format(extra=" + missing_name") + "```"
+    return "```python\\n" + BROKEN + "```"
 '''
 
 
 @pytest.fixture
 def setup(tmp_path):
-    suite = tmp_path / "suite" / "level1"
-    suite.mkdir(parents=True)
-    (suite / "1_ReLU.py").write_text(RELU)
-    (suite / "2_Scale.py").write_text(SCALE)
-    script = tmp_path / "model.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ, DVK_SCRIPT_LOG=str(tmp_path / "calls.log"))
-    return tmp_path, script, env
-
-
-def dvk(args, env, timeout=300):
-    return subprocess.run([sys.executable, "-m", "davinci_kernel.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    write_suite(tmp_path, {"1_ReLU": RELU, "2_Scale": SCALE})
+    script = write_script(tmp_path / "model.py", RESPOND, GOOD=relu_kernel(),
+                          BROKEN=relu_kernel("tl.maximum(x, 0.0) + missing_name"))
+    return tmp_path, script, script_env(tmp_path / "calls.log")
 
 
 def test_run_writes_results_and_resumes(setup):

@@ -4,9 +4,8 @@ Rollout 0 writes a correct Triton ReLU; rollout 1 writes one that fails at run t
 gets the evaluator's feedback in its next turn.
 """
 
-from pathlib import Path
-
 import pytest
+from conftest import RELU, relu_kernel
 
 from davinci_kernel.config import Config, EvalConfig
 from davinci_kernel.evaluate import Evaluator
@@ -16,31 +15,10 @@ from davinci_kernel.rollout import collect_groups, validate_tasks
 from davinci_kernel.skills.admit import Admission
 from davinci_kernel.skills.store import SkillStore
 
-SOURCE = (Path(__file__).parent / "fixtures" / "tasks" / "relu.py").read_text()
-TASK = Task(name="level1/19_ReLU", level=1, problem_id=19, source=SOURCE)
+TASK = Task(name="level1/19_ReLU", level=1, problem_id=19, source=RELU)
 
-KERNEL = '''import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    tl.store(y_ptr + offs, {expr}, mask=mask)
-
-
-class ModelNew(torch.nn.Module):
-    def forward(self, x):
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        relu_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
-        return y
-'''
-GOOD = KERNEL.format(expr="tl.maximum(x, 0.0)")
-WRONG = KERNEL.format(expr="x * 2.0")
+GOOD = relu_kernel(block=256)
+WRONG = relu_kernel("x * 2.0", block=256)
 
 
 def respond(req):

@@ -11,45 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import RELU, relu_kernel, script_env, write_script, write_suite
+from conftest import run_dvk as dvk
 
-RELU = (Path(__file__).parent / "fixtures" / "tasks" / "relu.py").read_text()
-
-SCRIPT = '''
-import os
-import re
-
-KERNEL = """import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
-
-
-class ModelNew(torch.nn.Module):
-    def forward(self, x):
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-        return y
-"""
-
-
+RESPOND = '''
 def respond(request):
     system = request.messages[0]["content"]
     role = "select" if "You pick optimization skills" in system else "policy"
-    with open(os.environ["DVK_SCRIPT_LOG"], "a") as fh:
-        fh.write(role + "\\n")
+    log(role)
     if role == "select":  # the first numbered candidate
         first = re.search(r"^1\\. (\\S+)", request.messages[1]["content"], re.M).group(1)
         return ('<tool_call>{"name": "select_skills", "arguments": {"think": "t", '
@@ -58,26 +29,19 @@ def respond(request):
 '''
 
 
-def dvk(args, env, timeout=300):
-    return subprocess.run([sys.executable, "-m", "davinci_kernel.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One real `dvk run` per setting over a one-task suite, one turn; the calls of each."""
     tmp = tmp_path_factory.mktemp("ablations")
-    (tmp / "suite" / "level1").mkdir(parents=True)
-    (tmp / "suite" / "level1" / "1_ReLU.py").write_text(RELU)
-    script = tmp / "model.py"
-    script.write_text(SCRIPT)
+    write_suite(tmp, {"1_ReLU": RELU})
+    script = write_script(tmp / "model.py", RESPOND, KERNEL=relu_kernel())
     out = {}
     for name, extra in (("llm", ["--select", "llm", "--db", str(tmp / "seeded.db")]),
                         ("bm25", ["--select", "bm25", "--db", str(tmp / "seeded.db")]),
                         ("none", ["--select", "none", "--db", str(tmp / "unused.db")]),
                         ("noseed", ["--no-seed", "--db", str(tmp / "empty.db")])):
         log = tmp / f"{name}.log"
-        env = dict(os.environ, DVK_SCRIPT_LOG=str(log), OMP_NUM_THREADS="1")
+        env = script_env(log)
         p = dvk(["run", "--suite", f"kernelbench:{tmp / 'suite'}", "--model", f"script:{script}", "--turns", "1",
                  "--device", "cpu", "--workers", "1", "--out", str(tmp / name), *extra], env)
         assert p.returncode == 0, (name, p.stderr[-3000:])
@@ -129,7 +93,7 @@ def test_no_seed_starts_from_an_empty_library(runs):
 
 
 def test_no_seed_on_a_library_with_skills_says_it_changes_nothing(runs, tmp_path):
-    env = dict(os.environ, DVK_SCRIPT_LOG=str(tmp_path / "log"))
+    env = script_env(tmp_path / "log")
     p = dvk(["run", "--suite", f"kernelbench:{runs['tmp'] / 'suite'}", "--model",
              f"script:{runs['tmp'] / 'model.py'}", "--no-seed", "--db", str(runs["tmp"] / "seeded.db"),
              "--out", str(runs["llm"]["dir"]), "--select", "llm", "--device", "cpu", "--turns", "1"], env)
@@ -152,7 +116,7 @@ def test_bad_select_is_one_line_exit_2(args, fragment, tmp_path):
 def test_resume_with_another_select_is_refused(runs):
     p = dvk(["run", "--suite", f"kernelbench:{runs['tmp'] / 'suite'}", "--model",
              f"script:{runs['tmp'] / 'model.py'}", "--select", "bm25", "--out", str(runs["none"]["dir"]),
-             "--device", "cpu", "--turns", "1"], dict(os.environ, DVK_SCRIPT_LOG=os.devnull), timeout=120)
+             "--device", "cpu", "--turns", "1"], script_env(os.devnull), timeout=120)
     assert p.returncode == 2 and "select='none'" in p.stderr
 
 
@@ -178,7 +142,7 @@ def test_optimize_takes_the_same_no_seed(runs, tmp_path):
     p = dvk(["optimize", str(runs["tmp"] / "suite" / "level1" / "1_ReLU.py"), "--model",
              f"script:{runs['tmp'] / 'model.py'}", "--no-seed", "--db", str(tmp_path / "new.db"), "--turns", "1",
              "--rollouts", "1", "--schemes", "1", "--summaries", "1", "--device", "cpu", "--workers", "1",
-             "--out", str(tmp_path / "opt")], dict(os.environ, DVK_SCRIPT_LOG=str(log), OMP_NUM_THREADS="1"))
+             "--out", str(tmp_path / "opt")], script_env(log))
     assert p.returncode == 0, p.stderr[-2000:]
     # one (empty) scheme plus the null scheme, one rollout each; an empty library: no selection call
     assert log.read_text().split() == ["policy", "policy"]
