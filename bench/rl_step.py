@@ -74,7 +74,7 @@ def build_model_dir(path: Path, shape: dict, seed: int = 0) -> Path:
 def make_batch(n: int, prompt_len: int, completion_len: int, vocab: int, seed: int = 0) -> list[Sample]:
     g = random.Random(seed)
     out = []
-    for i in range(n):
+    for _ in range(n):
         prompt = [g.randrange(vocab) for _ in range(prompt_len)]
         comp = [g.randrange(vocab) for _ in range(completion_len)]
         out.append(Sample("policy", prompt, comp, g.uniform(-1.0, 1.0)))
@@ -133,7 +133,7 @@ def bench_ours(path, samples, args, variant: str = "padded") -> dict:
         peaks = [None] * acc.num_processes
         tdist.all_gather_object(peaks, peak)
         out.update(world_size=acc.num_processes, peak_mem_gib_per_gpu=peaks)
-    del model, opt
+    model = opt = None  # release them (a closure above holds these names)
     _free()
     return out
 
@@ -201,7 +201,7 @@ def bench_trl(path, samples, args) -> dict:
             peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
             _profile(step, "trl", args)
         out = _summary(f"trl {trl.__version__} GRPO loss", times, tokens, peak)
-        del trainer, tmodel, opt, model
+        trainer = tmodel = opt = model = None  # release them (step() holds these names)
         _free()
         return out
     except Exception as e:  # an API drift in TRL is a result to report, not a crash

@@ -40,6 +40,8 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from rl_step import QWEN3_05B, TINY, _profile, _sync, build_model_dir  # noqa: E402
+
 from davinci_kernel.agents.policy import first_messages  # noqa: E402
 from davinci_kernel.llm.base import GenRequest  # noqa: E402
 from davinci_kernel.llm.hf_backend import HFBackend  # noqa: E402
@@ -47,7 +49,6 @@ from davinci_kernel.rl.local_gen import LocalBackend  # noqa: E402
 from davinci_kernel.rl.modeling import load_model, load_tokenizer  # noqa: E402
 from davinci_kernel.skills.seed_build import load_sources  # noqa: E402
 from davinci_kernel.tasks.loader import load_suite  # noqa: E402
-from rl_step import QWEN3_05B, TINY, _profile, _sync, build_model_dir  # noqa: E402
 
 VARIANTS = ("hf_sdpa", "hf", "hf_chunk", "local")
 
@@ -121,7 +122,7 @@ def main() -> None:
         out = Path(args.out)
         for name in names:
             short = argparse.Namespace(**{**vars(args), "new": args.profile_new})
-            _profile(lambda: run_variant(name, model, tok, prompts, short), name, args)  # with --profile
+            _profile(lambda name=name, short=short: run_variant(name, model, tok, prompts, short), name, args)  # with --profile
             result["variants"].append(run_variant(name, model, tok, prompts, args))
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(result, indent=2))

@@ -31,14 +31,15 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from skills_tasks import labeled_tasks  # noqa: E402
+
+from davinci_kernel.agents.selection import parse_selection  # noqa: E402
+from davinci_kernel.config import SkillsConfig  # noqa: E402
 from davinci_kernel.records import Skill  # noqa: E402
 from davinci_kernel.skills.bm25 import SkillIndex, skill_tokens, task_query, tokenize  # noqa: E402
 from davinci_kernel.skills.markdown import example_blocks  # noqa: E402
-from davinci_kernel.agents.selection import parse_selection  # noqa: E402
-from davinci_kernel.skills.select import candidates_for, format_candidates  # noqa: E402
-from davinci_kernel.config import SkillsConfig  # noqa: E402
 from davinci_kernel.skills.seed_build import load_sources  # noqa: E402
-from skills_tasks import labeled_tasks  # noqa: E402
+from davinci_kernel.skills.select import candidates_for, format_candidates  # noqa: E402
 
 
 def seed_skills() -> list[Skill]:
@@ -86,7 +87,7 @@ def off_topic(n: int, seeds: list[Skill], rng: random.Random) -> list[Skill]:
         topic = OFF_TOPICS[i % len(OFF_TOPICS)].split()
         c = rng.choice(codes)
         start = rng.randrange(max(1, len(c) - 12))
-        words = lambda k: " ".join(rng.choice(topic) if rng.random() < 0.35 else rng.choice(generic)  # noqa: E731
+        words = lambda k, topic=topic: " ".join(rng.choice(topic) if rng.random() < 0.35 else rng.choice(generic)  # noqa: E731
                                    for _ in range(k))
         content = (f"## Motivation\n{words(40)}\n## Key Idea\n{words(50)}\n## Example\n```python\n"
                    + "\n".join(c[start:start + 12]) + "\n```\n")

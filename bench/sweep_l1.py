@@ -51,7 +51,7 @@ def sweep(name, fn_name, grid):
         try:
             got = fn(*x, **kw)
             ok = torch.allclose(got, want, atol=1e-4, rtol=1e-4)
-            ms = triton.testing.do_bench(lambda: fn(*x, **kw), return_mode="median")
+            ms = triton.testing.do_bench(lambda kw=kw: fn(*x, **kw), return_mode="median")
             rows.append({"config": kw, "ok": bool(ok), "ms": ms, "speedup": eager / ms})
         except Exception as e:  # noqa: BLE001 - a config that does not compile is skipped
             rows.append({"config": kw, "ok": False, "error": f"{type(e).__name__}: {str(e)[:120]}"})

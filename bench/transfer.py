@@ -42,6 +42,41 @@ def timed(fn, reps: int) -> float:
     return statistics.median(xs)
 
 
+def measure(torch, dev: str, root: str, mb: int, reps: int) -> dict:
+    """Write, read and sample one ``mb``-megabyte leaf; seconds per step."""
+    from davinci_kernel.evaluate.transfer import SAMPLE_N, read_leaf, sample_indices, write_leaf
+
+    n = mb * (1 << 20) // 4
+    x = torch.randn(n, device=dev)
+    path = os.path.join(root, "leaf.bin")
+
+    def fresh(write):
+        def go():
+            if os.path.exists(path):
+                os.remove(path)
+            write()
+            if dev == "cuda":
+                torch.cuda.synchronize()
+        return go
+
+    host_s = timed(fresh(lambda: host_write(torch, x, path)), reps)
+    mapped_s = timed(fresh(lambda: write_leaf(torch, x, path)), reps)
+    write_leaf(torch, x, path)
+    meta = {"kind": "tensor", "dtype": "float32", "shape": [n], "path": path}
+    read_s = timed(lambda: read_leaf(meta), reps)
+    t0 = time.perf_counter()
+    ref = read_leaf(meta, mapped=True)
+    idx = sample_indices(torch, n, 1)
+    ref[idx].sum()
+    first_s = time.perf_counter() - t0
+    again_s = timed(lambda: ref[sample_indices(torch, n, 2)].sum(), reps)
+    rand = torch.randint(0, n, (min(n, SAMPLE_N),), generator=torch.Generator().manual_seed(3))
+    random_s = timed(lambda: ref[rand].sum(), reps)
+    os.remove(path)
+    return {"mb": mb, "write_host_s": host_s, "write_mapped_s": mapped_s, "read_whole_s": read_s,
+            "sample_first_touch_s": first_s, "sample_again_s": again_s, "sample_random_order_s": random_s}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes-mb", default="4,64,512", help="output sizes in MB (float32)")
@@ -55,42 +90,15 @@ def main() -> None:
         sys.exit(2)
     import torch
 
-    from davinci_kernel.evaluate.transfer import SAMPLE_N, read_leaf, sample_indices, shm_root, write_leaf
+    from davinci_kernel.evaluate.transfer import shm_root
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     root = tempfile.mkdtemp(prefix="dvk-transfer-", dir=shm_root())
     rows = []
     for mb in sizes:
-        n = mb * (1 << 20) // 4
-        x = torch.randn(n, device=dev)
-        path = os.path.join(root, "leaf.bin")
-
-        def fresh(write):
-            def go():
-                if os.path.exists(path):
-                    os.remove(path)
-                write()
-                if dev == "cuda":
-                    torch.cuda.synchronize()
-            return go
-
-        host_s = timed(fresh(lambda: host_write(torch, x, path)), args.reps)
-        mapped_s = timed(fresh(lambda: write_leaf(torch, x, path)), args.reps)
-        write_leaf(torch, x, path)
-        meta = {"kind": "tensor", "dtype": "float32", "shape": [n], "path": path}
-        read_s = timed(lambda: read_leaf(meta), args.reps)
-        t0 = time.perf_counter()
-        ref = read_leaf(meta, mapped=True)
-        idx = sample_indices(torch, n, 1)
-        ref[idx].sum()
-        first_s = time.perf_counter() - t0
-        again_s = timed(lambda: ref[sample_indices(torch, n, 2)].sum(), args.reps)
-        rand = torch.randint(0, n, (min(n, SAMPLE_N),), generator=torch.Generator().manual_seed(3))
-        random_s = timed(lambda: ref[rand].sum(), args.reps)
-        del ref
-        os.remove(path)
-        row = {"mb": mb, "write_host_s": host_s, "write_mapped_s": mapped_s, "read_whole_s": read_s,
-               "sample_first_touch_s": first_s, "sample_again_s": again_s, "sample_random_order_s": random_s}
+        row = measure(torch, dev, root, mb, args.reps)
+        host_s, mapped_s, read_s = row["write_host_s"], row["write_mapped_s"], row["read_whole_s"]
+        first_s, again_s, random_s = row["sample_first_touch_s"], row["sample_again_s"], row["sample_random_order_s"]
         rows.append(row)
         print(f"{mb:5d} MB  write host {host_s * 1e3:8.1f} ms  write mapped {mapped_s * 1e3:8.1f} ms  "
               f"read {read_s * 1e3:7.1f} ms  sample first {first_s * 1e3:7.1f} ms  again {again_s * 1e3:6.1f} ms  "

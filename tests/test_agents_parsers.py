@@ -4,8 +4,15 @@ import json
 
 import pytest
 
-from davinci_kernel.agents import (extract_code, feedback_message, first_messages, parse_selection,
-                                   parse_summary, selection_messages, summary_messages)
+from davinci_kernel.agents import (
+    extract_code,
+    feedback_message,
+    first_messages,
+    parse_selection,
+    parse_summary,
+    selection_messages,
+    summary_messages,
+)
 from davinci_kernel.agents.templates import PROMPT_DIR, render
 from davinci_kernel.records import EvalResult, Skill, Task
 

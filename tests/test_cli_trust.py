@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,10 +6,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_report_build import make_run_dir
 
 from davinci_kernel.report.build import build_report
 from davinci_kernel.report.plots import P_COLORS
-from test_report_build import make_run_dir
 
 CHROMIUM = Path("/usr/bin/chromium")
 

@@ -11,11 +11,11 @@ import json
 
 import pytest
 import typer
+from test_report_build import make_run_dir, parse
 
 import davinci_kernel.cli as cli
 from davinci_kernel.report.commands import register
 from davinci_kernel.report.fastp import DEFAULT_PS, fastp_table
-from test_report_build import make_run_dir, parse
 
 KEYS = [f"fast_{p:g}" for p in DEFAULT_PS] + ["geomean", "geomean_compile"]
 

@@ -5,8 +5,14 @@ import torch
 
 from davinci_kernel.config import RewardConfig
 from davinci_kernel.records import Completion, Episode, TaskGroup, Turn
-from davinci_kernel.rl.advantages import (fill_advantages, leave_one_out, normalize_mean_abs, policy_advantages,
-                                          trloo, turn_returns)
+from davinci_kernel.rl.advantages import (
+    fill_advantages,
+    leave_one_out,
+    normalize_mean_abs,
+    policy_advantages,
+    trloo,
+    turn_returns,
+)
 from davinci_kernel.rollout.rewards import fill_rewards
 
 R = torch.tensor([[1.0, 2.0], [3.0, 0.0], [0.0, 9.0]])

@@ -1,7 +1,7 @@
 """``dvk optimize`` keeps the best candidate: correct and fastest, else the one that got
 furthest through the evaluation (``records.Stage.ORDER``)."""
 
-from davinci_kernel.records import EvalResult, Episode, Stage, TaskGroup, Turn
+from davinci_kernel.records import Episode, EvalResult, Stage, TaskGroup, Turn
 from davinci_kernel.rollout.optimize import best_candidate
 
 

@@ -4,9 +4,16 @@ turns' scheme rewards, the summary reward, and ``fill_rewards`` over a task grou
 import pytest
 
 from davinci_kernel.config import RewardConfig
-from davinci_kernel.records import Completion, EvalResult, Episode, TaskGroup, Turn
-from davinci_kernel.rollout.rewards import (fastp_reward, fill_rewards, policy_reward, released_reward,
-                                           scheme_rewards, summary_reward, tiered_reward)
+from davinci_kernel.records import Completion, Episode, EvalResult, TaskGroup, Turn
+from davinci_kernel.rollout.rewards import (
+    fastp_reward,
+    fill_rewards,
+    policy_reward,
+    released_reward,
+    scheme_rewards,
+    summary_reward,
+    tiered_reward,
+)
 
 
 def ok(speedup, coverage=None):

@@ -41,7 +41,7 @@ def test_show_unknown_is_one_line_exit_2(db):
 
 def test_import_bad_lines_warns_exit_0_and_export(db, tmp_path):
     p = tmp_path / "in.jsonl"
-    good = '{"name": "my_skill", "description": "d", "scope": "general", "tags": ["x"], "content": "%s"}' % CONTENT
+    good = '{"name": "my_skill", "description": "d", "scope": "general", "tags": ["x"], "content": "' + CONTENT + '"}'
     p.write_text(good + "\n{broken\n")
     r = dvk("import", str(p), "--db", db, "--json")
     assert r.returncode == 0

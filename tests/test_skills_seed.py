@@ -22,7 +22,7 @@ def test_at_least_twenty_wellformed_skills():
         assert content_filter(skill) is None, (path, content_filter(skill))
         blocks = example_blocks(skill.content)
         assert blocks, path
-        for lang, code in blocks:
+        for _, code in blocks:
             ast.parse(code)
             assert "triton.jit" in code or "__global__" in code, path
         assert {"launcher", "reference", "inputs"} <= set(extra.get("bench", {})), path

@@ -10,8 +10,9 @@ candidate file in a reply. Does not cover: running or judging the code (``evalua
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from ..records import EvalResult, Skill, Task
 from .extract import code_blocks, defines, strip_think, unfenced_python

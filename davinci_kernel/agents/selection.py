@@ -14,8 +14,9 @@ dropped (and listed), duplicates removed. Does not cover: BM25 candidates or sam
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from ..records import Skill, Task
 from ..skills.select import format_candidates

@@ -12,8 +12,9 @@ or verification (``skills.admit``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from ..records import Skill, Task
 from .extract import find_tool_call, strip_think

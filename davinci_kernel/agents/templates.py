@@ -8,14 +8,14 @@ raises. Does not cover: what goes into the slots (the role modules decide).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> str:
     return (PROMPT_DIR / f"{name}.md").read_text(encoding="utf-8")
 

@@ -52,10 +52,10 @@ class Backend(abc.ABC):
     async def _generate(self, requests: list[GenRequest]) -> list[Completion]:
         """One completion per request, in order."""
 
-    async def check(self) -> None:
+    async def check(self) -> None:  # noqa: B027 - a hook; backends with nothing to reach keep it empty
         """Raise ``UsageError`` with the fix when the model cannot be reached."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - a hook; backends holding nothing keep it empty
         """Release connections or memory; the backend is unusable afterwards."""
 
     def generate_sync(self, requests: list[GenRequest]) -> list[Completion]:

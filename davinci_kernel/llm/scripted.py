@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Union
+from typing import Union
 
 from ..errors import UsageError
 from ..records import Completion

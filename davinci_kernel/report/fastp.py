@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 DEFAULT_PS = (0.0, 1.0, 1.2, 1.5, 2.0)
 

@@ -21,7 +21,7 @@ applies; every turn's reward must be set before ``fill_advantages``), rejection
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

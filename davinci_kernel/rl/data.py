@@ -9,7 +9,7 @@ order of an uninterrupted one. Does not cover: loading tasks (``tasks/``).
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class TaskSampler:

@@ -13,7 +13,8 @@ Does not cover: serving, chat parsing, or any role logic (``rollout/``, ``agents
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import torch
 

@@ -60,7 +60,7 @@ def load_model(path: str | Path, *, lora_r: int = 0, lora_alpha: int = 32, bf16:
                           task_type="CAUSAL_LM")
         model = get_peft_model(model, lcfg)
     if adapter is not None or lora_r > 0:
-        for n, p in model.named_parameters():  # adapters train in fp32
+        for p in model.parameters():  # adapters train in fp32
             if p.requires_grad and p.dtype != torch.float32:
                 p.data = p.data.float()
     return model

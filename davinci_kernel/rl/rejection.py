@@ -16,7 +16,8 @@ Does not cover: computing the log-probs (``losses.py`` / ``update.py``).
 from __future__ import annotations
 
 import random
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 import torch
 

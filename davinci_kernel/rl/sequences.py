@@ -23,8 +23,9 @@ advantage 0 carry no gradient and are not packed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Optional
 
 import torch
 

@@ -73,8 +73,7 @@ def full_state(model, optimizer) -> tuple[Optional[dict], Optional[dict]]:
     """(model state dict, optimizer state dict keyed by parameter names), whole, on CPU, on
     rank 0 (None elsewhere). Every rank must call it: it gathers the shards."""
     import torch.distributed as dist
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                         get_optimizer_state_dict)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
 
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
     msd = get_model_state_dict(model, options=opts)

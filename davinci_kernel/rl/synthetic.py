@@ -18,7 +18,7 @@ Does not cover: real tasks, kernels or evaluation (``RolloutEnv`` in ``env.py``)
 
 from __future__ import annotations
 
-from ..records import Completion, EvalResult, Episode, Skill, Stage, Task, TaskGroup, Turn
+from ..records import Completion, Episode, EvalResult, Skill, Stage, Task, TaskGroup, Turn
 from ..rollout.rewards import summary_reward
 
 ROLE_CLASS = {"policy": 0, "select": 1, "summary": 2}

@@ -39,7 +39,7 @@ class UpdateSettings:
     logprobs: str = "fused"  # fused | chunked (see row_logprobs)
 
     @classmethod
-    def from_config(cls, cfg) -> "UpdateSettings":
+    def from_config(cls, cfg) -> UpdateSettings:
         impl = cfg.rl.logprob_impl
         if impl == "auto":  # the fused head reads its weight outside the forward: not under FSDP
             impl = "chunked" if cfg.rl.fsdp else "fused"
@@ -233,7 +233,7 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
         rows += [_dummy_row() for _ in range(dist.max(len(rows)) - len(rows))]
         packed.append(rows)
     olds: list[list[Optional[torch.Tensor]]] = []
-    for mini, rows in zip(minis, packed):
+    for rows in packed:
         if need_old:
             with torch.no_grad():
                 old = [row_logprobs(model, r, device, s.temperature, s.logprobs).float() for r in rows]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ..config import RewardConfig, RolloutConfig, SkillsConfig
 from ..llm.base import Backend, GenRequest

@@ -11,10 +11,11 @@ turn. Does not cover: choosing the schemes (``selection``) or summaries (``summa
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from ..agents.policy import extract_code, feedback_message, first_messages
-from ..records import ErrorKind, EvalResult, Episode, Skill, Stage, Task, Turn
+from ..records import Episode, ErrorKind, EvalResult, Skill, Stage, Task, Turn
 from .context import Context
 from .rewards import policy_reward
 

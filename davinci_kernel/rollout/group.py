@@ -30,7 +30,7 @@ class GroupPlan:
     record_usage: bool = False  # count selections in the library (not during evaluation)
 
     @classmethod
-    def training(cls, rcfg) -> "GroupPlan":
+    def training(cls, rcfg) -> GroupPlan:
         return cls(rcfg.k_schemes, True, rcfg.n_rollouts, rcfg.turns, True, True)
 
 

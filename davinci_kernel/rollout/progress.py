@@ -7,8 +7,8 @@ stderr is not a terminal. Does not cover: the final tables (the commands print t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 
 @contextmanager

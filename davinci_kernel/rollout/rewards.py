@@ -35,7 +35,8 @@ itself (``skills/admit.py``).
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 from ..config import RewardConfig, choices_of
 from ..records import ErrorKind, EvalResult, Stage, TaskGroup

@@ -9,9 +9,10 @@ Does not cover: what the session is used for (``suite``, ``optimize``).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Optional
+from typing import Any, Optional
 
 from ..config import EvalConfig, SkillsConfig
 from ..llm import Backend, make_backend

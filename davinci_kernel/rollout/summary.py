@@ -12,12 +12,13 @@ Does not cover: committing staged skills (the caller does, after its update succ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 from ..agents.policy import extract_code, first_messages
 from ..agents.summary import parse_summary, summary_messages
-from ..records import EvalResult, Episode, Skill, Task, Turn
+from ..records import Episode, EvalResult, Skill, Task, Turn
 from ..skills.admit import Admission, content_filter, verify
 from .context import Context
 from .episodes import no_code_result

@@ -19,7 +19,8 @@ import ast
 import random
 import re
 from collections import Counter
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Optional
 
 import numpy as np
 

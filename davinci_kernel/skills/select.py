@@ -10,7 +10,8 @@ Does not cover: the prompt around the list or reading the agent's ``select_skill
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from ..records import Skill, Task
 from .bm25 import SkillIndex, task_query

@@ -1,7 +1,17 @@
 """① Tasks: KernelBench-format problems from the built-in suite, a directory or the HF dataset."""
 
-from .loader import (BUILTIN_DIR, REFERENCE_DIR, SuiteError, candidate_path, check_problem_source,
-                     load_dir, load_hf, load_suite, load_task_file, reference_dir)
+from .loader import (
+                     BUILTIN_DIR,
+                     REFERENCE_DIR,
+                     SuiteError,
+                     candidate_path,
+                     check_problem_source,
+                     load_dir,
+                     load_hf,
+                     load_suite,
+                     load_task_file,
+                     reference_dir,
+)
 
 __all__ = ["BUILTIN_DIR", "REFERENCE_DIR", "SuiteError", "candidate_path", "check_problem_source",
            "load_dir", "load_hf", "load_suite", "load_task_file", "reference_dir"]
