@@ -43,7 +43,7 @@ from ..config import EvalConfig
 from ..records import EvalResult, Task
 from ..tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbations
 from . import feedback as feedback_mod
-from . import judge, sandbox, static
+from . import judge, kernelcache, sandbox, static
 from .baselines import BaselineCache
 from .gate import Gates
 from .intake import read_leaves
@@ -184,6 +184,9 @@ class Evaluator:
             return res
         res.sandbox = w.sandbox_desc
         res.device = w.device or res.device
+        kernels = getattr(self.pool, "kernels", None) if self.on_gpu else None
+        if kernels is not None:  # what an earlier worker built for this very source
+            kernels.give(kernelcache.source_key(source), w.triton_cache, w.uid)
         clock.mark("acquire")
         try:
             ref = self._reference(task, variant, overrides, seeds, perturb, w.device)
@@ -213,7 +216,14 @@ class Evaluator:
                 judge.flag(res, [("shape_hardcoding", "the worker crashed at perturbed sizes (out-of-bounds access?)")])
                 res.stage = "correctness"
         finally:
-            self.pool.release(slot, w)
+            try:
+                if kernels is not None and res.compiled:
+                    w.freeze()  # stopped for good: its cache cannot change while it is copied
+                    kernels.keep(kernelcache.source_key(source), w.triton_cache, w.uid)
+            except OSError:
+                pass  # a cache not kept costs the next run of this source its build time, nothing else
+            finally:
+                self.pool.release(slot, w)
         return res
 
     # ------------------------------------------------------------------ trusted side

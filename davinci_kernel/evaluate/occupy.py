@@ -117,6 +117,17 @@ class FlushHold:
         and read the blocks' start times: their spread is how long the last block waited
         for a free SM (well under a microsecond when all fit at once). Raises if the bound
         launcher does not work, so the worker falls back to fill_ and says why."""
+        self.calibrate(torch, buf)
+        t = self.starts.cpu()
+        if int(t.min()) <= 0:
+            raise RuntimeError("the flush kernel did not run in every block")
+        self.start_spread_us = float(t.max() - t.min()) / 1e3
+        return self.describe()
+
+    def calibrate(self, torch, buf) -> None:
+        """Set the flush deadline from the worst of five flushes of ``buf`` (after one to warm
+        up). Done again at the start of every timing, which has the GPU to itself: measured
+        beside other work (a worker's start-up) the deadline would come out too long."""
         times = []
         for _ in range(6):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -127,11 +138,6 @@ class FlushHold:
             torch.cuda.synchronize(self._index)
             times.append(a.elapsed_time(b) * 1e6)
         self.ns_per_elem = max(times[1:]) / buf.numel()
-        t = self.starts.cpu()
-        if int(t.min()) <= 0:
-            raise RuntimeError("the flush kernel did not run in every block")
-        self.start_spread_us = float(t.max() - t.min()) / 1e3
-        return self.describe()
 
     def describe(self) -> dict:
         return {"kind": "hold", "blocks": self.grid, "threads": self.threads, "per_sm": self.per_sm, "regs": self.n_regs,

@@ -5,7 +5,8 @@ Covers: the evaluation slots (``["cuda:0", "cuda:0", "cuda:1"]``, or CPU slots),
 reference processes (as many per device as slots, each serving one request at a time: they
 compute reference outputs and baselines, each once per task), and per device a queue of candidate workers
 started ahead (``slots + spares``), so a new candidate finds a started interpreter and the
-next one starts while it runs. A process starting up is enrolled on its device's gate
+next one starts while it runs; their Triton caches start from what a reference process
+built (``kernelcache.py``). A process starting up is enrolled on its device's gate
 (``gate.py``), so it is stopped while a timer runs. A worker that ran a candidate is never reused. Also the
 helpers that choose slots for a device. Does not cover: processes themselves (``procs.py``)
 or judging (``evaluator.py``); the Ray pool is ``ray_pool.py``.
@@ -22,6 +23,7 @@ import threading
 from typing import Optional
 
 from .gate import Gates
+from .kernelcache import KernelCache
 from .procs import Limits, WorkerProcess
 
 
@@ -33,6 +35,7 @@ class LocalPool:
         self.gates = gates or Gates()  # a process starting up is stopped while a timer runs
         self.root = root or tempfile.mkdtemp(prefix="dvk-pool-")
         os.chmod(self.root, 0o711)  # workers reach their own scratch folder inside, nothing else
+        self.kernels = KernelCache(os.path.join(self.root, "kernels"))  # Triton builds workers need
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="dvk-workers-")
         self.limits = limits
         self.sandboxed = sandboxed
@@ -57,7 +60,7 @@ class LocalPool:
         with self._lock:
             self.started += 1
         w = WorkerProcess("candidate", device, self.root, self.log_dir, sandboxed=self.sandboxed,
-                          limits=self.limits)
+                          limits=self.limits, seed=self.kernels.seed if device != "cpu" else None)
         self.gates(device).enroll(w)
         return w
 
@@ -72,6 +75,8 @@ class LocalPool:
             w.wait_ready()
         finally:
             self.gates(w.device).leave(w)
+        if w.kind == "reference" and w.device != "cpu":  # what it built at start-up seeds new workers
+            self.kernels.set_seed(w.triton_cache)
 
     # ------------------------------------------------------------------ reference processes
     @contextlib.contextmanager

@@ -21,7 +21,7 @@ import subprocess
 import threading
 import time
 from dataclasses import asdict
-from typing import Optional
+from typing import Callable, Optional
 
 from . import sandbox
 from .protocol import Channel, WorkerDied, WorkerTimeout
@@ -58,7 +58,8 @@ class WorkerProcess:
     """One worker process and its channel."""
 
     def __init__(self, kind: str, device: str, root: str, log_dir: str, sandboxed: bool,
-                 limits: Optional[Limits] = None):
+                 limits: Optional[Limits] = None, seed: Optional[Callable[[str, Optional[int]], None]] = None):
+        """``seed(triton_cache, uid)`` fills the new scratch folder's Triton cache before start."""
         self.kind, self.device = kind, device
         self.info: dict = {}
         self._freeze_lock = threading.Lock()
@@ -68,6 +69,9 @@ class WorkerProcess:
         self.caps = caps
         self.uid = sandbox.next_uid() if sandboxed and caps.uid_switch else None
         self.scratch = sandbox.make_scratch(root, self.uid)
+        self.triton_cache = os.path.join(self.scratch, "triton")  # TRITON_CACHE_DIR inside the worker
+        if seed is not None:
+            seed(self.triton_cache, self.uid)
         limits = limits or Limits()
         spec = None
         self.cgroup = None

@@ -123,6 +123,11 @@ class _Lead:
         self.cycles = self._cycles()
         self._launches = [[] for _ in range(sides)] if auto else None
 
+    def calibrate(self, flush) -> None:
+        """Size the whole-GPU flush from this buffer now (occupy.FlushHold.calibrate)."""
+        if self.hold is not None:
+            self.hold.calibrate(self.C.torch, flush)
+
     def _cycles(self) -> int:
         return 0 if self.hold is not None else lead_cycles(self.C, self.dev, self.us)
 
@@ -228,6 +233,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     evs = [C.Event(enable_timing=True) for _ in range(3)]
     n_sets = len(input_sets)
     lead = _Lead(C, dev, lead_us, sides=2, hold=hold, sized_by=0 if lead_from_ref else None)
+    lead.calibrate(flush)
 
     def run_ref(args):
         e, w, out = _timed_call(C, dev, ref_fn, args, flush, evs, _perf, lead, lead.launches(0))
@@ -316,6 +322,7 @@ def solo(C, dev, fn, input_sets, iters: int, warmup: int, flush_mb: int,
     flush = _flush_buffer(C, dev, flush_mb)
     evs = [C.Event(enable_timing=True) for _ in range(3)]
     lead = _Lead(C, dev, lead_us, sides=1, hold=hold)
+    lead.calibrate(flush)
     times = []
     with C.no_grad():
         def call(i):
@@ -338,6 +345,7 @@ def flush_cost(C, dev, flush_mb: int, hold: bool = True, n: int = 20) -> float:
     reference process, so the harness knows it without asking a candidate."""
     flush = _flush_buffer(C, dev, flush_mb)
     lead = _Lead(C, dev, 0.0, sides=1, hold=hold)
+    lead.calibrate(flush)
     a, b = C.Event(enable_timing=True), C.Event(enable_timing=True)
     times = []
     for _ in range(n):
