@@ -4,7 +4,6 @@ named error_kind where the cheat is an output the comparison rejects (``expect``
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES, fixture_meta, fixture_task
 
 ALL = sorted((FIXTURES / "cheats").glob("*.py"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES, fixture_task
 
 pytestmark = pytest.mark.gpu

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES, fixture_task
+
 from davinci_kernel.records import Task
 
 RELU = (FIXTURES / "legit" / "relu_triton.py").read_text()

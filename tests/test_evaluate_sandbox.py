@@ -26,8 +26,7 @@ OTHER = os.environ.get("DVK_SANDBOX_PYTHONPATH")
 if not OTHER:
     pytest.importorskip("davinci_kernel.evaluate.sandbox")
 
-from sandbox_helpers import (CHEATS, HONEST_RELU, TASKS, caught, fixture_meta, run_harness,  # noqa: E402
-                             write_zeros)
+from sandbox_helpers import CHEATS, HONEST_RELU, TASKS, caught, fixture_meta, run_harness, write_zeros  # noqa: E402
 
 GPU_ONLY = {"sandbox_memo_timing"}
 # Need state the test sets up (a server, stored files): their own tests below.

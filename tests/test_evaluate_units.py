@@ -88,6 +88,7 @@ class _HostClock:
     """Test double for the worker's captured CUDA calls: events read the host clock."""
 
     import time as _time
+
     import torch as torch
 
     perf = staticmethod(_time.perf_counter)
@@ -314,6 +315,9 @@ def test_flush_and_lead_go_to_the_whole_gpu_kernel_when_there_is_one():
         def __call__(self, buf, lead_us):
             calls.append((buf.numel(), lead_us))
 
+        def calibrate(self, torch, buf):  # every timing sizes the flush from its own buffer
+            calls.append(("calibrate", buf.numel()))
+
         def describe(self):
             return {"kind": "hold"}
 
@@ -328,6 +332,7 @@ def test_flush_and_lead_go_to_the_whole_gpu_kernel_when_there_is_one():
     res = timing.interleaved(Held, "cpu", lambda x: x * 2, lambda x: x + x, [[torch.ones(8)]], iters=3, warmup=1,
                              flush_mb=1, lead_us=timing.AUTO_LEAD)
     assert res["flush"] == {"kind": "hold"} and calls[-1][1] == res["lead_us"] > 0  # sized in warm-up, then used
+    assert calls[1] == ("calibrate", (1 << 20) // 4)  # the flush sized from the timing's own buffer first
 
     class Fallback(_SleepingClock):
         flush_hold, flush_hold_error = None, why

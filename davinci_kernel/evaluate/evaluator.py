@@ -36,8 +36,9 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Optional
+from typing import Optional
 
 from ..config import EvalConfig
 from ..records import EvalResult, Task
@@ -100,7 +101,7 @@ class Evaluator:
     def n_workers(self) -> int:
         return len(self.pool)
 
-    def __enter__(self) -> "Evaluator":
+    def __enter__(self) -> Evaluator:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -321,7 +322,7 @@ class Evaluator:
 
     # ------------------------------------------------------------------ one candidate worker
     def _run(self, w: WorkerProcess, job: CandidateJob, res: EvalResult, rep: static.StaticReport, ref: dict,
-             base: Optional[dict], clock: "_Clock") -> None:
+             base: Optional[dict], clock: _Clock) -> None:
         cfg = self.cfg
         gate = self._gates(w.device)
         cand: dict = {}
@@ -387,7 +388,7 @@ class Evaluator:
         judge.timing(res, tout, cand, ref, rep.backend, rep.kernels, base, wall_ms, cfg)
         res.stage = "done"
 
-    def _time(self, w: WorkerProcess, gate, cand: dict, seed: int, clock: "_Clock") -> tuple:
+    def _time(self, w: WorkerProcess, gate, cand: dict, seed: int, clock: _Clock) -> tuple:
         """The timing phase: the worker makes its inputs beside other checks, times with the
         GPU to itself (other checking processes stopped), and hands over the last round's
         outputs beside other checks again. Returns (its report, the wall milliseconds this

@@ -98,7 +98,7 @@ def _copy_file(src: str, dst: str, owner: Optional[int], room: int) -> Optional[
 
 def give(src: str, dst: str, uid: Optional[int]) -> None:
     """Copy a stored cache into a worker's cache folder, owned by the worker."""
-    for base, dirs, files in os.walk(src):
+    for base, _dirs, files in os.walk(src):
         rel = os.path.relpath(base, src)
         target = dst if rel == "." else os.path.join(dst, rel)
         os.makedirs(target, exist_ok=True)
@@ -121,7 +121,7 @@ class KernelCache:
         os.makedirs(root, mode=0o700, exist_ok=True)
         self.seed_dir: Optional[str] = None
         self._lock = threading.Lock()
-        self._sources: "collections.OrderedDict[str, str]" = collections.OrderedDict()
+        self._sources: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     def set_seed(self, trusted_cache: str) -> None:
         """Take the cache a reference process built at start-up as every new worker's seed."""

@@ -42,14 +42,14 @@ class LocalPool:
         self.started = 0  # candidate workers started so far
         self._lock = threading.RLock()
         self._closed = False
-        self._slots: "queue.Queue[str]" = queue.Queue()
+        self._slots: queue.Queue[str] = queue.Queue()
         for s in self.slots:
             self._slots.put(s)
         per_device = collections.Counter(self.slots)
         self._ahead = {dev: n + (n if spares < 0 else spares) for dev, n in per_device.items()}
         self._ready: dict[str, collections.deque] = {dev: collections.deque() for dev in per_device}
         # reference processes: as many per device as slots, each serving one request at a time
-        self._refs: dict[str, "queue.Queue[WorkerProcess]"] = {dev: queue.Queue() for dev in per_device}
+        self._refs: dict[str, queue.Queue[WorkerProcess]] = {dev: queue.Queue() for dev in per_device}
         for dev, n in per_device.items():
             for _ in range(n):
                 self._refs[dev].put(self._spawn_reference(dev))

@@ -20,8 +20,9 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Callable, Optional
+from typing import Optional
 
 from . import sandbox
 from .protocol import Channel, WorkerDied, WorkerTimeout

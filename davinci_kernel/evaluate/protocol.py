@@ -42,7 +42,7 @@ class Channel:
         self._buf = b""
 
     @classmethod
-    def from_fd(cls, fd: int) -> "Channel":
+    def from_fd(cls, fd: int) -> Channel:
         return cls(socket.socket(fileno=fd))
 
     def send(self, msg: dict) -> None:
@@ -116,7 +116,7 @@ class TimingSettings:
     baseline_compile: bool = True
 
     @classmethod
-    def from_config(cls, cfg) -> "TimingSettings":
+    def from_config(cls, cfg) -> TimingSettings:
         return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
 
     def kw(self) -> dict:

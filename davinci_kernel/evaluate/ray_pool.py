@@ -9,7 +9,8 @@ pool. Records cross as dicts. Does not cover: judging (evaluator.py); installing
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from ..config import EvalConfig
 from ..errors import UsageError

@@ -30,7 +30,7 @@ class ReferenceCache:
         os.chmod(root, 0o700)
         self.root = root
         self.max_entries = max_entries
-        self._entries: "collections.OrderedDict[tuple, dict]" = collections.OrderedDict()
+        self._entries: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: tuple) -> Optional[dict]:

@@ -247,7 +247,7 @@ def make_scratch(root: str, uid: Optional[int]) -> str:
     for sub in ("tmp", "cache", "triton", "ext", "inductor", "out"):
         os.mkdir(os.path.join(d, sub))
     if uid is not None:
-        for base, dirs, files in os.walk(d):
+        for base, _dirs, _files in os.walk(d):
             os.chown(base, uid, uid)
     os.chmod(d, 0o700)
     return d

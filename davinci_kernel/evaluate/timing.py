@@ -162,7 +162,7 @@ class _Lead:
         return {"kind": "fill", **({"why": why} if why else {})}
 
 
-def _timed_call(C, dev, fn, args, flush, ev, perf, lead: "_Lead", launches: list | None = None):
+def _timed_call(C, dev, fn, args, flush, ev, perf, lead: _Lead, launches: list | None = None):
     """ev = (flush_start, start, end) events. Returns (event ms, wall ms minus flush, output).
 
     ``lead`` queues the flush and the busy-wait after it, so the start event is reached
