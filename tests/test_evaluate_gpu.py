@@ -64,7 +64,7 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
     cfg = EvalConfig(device="cuda", cache_dir=str(tmp_path / "cache"), baseline_compile=False, workers_per_gpu=2)
     with Evaluator(cfg) as ev:
         assert ev.n_workers == 2
-        ev._gates = ev.pool.gates = RecordingGates()
+        ev._gates = ev.pool.gates = ev.trusted.gates = RecordingGates()
         res = ev.evaluate_many([(fixture_task("relu"), relu), (fixture_task("matmul_relu"), mm)] * 2)
     assert all(r.correct and r.speedup for r in res), [(r.error_kind, r.error_msg, r.flags) for r in res]
     assert len(spans) >= 4  # 4 timings (+ baselines)

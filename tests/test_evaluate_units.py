@@ -470,3 +470,31 @@ def test_flush_kernel_blocks_tile_the_sm(sm_threads, threads):
 
     assert block_threads(sm_threads) == threads
     assert fills_sm(threads, blocks_per_sm(threads, MAX_REGS, sm_threads), sm_threads)
+
+
+def _timed(speedup, flags=(), error_msg=None):
+    from davinci_kernel.records import EvalResult
+
+    return EvalResult(task="t", trials=5, trials_passed=5, timing_available=True, speedup=speedup, runtime_ms=1.0 / speedup,
+                      flags=list(flags), error_msg=error_msg, timing_detail={"iters": 100})
+
+
+@pytest.mark.parametrize("again,stands", [(_timed(1.31), False), (_timed(1.9, ["timing_mismatch"], "timing_mismatch: again"), True)])
+def test_a_lone_timing_mismatch_stands_only_if_a_fresh_evaluation_repeats_it(again, stands):
+    """The harness's re-timing rule: a correct candidate flagged only for timing_mismatch is
+    evaluated once more; a clean second evaluation replaces the timing, a flagged one keeps it."""
+    from davinci_kernel.evaluate.evaluator import Evaluator
+
+    class Harness:
+        def _evaluate(self, task, source, seed_offset):
+            assert seed_offset != 0  # new inputs
+            return again
+
+    res = _timed(1.3, ["timing_mismatch"], "timing_mismatch: 80 ms of the timed phase unexplained")
+    Evaluator._retime(Harness(), None, "src", res)
+    if stands:
+        assert res.flags == ["timing_mismatch"] and res.speedup == 1.3
+        assert "again in a fresh sandbox" in res.error_msg
+    else:
+        assert res.flags == [] and res.error_msg is None and res.speedup == 1.31
+        assert "did not recur" in res.warnings[0]

@@ -2,7 +2,7 @@
 
 Covers: a JSON file keyed by (task hash, size variant, GPU name, torch version, timing
 method); the task hash fixes the problem text and so its dtypes. Written atomically; a corrupt file is
-ignored (and rewritten). Does not cover: measuring (worker.Runner.baseline does that).
+ignored (and rewritten). Does not cover: measuring (``reference.baseline`` does that).
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import json
 import os
 import threading
 from pathlib import Path
+
+from ..errors import UsageError
+from ..files import write_atomic
 
 
 def vs_compile(speedup: float, eager_ms: float, compile_ms: float, ref_ms: float) -> tuple[float, float]:
@@ -51,8 +54,6 @@ class BaselineCache:
             self._data[key] = value
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(json.dumps(self._data, indent=1, sort_keys=True))
-                os.replace(tmp, self.path)
-            except OSError:
+                write_atomic(self.path, json.dumps(self._data, indent=1, sort_keys=True))
+            except (OSError, UsageError):
                 pass  # a read-only cache dir only costs re-measuring

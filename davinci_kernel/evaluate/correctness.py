@@ -79,7 +79,6 @@ class Comparison:
     leaf_rel_l2: dict[str, float] = field(default_factory=dict)  # real dtype -> worst rel-L2 of one output
     float32: bool = False  # any float32 output, complex64 included (the precision guard applies)
     low_mantissa_share: float = 0.0  # share of nonzero float32 outputs with the low 13 mantissa bits zero
-    details: list[str] = field(default_factory=list)
 
 
 def _name(dtype) -> str:

@@ -27,14 +27,11 @@ no ``unshare``), each result's ``sandbox`` says what is missing.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import re
-import secrets
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,9 +47,10 @@ from .gate import Gates
 from .intake import read_leaves
 from .pool import LocalPool, default_slots, resolve_device
 from .procs import CPU_THREADS, Limits, WorkerProcess
-from .protocol import CandidateJob, ProtocolError, ReferenceJob, TimingSettings, WorkerDied, WorkerTimeout
+from .protocol import CandidateJob, ProtocolError, TimingSettings, WorkerDied, WorkerTimeout
 from .refcache import ReferenceCache
 from .transfer import shm_root
+from .trusted import TrustedSide
 
 _OUTPUT_KEY = re.compile(r"^(cand[0-9]{1,2}|recheck1|determinism0|pcand|ocand|timed[0-9]{1,2})$")
 _WORKER_ERRORS = {"syntax_error", "import_error", "compile_error", "no_modelnew", "runtime_error", "cuda_error"}
@@ -90,11 +88,8 @@ class Evaluator:
                                       root=self.tmp_root, spares=self.cfg.spare_workers, limits=limits,
                                       sandboxed=sandboxed, gates=self._gates)
         self.baselines = BaselineCache(self.cfg.cache_dir)
-        self._baseline_checked: set = set()
-        self._key_locks: dict = {}
-        self._infos: dict[str, tuple[str, str]] = {}
-        self._locks_lock = threading.Lock()
         self.refs = ReferenceCache(os.path.join(self.tmp_root, "refs"))
+        self.trusted = TrustedSide(self.cfg, self.pool, self._gates, self.timing_settings, self.refs, self.baselines)
 
     # ------------------------------------------------------------------ public
     @property
@@ -190,12 +185,12 @@ class Evaluator:
             kernels.give(kernelcache.source_key(source), w.triton_cache, w.uid)
         clock.mark("acquire")
         try:
-            ref = self._reference(task, variant, overrides, seeds, perturb, w.device)
+            ref = self.trusted.reference(task, variant, overrides, seeds, perturb, w.device)
             clock.mark("reference")
             if "error" in ref:
                 res.stage, res.error_kind, res.error_msg = "reference", ref.get("error_kind", "reference_error"), ref["error"]
                 return res
-            base = self._baseline(task, variant, overrides, seeds, w.device) if (self.on_gpu and cfg.timing) else None
+            base = self.trusted.baseline(task, variant, overrides, seeds, w.device) if (self.on_gpu and cfg.timing) else None
             clock.mark("baseline")
             job = CandidateJob(task_source=variant, candidate_source=source, seeds=seeds, init_seed=cfg.seed,
                                device=w.device, out_meta=ref.get("out_meta") or [], perturb=ref.get("perturb_used"),
@@ -228,98 +223,6 @@ class Evaluator:
         return res
 
     # ------------------------------------------------------------------ trusted side
-    def _key_lock(self, key) -> threading.Lock:
-        with self._locks_lock:
-            return self._key_locks.setdefault(key, threading.Lock())
-
-    def _ask_reference(self, device: str, cmd: str, job: ReferenceJob) -> dict:
-        """One request to a reference process of the device; {"error": ...} if it failed.
-        It works beside other checks; a baseline says when it is ready to be timed, and is
-        then timed with the GPU to itself."""
-        gate = self._gates(device)
-        limit = self.cfg.compile_timeout_s + self.cfg.run_timeout_s
-        try:
-            with self.pool.reference(device) as ref:
-                with gate.shared(ref):
-                    ref.send({"cmd": cmd, "job": job.to_dict()})
-                    msg = ref.recv(limit)
-                if msg.get("event") == "prepared":
-                    with gate.exclusive():
-                        ref.send({"cmd": "go"})
-                        msg = ref.recv(limit)
-                result = msg.get("result", {})
-                if result.get("cuda_broken"):
-                    raise WorkerDied(result.get("error", "CUDA error"))  # replaced on the way out
-                return result
-        except (WorkerTimeout, WorkerDied) as e:
-            return {"error": f"the reference process failed: {e}"}
-
-    def _reference(self, task: Task, variant: str, overrides: dict, seeds: list[int], perturb: dict,
-                   device: str) -> dict:
-        """The reference entry for these inputs: cached, or computed by a reference process."""
-        cfg = self.cfg
-        key = (task.hash, json.dumps(overrides, sort_keys=True), device.split(":")[0], tuple(seeds),
-               json.dumps(perturb, sort_keys=True), cfg.seed)
-        got = self.refs.get(key)
-        if got is not None:
-            return got
-        with self._key_lock(("ref", key)):  # the same reference is computed once, others wait for it
-            got = self.refs.get(key)
-            if got is not None:
-                return got
-            home = self.refs.new_home()
-            sample_seed = secrets.randbits(62)  # which elements of large outputs count: never sent to a candidate
-            job = ReferenceJob(task_source=variant, seeds=seeds, init_seed=cfg.seed, out_dir=home, device=device,
-                               perturb=perturb["judged"], odd=perturb["odd"], perturb_seed=cfg.seed + 7,
-                               sample_seed=sample_seed,
-                               timing=self.timing_settings)
-            result = self._ask_reference(device, "reference", job)
-            if "error" in result:
-                shutil.rmtree(home, ignore_errors=True)
-                return {"error": result["error"], "error_kind": result.get("error_kind", "reference_error")}
-            entry = self.refs.build(home, result, len(seeds))
-            entry["sample_seed"] = sample_seed
-            self.refs.put(key, entry)
-            return entry
-
-    def _baseline(self, task: Task, variant: str, overrides: dict, seeds: list[int], device: str) -> Optional[dict]:
-        """Clean eager / torch.compile timings, the flush and per-call overheads, from a
-        reference process, cached per (task, GPU, torch, timing method). A cached entry is
-        re-checked once per evaluator against a fresh eager timing and thrown away if they
-        disagree by more than 25 %."""
-        import dataclasses
-
-        cfg = self.cfg
-        gpu, torch_v = self._device_info(device)
-        key = BaselineCache.key(task.hash, overrides, gpu, torch_v, self.timing_settings.method_extra())
-        with self._key_lock(("base", key)):
-            got = self.baselines.get(key)
-            if got is not None and key in self._baseline_checked:
-                return got
-            job = ReferenceJob(task_source=variant, seeds=seeds[:3], init_seed=cfg.seed, out_dir="", device=device,
-                               timing=self.timing_settings)
-            if got is not None:  # check the stored entry once per run, eager only
-                job.timing = dataclasses.replace(self.timing_settings, baseline_compile=False)
-            fresh = self._ask_reference(device, "baseline", job)
-            if "error" in fresh:
-                return got
-            self._baseline_checked.add(key)
-            if got is not None and fresh.get("eager_ms"):
-                if abs(math.log(fresh["eager_ms"] / got["eager_ms"])) <= math.log(1.25):
-                    return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms") if k in fresh}}
-                job.timing = self.timing_settings  # the stored entry disagrees: measure all of it again
-                fresh = self._ask_reference(device, "baseline", job)
-            if "eager_ms" in fresh:
-                self.baselines.put(key, fresh)
-            return fresh
-
-    def _device_info(self, device: str) -> tuple[str, str]:
-        """(GPU name, torch version) as a reference process reports them; asked once per device."""
-        if device not in self._infos:
-            with self.pool.reference(device) as ref:
-                self._infos[device] = (ref.info.get("gpu", "?"), ref.info.get("torch", "?"))
-        return self._infos[device]
-
     # ------------------------------------------------------------------ one candidate worker
     def _run(self, w: WorkerProcess, job: CandidateJob, res: EvalResult, rep: static.StaticReport, ref: dict,
              base: Optional[dict], clock: _Clock) -> None:

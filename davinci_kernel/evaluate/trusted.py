@@ -1,0 +1,130 @@
+"""The harness's requests to the reference processes: reference entries and clean baselines.
+
+Covers: asking a reference process of a device for one thing under the device's gate
+(references beside other checks; a baseline builds beside them and is timed with the GPU
+alone), the reference entry of a task at given seeds and sizes (computed once, cached in a
+folder no worker can open, with a secret sample seed for large outputs), and the clean
+baselines (cached across runs per task, GPU, torch and timing method; a cached entry is
+re-timed once per evaluator and dropped if it disagrees by more than 25 %). Does not cover:
+what a reference process computes (``reference.py``) or candidates (``evaluator.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import secrets
+import shutil
+import threading
+from typing import Optional
+
+from ..config import EvalConfig
+from ..records import Task
+from .baselines import BaselineCache
+from .gate import Gates
+from .protocol import ReferenceJob, TimingSettings, WorkerDied, WorkerTimeout
+from .refcache import ReferenceCache
+
+
+class TrustedSide:
+    """Reference entries and baselines for one evaluator, from its pool's reference processes."""
+
+    def __init__(self, cfg: EvalConfig, pool, gates: Gates, timing_settings: TimingSettings,
+                 refs: ReferenceCache, baselines: BaselineCache):
+        self.cfg, self.pool, self.gates, self.timing_settings = cfg, pool, gates, timing_settings
+        self.refs, self.baselines = refs, baselines
+        self._baseline_checked: set = set()
+        self._key_locks: dict = {}
+        self._infos: dict[str, tuple[str, str]] = {}
+        self._locks_lock = threading.Lock()
+
+    def key_lock(self, key) -> threading.Lock:
+        with self._locks_lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def ask(self, device: str, cmd: str, job: ReferenceJob) -> dict:
+        """One request to a reference process of the device; {"error": ...} if it failed.
+        It works beside other checks; a baseline says when it is ready to be timed, and is
+        then timed with the GPU to itself."""
+        gate = self.gates(device)
+        limit = self.cfg.compile_timeout_s + self.cfg.run_timeout_s
+        try:
+            with self.pool.reference(device) as ref:
+                with gate.shared(ref):
+                    ref.send({"cmd": cmd, "job": job.to_dict()})
+                    msg = ref.recv(limit)
+                if msg.get("event") == "prepared":
+                    with gate.exclusive():
+                        ref.send({"cmd": "go"})
+                        msg = ref.recv(limit)
+                result = msg.get("result", {})
+                if result.get("cuda_broken"):
+                    raise WorkerDied(result.get("error", "CUDA error"))  # replaced on the way out
+                return result
+        except (WorkerTimeout, WorkerDied) as e:
+            return {"error": f"the reference process failed: {e}"}
+
+    def reference(self, task: Task, variant: str, overrides: dict, seeds: list[int], perturb: dict,
+                   device: str) -> dict:
+        """The reference entry for these inputs: cached, or computed by a reference process."""
+        cfg = self.cfg
+        key = (task.hash, json.dumps(overrides, sort_keys=True), device.split(":")[0], tuple(seeds),
+               json.dumps(perturb, sort_keys=True), cfg.seed)
+        got = self.refs.get(key)
+        if got is not None:
+            return got
+        with self.key_lock(("ref", key)):  # the same reference is computed once, others wait for it
+            got = self.refs.get(key)
+            if got is not None:
+                return got
+            home = self.refs.new_home()
+            sample_seed = secrets.randbits(62)  # which elements of large outputs count: never sent to a candidate
+            job = ReferenceJob(task_source=variant, seeds=seeds, init_seed=cfg.seed, out_dir=home, device=device,
+                               perturb=perturb["judged"], odd=perturb["odd"], perturb_seed=cfg.seed + 7,
+                               sample_seed=sample_seed,
+                               timing=self.timing_settings)
+            result = self.ask(device, "reference", job)
+            if "error" in result:
+                shutil.rmtree(home, ignore_errors=True)
+                return {"error": result["error"], "error_kind": result.get("error_kind", "reference_error")}
+            entry = self.refs.build(home, result, len(seeds))
+            entry["sample_seed"] = sample_seed
+            self.refs.put(key, entry)
+            return entry
+
+    def baseline(self, task: Task, variant: str, overrides: dict, seeds: list[int], device: str) -> Optional[dict]:
+        """Clean eager / torch.compile timings, the flush and per-call overheads, from a
+        reference process, cached per (task, GPU, torch, timing method). A cached entry is
+        re-checked once per evaluator against a fresh eager timing and thrown away if they
+        disagree by more than 25 %."""
+        cfg = self.cfg
+        gpu, torch_v = self.device_info(device)
+        key = BaselineCache.key(task.hash, overrides, gpu, torch_v, self.timing_settings.method_extra())
+        with self.key_lock(("base", key)):
+            got = self.baselines.get(key)
+            if got is not None and key in self._baseline_checked:
+                return got
+            job = ReferenceJob(task_source=variant, seeds=seeds[:3], init_seed=cfg.seed, out_dir="", device=device,
+                               timing=self.timing_settings)
+            if got is not None:  # check the stored entry once per run, eager only
+                job.timing = dataclasses.replace(self.timing_settings, baseline_compile=False)
+            fresh = self.ask(device, "baseline", job)
+            if "error" in fresh:
+                return got
+            self._baseline_checked.add(key)
+            if got is not None and fresh.get("eager_ms"):
+                if abs(math.log(fresh["eager_ms"] / got["eager_ms"])) <= math.log(1.25):
+                    return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms") if k in fresh}}
+                job.timing = self.timing_settings  # the stored entry disagrees: measure all of it again
+                fresh = self.ask(device, "baseline", job)
+            if "eager_ms" in fresh:
+                self.baselines.put(key, fresh)
+            return fresh
+
+    def device_info(self, device: str) -> tuple[str, str]:
+        """(GPU name, torch version) as a reference process reports them; asked once per device."""
+        if device not in self._infos:
+            with self.pool.reference(device) as ref:
+                self._infos[device] = (ref.info.get("gpu", "?"), ref.info.get("torch", "?"))
+        return self._infos[device]
