@@ -85,3 +85,11 @@ def test_the_oldest_sources_are_dropped(tmp_path, monkeypatch):
         store.keep(f"k{i}", _cache(str(tmp_path / f"w{i}"), {"A/f": b"x"}), uid=None)
     assert list(store._sources) == ["k1", "k2"]
     assert not os.path.exists(tmp_path / "store" / "k0")
+
+
+def test_what_the_seed_holds_is_not_kept_again_per_source(tmp_path):
+    store = KernelCache(str(tmp_path / "store"))
+    store.set_seed(_cache(str(tmp_path / "ref"), {"FLUSH/flush.cubin": b"1"}))
+    w = _cache(str(tmp_path / "w"), {"FLUSH/flush.cubin": b"1", "CAND/k.cubin": b"2"})
+    store.keep("k", w, uid=None)
+    assert os.listdir(tmp_path / "store" / "k") == ["CAND"]

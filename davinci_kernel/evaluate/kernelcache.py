@@ -30,19 +30,19 @@ import threading
 from typing import Optional
 
 MAX_FILE = 64 << 20  # bytes of one cached file
-MAX_TOTAL = 256 << 20  # bytes of one cache copied out of a worker
+MAX_TOTAL = 64 << 20  # bytes of one cache copied out of a worker
 MAX_FILES = 2000
-MAX_SOURCES = 256  # per-source caches kept (the oldest go first)
+MAX_SOURCES = 64  # per-source caches kept (the oldest go first): at most 4 GB, in practice MBs each
 
 
 def source_key(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def copy_checked(src: str, dst: str, owner: Optional[int]) -> int:
+def copy_checked(src: str, dst: str, owner: Optional[int], skip: frozenset = frozenset()) -> int:
     """Copy the cache at ``src`` (two levels: entries, their files) to ``dst``, taking only
-    real folders and regular files with one link (and, with ``owner``, owned by that uid).
-    Returns the bytes copied; stops at the limits."""
+    real folders and regular files with one link (and, with ``owner``, owned by that uid),
+    and no entry named in ``skip``. Returns the bytes copied; stops at the limits."""
     total = files = 0
     os.makedirs(dst, mode=0o700, exist_ok=True)
     try:
@@ -50,6 +50,8 @@ def copy_checked(src: str, dst: str, owner: Optional[int]) -> int:
     except OSError:
         return 0
     for entry in entries:
+        if entry in skip:
+            continue
         sub = os.path.join(src, entry)
         if not _real_dir(sub, owner):
             continue
@@ -151,7 +153,8 @@ class KernelCache:
             if key in self._sources:
                 return
         dst = os.path.join(self.root, key)
-        if copy_checked(worker_cache, dst, owner=uid) == 0:
+        seeded = frozenset(os.listdir(self.seed_dir)) if self.seed_dir is not None else frozenset()
+        if copy_checked(worker_cache, dst, owner=uid, skip=seeded) == 0:  # every worker has the seed already
             shutil.rmtree(dst, ignore_errors=True)
             return
         with self._lock:
