@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any, Optional
 
+from ..pysource import parse as parse_source
+
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
@@ -37,7 +39,7 @@ def code_blocks(text: str) -> list[tuple[str, str]]:
 def defines(source: str, name: str) -> bool:
     """Whether ``source`` defines a class or function ``name`` (syntax errors: a text check)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return re.search(rf"^\s*(class|def)\s+{name}\b", source, re.M) is not None
     return any(isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name for n in ast.walk(tree))
@@ -52,7 +54,7 @@ def unfenced_python(text: str) -> Optional[str]:
         for e in range(len(lines), s, -1):
             chunk = "\n".join(lines[s:e])
             try:
-                ast.parse(chunk)
+                parse_source(chunk)
             except SyntaxError:
                 continue
             return chunk + "\n"
@@ -123,7 +125,7 @@ def _python_call(text: str, name: str) -> Optional[dict]:
         if end is None:
             continue
         try:
-            call = ast.parse(text[start:end], mode="eval").body
+            call = parse_source(text[start:end], mode="eval").body
             if isinstance(call, ast.Call):
                 return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
         except (SyntaxError, ValueError):

@@ -25,6 +25,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..pysource import parse as parse_source
+
 _PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "builtins", "sys", "gc", "F", "nn", "np",
                     "numpy", "os", "davinci_kernel", "inspect", "threading"}
 _THREAD_MODULES = {"threading", "_thread", "concurrent"}
@@ -100,7 +102,7 @@ def _cuda_kernel_names(source: str) -> list[str]:
 def check(source: str) -> StaticReport:
     rep = StaticReport()
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError as e:
         rep.ok = False
         rep.error_kind = "syntax_error"

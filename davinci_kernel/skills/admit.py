@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
+from ..pysource import parse as parse_source
 from ..records import Skill
 from .bm25 import tokenize
 from .markdown import example_blocks
@@ -132,7 +133,7 @@ def content_filter(skill: Skill) -> Optional[str]:
                 return f"{why}: '{m.group(0).strip()[:80]}'"
         if lang in ("python", "py"):
             try:
-                tree = ast.parse(code)
+                tree = parse_source(code)
             except SyntaxError as e:
                 return f"example code does not parse (line {e.lineno}: {e.msg})"
             v = _TorchCalls()

@@ -24,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..pysource import parse as parse_source
 from ..records import Skill, Task
 
 _IDENT_RE = re.compile(r"@?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -150,7 +151,7 @@ def skill_tokens(skill: Skill) -> list[str]:
 def torch_ops(source: str) -> list[str]:
     """Names of the torch ops and modules a problem calls (``Conv2d``, ``relu``, ``sum``)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return sorted(set(m.group(1) for m in re.finditer(r"\b(?:torch|nn|F)\.(?:\w+\.)*(\w+)\s*\(", source)))
     ops: set[str] = set()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import UsageError, read_text_file
+from ..pysource import parse as parse_source
 from ..records import Task
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -57,7 +58,7 @@ def load_task_file(path: str | Path, suite: str = "file", root: Optional[Path] =
 def check_problem_source(source: str) -> Optional[str]:
     """None if the text looks like a KernelBench problem, else what is missing."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError as e:
         return f"syntax error line {e.lineno}: {e.msg}"
     names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from ..pysource import parse as parse_source
+
 # Constants that usually must keep their value for the problem to stay valid.
 _STRUCTURAL = ("kernel", "stride", "padding", "dilation", "group", "head", "dim_head",
                "num_layers", "layers", "axis", "dim_reduce", "reduce_dim", "eps", "seed",
@@ -20,7 +22,7 @@ _STRUCTURAL = ("kernel", "stride", "padding", "dilation", "group", "head", "dim_
 
 def int_constants(source: str) -> dict[str, int]:
     """Module-level ``NAME = <int literal>`` assignments, in file order."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     out: dict[str, int] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -32,7 +34,7 @@ def int_constants(source: str) -> dict[str, int]:
 
 def dict_constant(source: str, name: str) -> Optional[dict]:
     """A module-level ``NAME = {...}`` literal (e.g. ``CPU_SHAPES``), or None."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if node.targets[0].id == name:
@@ -48,7 +50,7 @@ def apply_overrides(source: str, overrides: dict[str, int]) -> str:
     """Return ``source`` with the named module-level constants set to new values."""
     if not overrides:
         return source
-    tree = ast.parse(source)
+    tree = parse_source(source)
     missing = set(overrides)
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
