@@ -133,3 +133,30 @@ def _temporary_home(_test_home, monkeypatch):
     default skill library and caches are never written in the real home."""
     monkeypatch.setenv("HOME", str(_test_home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(_test_home / ".cache"))
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one CPU thread for the test (tiny models: threads only add noise and wait)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def grad_recorder(params):
+    """An optimizer that keeps a copy of the gradient it is asked to apply and changes nothing."""
+    import torch
+
+    class GradRecorder(torch.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {})
+            self.grads: list[torch.Tensor] = []
+
+        def step(self, closure=None):
+            self.grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                          for g in self.param_groups for p in g["params"]]
+
+    return GradRecorder(params)

@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from conftest import grad_recorder
 
 from davinci_kernel.config import help_table, load_config
 from davinci_kernel.records import Completion, Episode, TaskGroup, Turn
@@ -16,12 +17,7 @@ from davinci_kernel.rl.trainer import prepare_group
 TASK = "level1/1_relu"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _group() -> TaskGroup:
@@ -70,18 +66,6 @@ def test_advantages_and_samples_policy_only():
     assert {s.role for s in build_samples([off], tok)} == {"policy"}
 
 
-class _Record(torch.optim.Optimizer):
-    """Keeps a copy of the gradient it is asked to apply; changes nothing."""
-
-    def __init__(self, params):
-        super().__init__(params, {})
-        self.grads: list[torch.Tensor] = []
-
-    def step(self, closure=None):
-        self.grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
-                      for g in self.param_groups for p in g["params"]]
-
-
 def test_selection_and_summary_losses_do_not_reach_the_gradient(tmp_path):
     from davinci_kernel.llm.tiny import build_tiny
     from davinci_kernel.rl.modeling import load_model, load_tokenizer
@@ -93,7 +77,7 @@ def test_selection_and_summary_losses_do_not_reach_the_gradient(tmp_path):
     settings = UpdateSettings(grad_clip=1e9, mismatch="off", micro_batch_tokens=4096)
 
     def grad(samples):
-        opt = _Record(model.parameters())
+        opt = grad_recorder(model.parameters())
         update(model, opt, samples, settings, device="cpu")
         return torch.cat([g.reshape(-1) for g in opt.grads])
 

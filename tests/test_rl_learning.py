@@ -3,7 +3,6 @@ share of rewarded tokens from chance (~0.25) to more than twice chance, once for
 policy role and once for the selector role (rewarded only through its scheme's rollouts)."""
 
 import pytest
-import torch
 
 from davinci_kernel.config import load_config
 from davinci_kernel.rl.synthetic import SyntheticEnv
@@ -12,12 +11,7 @@ from davinci_kernel.rl.trainer import RLTrainer
 CONFIG = "configs/tiny-cpu.yaml"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(tmp_path, steps, overrides, **gains):

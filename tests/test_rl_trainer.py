@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from davinci_kernel.config import load_config
 from davinci_kernel.rl import checkpoint as ckpt
@@ -25,12 +24,7 @@ CONFIG = str(ROOT / "configs" / "tiny-cpu.yaml")
 VOLATILE = ("_s", "tokens_per_s", "saved_at")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _env():

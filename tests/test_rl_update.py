@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from conftest import grad_recorder
 
 from davinci_kernel.config import load_config
 from davinci_kernel.llm.tiny import build_tiny
@@ -12,25 +13,7 @@ from davinci_kernel.rl.modeling import load_model
 from davinci_kernel.rl.sequences import Sample, pack
 from davinci_kernel.rl.update import UpdateSettings, row_logprobs, update
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-class _Record(torch.optim.Optimizer):
-    """Keeps a copy of the gradient it is asked to apply; changes nothing."""
-
-    def __init__(self, params):
-        super().__init__(params, {})
-        self.grads: list[torch.Tensor] = []
-
-    def step(self, closure=None):
-        self.grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
-                      for g in self.param_groups for p in g["params"]]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_tis_weights_scale_each_samples_gradient(tmp_path):
@@ -50,7 +33,7 @@ def test_tis_weights_scale_each_samples_gradient(tmp_path):
     rollout_lp = [[x - math.log(4) for x in trainer_lp[0]], [x + math.log(2) for x in trainer_lp[1]], None]
 
     def grad(advantages, rollout, s):
-        opt = _Record(model.parameters())
+        opt = grad_recorder(model.parameters())
         samples = [Sample("policy", p, c, a, r) for p, c, a, r in zip(prompts, completions, advantages, rollout)]
         update(model, opt, samples, s, device="cpu")
         return torch.cat([x.reshape(-1) for x in opt.grads])

@@ -234,21 +234,17 @@ class Evaluator:
             clock.mark("gate")
             w.send({"cmd": "job", "job": job.to_dict()})
             res.stage = "compile"
-            while True:
-                msg = w.recv(cfg.compile_timeout_s if res.stage == "compile" else cfg.run_timeout_s)
-                ev = msg.get("event")
+
+            def progress(ev: str) -> bool:
                 if ev == "loaded":
                     clock.mark("compile")
                     res.stage = "correctness"
                 elif ev == "phase":
                     res.stage = "perturbation"
-                elif ev == "output":
-                    self._intake(w, msg, cand, seed)
-                elif ev == "checked":
-                    out = msg.get("result")
-                    break
-                else:
-                    raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
+                return ev in ("loaded", "phase")
+
+            out = self._serve(w, cand, seed, "checked",
+                              lambda: cfg.compile_timeout_s if res.stage == "compile" else cfg.run_timeout_s, progress)
             clock.mark(res.stage)
         if not isinstance(out, dict):
             raise ProtocolError("the check report is not an object")
@@ -328,19 +324,24 @@ class Evaluator:
                 clock.mark("timing")
             if tout is None:
                 with gate.shared(w):  # the last timed round's outputs, read beside other checks
-                    while True:
-                        msg = w.recv(cfg.run_timeout_s)
-                        ev = msg.get("event")
-                        if ev == "output":
-                            self._intake(w, msg, cand, seed)
-                        elif ev == "timed":
-                            tout = msg.get("result")
-                            break
-                        else:
-                            raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
+                    tout = self._serve(w, cand, seed, "timed", lambda: cfg.run_timeout_s)
                 clock.mark("timing_outputs")
         wall_ms = (t_end - t_start) * 1e3 if t_start is not None and t_end is not None and t_end > t_start else None
         return tout, wall_ms
+
+    def _serve(self, w: WorkerProcess, cand: dict, seed: int, end: str, timeout: Callable[[], float],
+               progress: Callable[[str], bool] = lambda ev: False):
+        """The worker's messages until ``end``, whose result it returns: outputs are read as
+        they are announced, other events go to ``progress`` (False: not expected here)."""
+        while True:
+            msg = w.recv(timeout())
+            ev = msg.get("event")
+            if ev == end:
+                return msg.get("result")
+            if ev == "output":
+                self._intake(w, msg, cand, seed)
+            elif not progress(ev):
+                raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
 
     def _intake(self, w: WorkerProcess, msg: dict, cand: dict, seed: int) -> None:
         """Read one announced output while the worker's processes are stopped, then let it go on."""
