@@ -100,4 +100,6 @@ def test_a_task_of_15_percent_of_gpu_memory_fits_the_plan(tmp_path):
     plan = res.timing_detail["plan"]
     io = rows * cols * 4 * 2
     assert plan["sets"] >= 1 and plan["fits"]
-    assert plan["measured_peak_bytes"] <= 4 * io + (256 << 20) + (2 << 30), (plan, io)
+    print("15% task:", res.phase_seconds, plan)
+    # the bound: 4 x (inputs + outputs) + the small-task allowance + flush buffer + the context's own
+    assert plan["measured_peak_bytes"] <= 4 * io + (1 << 30) + (256 << 20) + (2 << 30), (plan, io, res.phase_seconds)

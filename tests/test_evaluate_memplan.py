@@ -11,10 +11,10 @@ G = memplan.GiB
 
 @pytest.mark.parametrize("i_gb,o_gb,budget_gb,max_sets,placements,want_sets,want_place", [
     (0.1, 0.1, 100, 5, 4, 5, 4),      # small task: every trial set, fresh placements
-    (6.4, 6.4, 130, 5, 4, 5, 4),      # ReLU 4096 x 393216 alone on an H200
-    (6.4, 6.4, 60, 5, 4, 3, 1),       # beside other workers: more sets rather than fresh copies
+    (6.4, 6.4, 130, 5, 4, 2, 1),      # ReLU 4096 x 393216 alone on an H200: the 4 x (I + O) bound
+    (6.4, 6.4, 60, 5, 4, 2, 1),       # beside other workers: more sets rather than fresh copies
     (6.4, 6.4, 40, 5, 4, 1, 4),       # one set either way: fresh copies
-    (17.2, 0.5, 100, 5, 4, 4, 1),     # the largest level-1 input
+    (17.2, 0.5, 100, 5, 4, 3, 1),     # the largest level-1 input
     (17.2, 0.5, 40, 5, 4, 1, 1),      # one set, KernelBench's own minimum
     (1.0, 1.0, 5.5, 5, 4, 1, 1),      # exactly one set: 2I + 3O + flush
 ])
@@ -24,8 +24,19 @@ def test_plan_takes_the_most_sets_that_fit(i_gb, o_gb, budget_gb, max_sets, plac
     assert (p.sets, p.placements) == (want_sets, want_place)
     assert p.fits and p.peak_bytes <= budget
     assert p.peak_bytes == memplan.timing_peak(i, o, p.sets, p.placements) + flush
+    assert p.peak_bytes - flush <= memplan.bound(i, o)
     if p.sets < max_sets:  # one more set would not have fit, with or without fresh copies
-        assert memplan.timing_peak(i, o, p.sets + 1, 1) + flush > budget
+        more = memplan.timing_peak(i, o, p.sets + 1, 1)
+        assert more + flush > budget or more > memplan.bound(i, o)
+
+
+@pytest.mark.parametrize("i,o", [(1, 1), (3 << 30, 1), (1, 3 << 30), (7 << 30, 5 << 30), (40 << 30, 40 << 30),
+                                 (123456789, 987654321)])
+def test_plan_stays_within_four_times_one_call_whatever_is_free(i, o):
+    """However much memory is free (a 1 TB device here), a task's planned data stays within
+    4 x (inputs + outputs of one call) + the fixed small-task allowance."""
+    p = memplan.plan_timing(i, o, 1 << 40, 256 << 20, 5, 4)
+    assert p.fits and p.peak_bytes - (256 << 20) <= 4 * (i + o) + memplan.SMALL_TASK_BYTES
 
 
 def test_plan_never_below_one_set_and_says_when_it_does_not_fit():

@@ -10,8 +10,9 @@ its comparison. The bound the harness keeps per task:
     peak ≈ max(2I + O, timing) + flush + context, timing = n·I·(2 if fresh placements else 1)
                                                          + I (fresh-value copy) + (n + 2)·O
 
-which with one set is 2I + 3O and, with the defaults, at most about 4 × (I + O) when the
-plan has to shrink. Does not cover: measuring (the worker reads ``torch.cuda.mem_get_info``
+which with one set is 2I + 3O. The plan never exceeds ``bound`` = 4 × (I + O) + 1 GiB
+(the fixed part lets small tasks keep all their sets) whatever the free memory: a large
+task times on two sets, not on as many as the GPU could hold. Does not cover: measuring (the worker reads ``torch.cuda.mem_get_info``
 and its inputs' sizes) or admission across workers of one GPU (``gate.py``).
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 GiB = 1 << 30
+SMALL_TASK_BYTES = 1 << 30  # below this, a task's sets are never cut by the 4 x (I + O) bound
 
 
 @dataclass
@@ -46,12 +48,18 @@ def timing_peak(input_bytes: int, output_bytes: int, sets: int, placements: int)
     return sets * input_bytes * copies + input_bytes + (sets + 2) * output_bytes
 
 
+def bound(input_bytes: int, output_bytes: int) -> int:
+    """The most a task's data may take on the device, flush buffer and context aside."""
+    return 4 * (input_bytes + output_bytes) + SMALL_TASK_BYTES
+
+
 def plan_timing(input_bytes: int, output_bytes: int, budget_bytes: int, flush_bytes: int, max_sets: int,
                 placements: int) -> Plan:
     """The most input sets (up to ``max_sets``) that fit ``budget_bytes`` beside the flush
     buffer, with fresh placement copies where they fit as many sets as without; at least one
-    set whatever the budget (KernelBench times on one), ``fits`` False when not even that fits."""
-    room = budget_bytes - flush_bytes
+    set whatever the budget (KernelBench times on one), ``fits`` False when not even that fits.
+    Never plans past ``bound`` however much is free."""
+    room = min(budget_bytes - flush_bytes, bound(input_bytes, output_bytes))
 
     def most_sets(p: int) -> int:
         return next((n for n in range(max(1, max_sets), 0, -1)
