@@ -73,32 +73,57 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
         assert not [s for s in spans if s != (a, b) and s[0] < b and s[1] > a], "two timings overlapped"
 
 
-def test_a_task_of_15_percent_of_gpu_memory_fits_the_plan(tmp_path):
-    """Inputs plus outputs of one call are 15 % of the GPU's memory (a ReLU): the task is
-    judged and timed, and the worker's measured peak stays within 4 x (inputs + outputs) +
-    the flush buffer + a fixed context allowance (the bound in the README)."""
+def _relu_of(tmp_path, share: float):
+    """The ReLU fixture task sized so that one call's inputs plus outputs take ``share`` of
+    the GPU's memory (float32), and an honest Triton ReLU with 64-bit offsets for it."""
     import torch
 
-    from davinci_kernel.config import EvalConfig
-    from davinci_kernel.evaluate import Evaluator
     from davinci_kernel.tasks import load_task_file
 
     total = torch.cuda.mem_get_info()[1]
     cols = 1 << 17
-    rows = int(0.15 * total / 2 / 4 / cols)  # float32 in and out
+    rows = int(share * total / 2 / 4 / cols)
     src = (FIXTURES / "tasks" / "relu.py").read_text()
     src = src.replace("batch_size = 2048", f"batch_size = {rows}").replace("dim = 8192", f"dim = {cols}")
-    path = tmp_path / "relu_15pct.py"
+    path = tmp_path / f"relu_{int(share * 100)}pct.py"
     path.write_text(src)
+    cand = (FIXTURES / "legit" / "relu_triton.py").read_text()
+    cand = cand.replace("pid = tl.program_id(0)", "pid = tl.program_id(0).to(tl.int64)")
+    return load_task_file(path), cand, rows * cols * 4 * 2
+
+
+def test_two_large_tasks_on_one_gpu_are_admitted_one_at_a_time(tmp_path):
+    """Two workers on one GPU, two evaluations of a task whose inputs plus outputs are 13 %
+    of its memory: each may reach 4 x that, so both together would not fit. The harness
+    admits them one after the other (admission.py) and both are judged and timed; before
+    admission, four workers on KernelBench level 1 ran out of memory on 44 problems."""
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    task, cand, io = _relu_of(tmp_path, 0.13)
+    cfg = EvalConfig(device="cuda", cache_dir=str(tmp_path / "cache"), baseline_compile=False, workers_per_gpu=2)
+    with Evaluator(cfg) as ev:
+        res = ev.evaluate_many([(task, cand), (task, cand)])
+        ledger = ev.memory("cuda:0")
+    print("two large tasks:", [r.phase_seconds for r in res], ledger.capacity, io)
+    assert all(r.correct and r.speedup for r in res), [(r.error_kind, r.error_msg, r.flags) for r in res]
+    assert ledger.most_holders == 1 and ledger.capacity < 2 * (4 * io)
+
+
+def test_a_task_of_15_percent_of_gpu_memory_fits_the_plan(tmp_path):
+    """Inputs plus outputs of one call are 15 % of the GPU's memory (a ReLU): the task is
+    judged and timed, and the worker's measured peak stays within 4 x (inputs + outputs) +
+    the flush buffer + a fixed context allowance (the bound in the README)."""
+
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    task, cand, io = _relu_of(tmp_path, 0.15)
     cfg = EvalConfig(device="cuda", cache_dir=str(tmp_path / "cache"), baseline_compile=False)
     with Evaluator(cfg, workers=1) as ev:
-        # over 2**31 elements: an honest kernel indexes with 64 bits
-        cand = (FIXTURES / "legit" / "relu_triton.py").read_text()
-        cand = cand.replace("pid = tl.program_id(0)", "pid = tl.program_id(0).to(tl.int64)")
-        res = ev.evaluate(load_task_file(path), cand)
+        res = ev.evaluate(task, cand)
     assert res.correct and res.speedup, (res.error_kind, res.error_msg, res.flags)
     plan = res.timing_detail["plan"]
-    io = rows * cols * 4 * 2
     assert plan["sets"] >= 1 and plan["fits"]
     print("15% task:", res.phase_seconds, plan)
     # the bound: 4 x (inputs + outputs) + the small-task allowance + flush buffer + the context's own

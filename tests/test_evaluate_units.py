@@ -440,12 +440,15 @@ def test_hidden_work_flag(profiled, event, flagged):
     assert bool(got) == flagged and all(name == "side_stream" for name, _ in got)
 
 
-@pytest.mark.parametrize("streams,flagged", [(None, False), (0, False), (1, False), (2, True), (5, True)])
-def test_stream_flag(streams, flagged):
-    """GPU work of one call on more than one stream (profiler): something ran off the current stream."""
+@pytest.mark.parametrize("streams,ref_streams,flagged", [
+    (None, None, False), (0, None, False), (1, None, False), (2, None, True), (5, None, True),
+    (2, 1, True), (4, 4, False), (3, 4, False), (5, 4, True), (2, 0, True)])
+def test_stream_flag(streams, ref_streams, flagged):
+    """GPU work of one call on more streams than the reference's own (profiler; one unless
+    a library the reference calls uses several): something ran off the current stream."""
     from davinci_kernel.evaluate.guards import stream_flag
 
-    got = stream_flag(streams)
+    got = stream_flag(streams, ref_streams)
     assert bool(got) == flagged and all(name == "side_stream" and f"{streams} streams" in why for name, why in got)
 
 

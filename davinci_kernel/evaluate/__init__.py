@@ -15,7 +15,8 @@ What it covers
   init seed for both models, shape/dtype/allclose plus a relative-L2 limit per dtype,
   NaN/Inf never pass; a refill of the same buffers (result caching), a second run under a
   different allocator poison (uninitialized memory), a run at perturbed sizes (hard-coded
-  shapes). Memory is planned per task (``memplan.py``).
+  shapes). Memory is planned per task (``memplan.py``) and admitted per device: evaluations
+  in flight never promise more bytes than the device has (``admission.py``).
 * Timing (GPU): reference and candidate interleaved call by call in the candidate's worker,
   L2 flush held on every SM (``occupy.py``), device events; the reported times are checked
   against the reference process's clean timings and the wall time the harness measures;

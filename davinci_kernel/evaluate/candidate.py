@@ -237,7 +237,8 @@ class CandidateRunner:
 
     def plan(self):
         """How many input sets and placements the timing phase holds (memplan.py), from one
-        set's size, the reference's output size and the device's free memory now."""
+        set's size, the reference's output size, the bytes the harness admitted and the
+        device's free memory now."""
         from . import memplan
 
         in_bytes = self.j.input_bytes
@@ -248,6 +249,8 @@ class CandidateRunner:
         rt.C.empty_cache()
         free = self.torch.cuda.mem_get_info(self.dev)[0]
         budget = max(0, free - (1 << 30))  # a margin for the models' own work space
+        if self.j.memory_bytes:  # what the harness admitted this evaluation with (admission.py)
+            budget = min(budget, self.j.memory_bytes)
         flush = self.j.timing.l2_flush_mb << 20
         return memplan.plan_timing(in_bytes, self.j.output_bytes, budget, flush, len(self.j.seeds),
                                    self.j.timing.timing_placements)

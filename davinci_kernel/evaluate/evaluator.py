@@ -40,8 +40,8 @@ from typing import Optional
 from ..config import EvalConfig
 from ..records import EvalResult, Task
 from ..tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbations
+from . import admission, judge, kernelcache, memplan, sandbox, static
 from . import feedback as feedback_mod
-from . import judge, kernelcache, sandbox, static
 from .baselines import BaselineCache
 from .gate import Gates
 from .intake import read_leaves
@@ -90,6 +90,16 @@ class Evaluator:
         self.baselines = BaselineCache(self.cfg.cache_dir)
         self.refs = ReferenceCache(os.path.join(self.tmp_root, "refs"))
         self.trusted = TrustedSide(self.cfg, self.pool, self._gates, self.timing_settings, self.refs, self.baselines)
+        self.memory = admission.Ledgers(self._capacity)  # device bytes promised to evaluations in flight
+
+    def _capacity(self, device: str) -> int:
+        """What evaluations on ``device`` may be promised: its free memory as a reference
+        process saw it at start-up, less a context for each other process of the pool there."""
+        with self.pool.reference(device) as ref:
+            free = ref.info.get("free_bytes")
+        if not free:
+            return 1 << 62  # unknown: admit everything, as before admission existed
+        return admission.capacity(int(free), self.pool.processes(device))
 
     # ------------------------------------------------------------------ public
     @property
@@ -185,18 +195,49 @@ class Evaluator:
             kernels.give(kernelcache.source_key(source), w.triton_cache, w.uid)
         clock.mark("acquire")
         try:
+            sizes = self.trusted.sizes(variant, w.device)
+            flush = (cfg.l2_flush_mb << 20) if self.on_gpu else 0
+            need = None if sizes is None else memplan.bound(*sizes) + flush
+            with self.memory(w.device).hold(need) as granted:  # until the worker is gone
+                clock.mark("admission")
+                try:
+                    self._judge(task, variant, source, overrides, seeds, perturb, w, res, rep, clock,
+                                granted if self.on_gpu else 0, learn_sizes=sizes is None)
+                finally:
+                    try:
+                        if kernels is not None and res.compiled:
+                            w.freeze()  # stopped for good: its cache cannot change while it is copied
+                            kernels.keep(kernelcache.source_key(source), w.triton_cache, w.uid)
+                    except OSError:
+                        pass  # a cache not kept costs the next run of this source its build time, nothing else
+                    finally:
+                        self.pool.release(slot, w)
+                        w = None
+        finally:
+            if w is not None:
+                self.pool.release(slot, w)
+        return res
+
+    def _judge(self, task: Task, variant: str, source: str, overrides: dict, seeds: list[int], perturb: dict,
+               w: WorkerProcess, res: EvalResult, rep: static.StaticReport, clock: _Clock, memory_bytes: int,
+               learn_sizes: bool) -> None:
+        """Reference, baseline, then the candidate's own check and timing, inside its admission."""
+        cfg = self.cfg
+        try:
             ref = self.trusted.reference(task, variant, overrides, seeds, perturb, w.device)
             clock.mark("reference")
             if "error" in ref:
                 res.stage, res.error_kind, res.error_msg = "reference", ref.get("error_kind", "reference_error"), ref["error"]
-                return res
+                return
+            if learn_sizes:
+                self.trusted.learn_sizes(variant, w.device, ref)
             base = self.trusted.baseline(task, variant, overrides, seeds, w.device) if (self.on_gpu and cfg.timing) else None
             clock.mark("baseline")
             job = CandidateJob(task_source=variant, candidate_source=source, seeds=seeds, init_seed=cfg.seed,
                                device=w.device, out_meta=ref.get("out_meta") or [], perturb=ref.get("perturb_used"),
                                odd=ref.get("odd_used"),
                                perturb_seed=cfg.seed + 7, input_bytes=int(ref.get("input_bytes") or 0),
-                               output_bytes=int(ref.get("output_bytes") or 0),
+                               output_bytes=int(ref.get("output_bytes") or 0), memory_bytes=memory_bytes,
                                timing=self.timing_settings)
             self._run(w, job, res, rep, ref, base, clock)
         except WorkerTimeout as e:
@@ -211,15 +252,6 @@ class Evaluator:
             if res.stage == "perturbation":
                 judge.flag(res, [("shape_hardcoding", "the worker crashed at perturbed sizes (out-of-bounds access?)")])
                 res.stage = "correctness"
-        finally:
-            try:
-                if kernels is not None and res.compiled:
-                    w.freeze()  # stopped for good: its cache cannot change while it is copied
-                    kernels.keep(kernelcache.source_key(source), w.triton_cache, w.uid)
-            except OSError:
-                pass  # a cache not kept costs the next run of this source its build time, nothing else
-            finally:
-                self.pool.release(slot, w)
         return res
 
     # ------------------------------------------------------------------ trusted side

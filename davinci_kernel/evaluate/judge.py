@@ -180,7 +180,7 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
     res.timing_detail["profiled_ms_per_call"] = prof.get("total_ms_per_call")
     res.timing_detail["profiled_streams"] = prof.get("streams")
     flag(res, guards.hidden_work_flag(prof.get("total_ms_per_call"), res.runtime_ms, cfg.wall_event_ratio))
-    flag(res, guards.stream_flag(prof.get("streams")))
+    flag(res, guards.stream_flag(prof.get("streams"), (base or {}).get("ref_streams")))
     res.kernels = [KernelTime(name=str(k["name"])[:120], time_ms=float(k["time_ms"]), custom=bool(k["custom"]),
                               calls=int(k["calls"])) for k in prof.get("top", []) if isinstance(k, dict)]
     if prof.get("coverage") is not None:

@@ -146,6 +146,12 @@ class LocalPool:
                 self.gates(ref.device).leave(ref)
                 ref.stop()
 
+    def processes(self, device: str) -> int:
+        """The most processes this pool runs on ``device`` at once: reference processes,
+        workers started ahead, and one worker per slot in use."""
+        n = self.slots.count(device)
+        return 2 * n + self._ahead.get(device, 0)
+
     def __len__(self) -> int:
         return len(self.slots)
 

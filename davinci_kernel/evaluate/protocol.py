@@ -178,6 +178,7 @@ class CandidateJob(_Job):
     audit: bool = True  # op profiler on some correctness calls, launch counts on all (custom-kernel evidence)
     input_bytes: int = 0  # one input set, as the reference process measured it (memory plan; 0: measure)
     output_bytes: int = 0  # one call's outputs, likewise
+    memory_bytes: int = 0  # device bytes the harness admitted this evaluation with (0: no limit but the free memory)
     timing: TimingSettings = field(default_factory=TimingSettings)
 
 

@@ -4,7 +4,7 @@ Covers: one long-lived process per device that never imports candidate code. On 
 it computes the reference outputs of every correctness trial (fresh inputs from each
 seed, the same init seed the candidate gets, one trial at a time; a large output kept as
 its values at the entry's secret sample indices; a task that cannot fit even one trial
-refused up front from a meta-device pass), whether the reference mutates or aliases
+refused up front from a meta-device pass; one call's sizes alone, on request), whether the reference mutates or aliases
 its inputs, its work (FLOPs + elements, for the CPU coverage estimate), its outputs at
 the first valid perturbed size, and the clean timings the harness checks candidates'
 claims against: eager and torch.compile baselines, and the time of one flush-and-lead
@@ -59,6 +59,9 @@ def compute_reference(job: ReferenceJob) -> dict:
         sync(dev)
         out["ref_mutates"] = out["ref_mutates"] or rt.mutated(args, inputs)
         out["ref_aliases"] = out["ref_aliases"] or rt.aliases(y, args)
+        if sizes is None and i == 0:  # not sized on the meta device: the real first trial's sizes
+            out.update(input_bytes=memplan.tensor_bytes(C.torch, list(inputs)),
+                       output_bytes=memplan.tensor_bytes(C.torch, y))
         out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
         del y, args, inputs
     base = sum(sizes) if sizes is not None else None
@@ -115,6 +118,20 @@ def meta_sizes(mod, init_seed: int):
         return None
 
 
+def sizes_of(job: ReferenceJob) -> dict:
+    """One call's input and output bytes from the meta device ({} where that does not run):
+    what the harness admits an evaluation of this task by (``admission.py``)."""
+    sizes = meta_sizes(rt.exec_source(job.task_source, "dvk_reference"), job.init_seed)
+    return {} if sizes is None else {"input_bytes": sizes[0], "output_bytes": sizes[1]}
+
+
+def free_memory(device: str):
+    """Bytes free on the device now (the host's available memory on CPU), or None."""
+    if device.startswith("cuda"):
+        return rt.C.torch.cuda.mem_get_info(rt.C.torch.device(device))[0]
+    return device_memory(rt.C.torch.device("cpu"))
+
+
 def device_memory(dev):
     """Bytes this device can hold: the GPU's total memory, or the host's available memory."""
     if dev.type == "cuda":
@@ -153,6 +170,11 @@ def baseline(job: ReferenceJob, ready) -> dict:
         except Exception as e:  # noqa: BLE001 - the compile baseline is optional
             compiled = None
             res["compile_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    # how many streams the reference's own GPU work uses (cuDNN may use several): a candidate
+    # is held to the one stream only beyond that (guards.stream_flag)
+    from .profile import profile_kernels
+
+    res["ref_streams"] = profile_kernels(C, dev, model, sets[0])["streams"]
     ready()
     res["eager_ms"] = timing.solo(C, dev, model, sets, warmup=job.timing.warmup_iters, **kw)
     res["flush_ms"] = timing.flush_cost(C, dev, job.timing.l2_flush_mb, kw["hold"])
@@ -222,7 +244,7 @@ def main(argv: list[str]) -> None:
 
     settle(rt.C.torch, device)
     ch.send({"event": "ready", "pid": __import__("os").getpid(), "gpu": rt.gpu_name(device),
-             "torch": rt.C.torch.__version__, "notes": notes})
+             "torch": rt.C.torch.__version__, "free_bytes": free_memory(device), "notes": notes})
     while True:
         try:
             msg = ch.recv()
@@ -233,7 +255,10 @@ def main(argv: list[str]) -> None:
             return
         job = ReferenceJob.from_dict(msg["job"])
         try:
-            result = compute_reference(job) if cmd == "reference" else baseline(job, lambda: _ready(ch))
+            if cmd == "sizes":
+                result = sizes_of(job)
+            else:
+                result = compute_reference(job) if cmd == "reference" else baseline(job, lambda: _ready(ch))
         except TooLarge as e:
             result = {"error": f"too large: {e}", "error_kind": "too_large"}
         except BaseException as e:  # noqa: BLE001 - a broken problem is the task's fault, reported as such

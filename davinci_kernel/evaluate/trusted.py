@@ -2,7 +2,7 @@
 
 Covers: asking a reference process of a device for one thing under the device's gate
 (references beside other checks; a baseline builds beside them and is timed with the GPU
-alone), the reference entry of a task at given seeds and sizes (computed once, cached in a
+alone), one call's sizes (what an evaluation is admitted by), the reference entry of a task at given seeds and sizes (computed once, cached in a
 folder no worker can open, with a secret sample seed for large outputs), and the clean
 baselines (cached across runs per task, GPU, torch and timing method; a cached entry is
 re-timed once per evaluator and dropped if it disagrees by more than 25 %). Does not cover:
@@ -12,6 +12,7 @@ what a reference process computes (``reference.py``) or candidates (``evaluator.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import secrets
@@ -37,6 +38,7 @@ class TrustedSide:
         self._baseline_checked: set = set()
         self._key_locks: dict = {}
         self._infos: dict[str, tuple[str, str]] = {}
+        self._sizes: dict[tuple, Optional[tuple[int, int]]] = {}
         self._locks_lock = threading.Lock()
 
     def key_lock(self, key) -> threading.Lock:
@@ -64,6 +66,26 @@ class TrustedSide:
                 return result
         except (WorkerTimeout, WorkerDied) as e:
             return {"error": f"the reference process failed: {e}"}
+
+    def sizes(self, variant: str, device: str) -> Optional[tuple[int, int]]:
+        """One call's (input bytes, output bytes) of this problem text on this kind of device:
+        from the meta device, asked once, or learnt from a reference entry; None while unknown."""
+        key = (hashlib.sha256(variant.encode()).hexdigest(), device.split(":")[0])
+        with self.key_lock(("sizes", key)):
+            if key not in self._sizes:
+                job = ReferenceJob(task_source=variant, seeds=[], init_seed=self.cfg.seed, out_dir="", device=device,
+                                   timing=self.timing_settings)
+                got = self.ask(device, "sizes", job)
+                self._sizes[key] = (int(got["input_bytes"]), int(got["output_bytes"])) if "input_bytes" in got else None
+            return self._sizes[key]
+
+    def learn_sizes(self, variant: str, device: str, entry: dict) -> None:
+        """Sizes a reference entry measured on real tensors, for a task the meta device could not size."""
+        if entry.get("input_bytes") is not None and entry.get("output_bytes") is not None:
+            key = (hashlib.sha256(variant.encode()).hexdigest(), device.split(":")[0])
+            with self.key_lock(("sizes", key)):
+                if self._sizes.get(key) is None:
+                    self._sizes[key] = (int(entry["input_bytes"]), int(entry["output_bytes"]))
 
     def reference(self, task: Task, variant: str, overrides: dict, seeds: list[int], perturb: dict,
                    device: str) -> dict:
@@ -115,7 +137,8 @@ class TrustedSide:
             self._baseline_checked.add(key)
             if got is not None and fresh.get("eager_ms"):
                 if abs(math.log(fresh["eager_ms"] / got["eager_ms"])) <= math.log(1.25):
-                    return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms") if k in fresh}}
+                    return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms", "ref_streams")
+                                 if k in fresh}}
                 job.timing = self.timing_settings  # the stored entry disagrees: measure all of it again
                 fresh = self.ask(device, "baseline", job)
             if "eager_ms" in fresh:

@@ -1,0 +1,236 @@
+"""Admission by bytes: evaluations on one device never promise more memory than it has.
+
+Ledger semantics (pure threads), the sizes a reference process reports (meta device, or a
+real first trial where the meta device cannot run the problem), and an evaluator whose
+ledger is too small for two evaluations at once: they run one after the other, both
+correct. The same on a real GPU, with tasks of 12 % of its memory each, is in
+``test_evaluate_gpu.py``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from davinci_kernel.evaluate import admission, memplan
+from davinci_kernel.evaluate.admission import MemoryLedger
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _wait_until(cond, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached")
+        time.sleep(0.005)
+
+
+def test_holds_that_fit_together_overlap():
+    ledger = MemoryLedger(100)
+    inside = threading.Barrier(3, timeout=5)
+
+    def one():
+        with ledger.hold(30) as got:
+            assert got == 30
+            inside.wait()  # all three inside at once, or this times out
+
+    threads = [threading.Thread(target=one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert ledger.state() == (0, 0, 0) and ledger.most_holders == 3
+
+
+def test_a_hold_that_does_not_fit_waits_for_the_bytes():
+    ledger = MemoryLedger(100)
+    release = threading.Event()
+    log = []
+
+    def first():
+        with ledger.hold(70):
+            log.append("first in")
+            release.wait(5)
+            log.append("first out")
+
+    def second():
+        with ledger.hold(40):
+            log.append("second in")
+
+    a = threading.Thread(target=first)
+    a.start()
+    _wait_until(lambda: log == ["first in"])
+    b = threading.Thread(target=second)
+    b.start()
+    _wait_until(lambda: ledger.state() == (70, 1, 1))  # the second waits: 70 + 40 > 100
+    assert log == ["first in"]
+    release.set()
+    a.join(5)
+    b.join(5)
+    assert log == ["first in", "first out", "second in"] and ledger.most_holders == 1
+
+
+@pytest.mark.parametrize("need", [None, 100, 250])
+def test_unknown_or_too_large_runs_alone_with_everything(need):
+    ledger = MemoryLedger(100)
+    assert ledger.grant_for(need) == 100
+    small_in = threading.Event()
+    release = threading.Event()
+
+    def small():
+        with ledger.hold(1):
+            small_in.set()
+            release.wait(5)
+
+    s = threading.Thread(target=small)
+    s.start()
+    small_in.wait(5)
+    got, seen, done = [], [], threading.Event()
+
+    def big():
+        with ledger.hold(need) as g:
+            got.append(g)
+            seen.append(ledger.state())
+            done.wait(5)
+
+    b = threading.Thread(target=big)
+    b.start()
+    time.sleep(0.1)
+    assert got == []  # waits for the small one, however little it holds
+    release.set()
+    s.join(5)
+    _wait_until(lambda: got)
+    done.set()
+    b.join(5)
+    assert got == [100] and seen == [(100, 1, 0)] and ledger.alone == 1
+
+
+def test_a_large_waiter_is_not_starved_by_small_ones():
+    """First come, first served: once a large hold waits, later small ones queue behind it."""
+    ledger = MemoryLedger(100)
+    order = []
+    stop_first = threading.Event()
+
+    def hold(name, need, until=None):
+        with ledger.hold(need):
+            order.append(name)
+            if until is not None:
+                until.wait(5)
+
+    first = threading.Thread(target=hold, args=("small1", 10, stop_first))
+    first.start()
+    _wait_until(lambda: order == ["small1"])
+    big = threading.Thread(target=hold, args=("big", 95))
+    big.start()
+    _wait_until(lambda: ledger.state()[2] == 1)
+    late = threading.Thread(target=hold, args=("small2", 10))  # would fit beside small1, but big came first
+    late.start()
+    _wait_until(lambda: ledger.state()[2] == 2)
+    assert order == ["small1"]
+    stop_first.set()
+    for t in (first, big, late):
+        t.join(5)
+    assert order == ["small1", "big", "small2"]
+
+
+def test_capacity_leaves_a_context_per_other_process():
+    g = memplan.GiB
+    assert admission.capacity(100 * g, 1) == 99 * g  # the margin alone
+    assert admission.capacity(100 * g, 13) == 100 * g - 12 * g - g
+    assert admission.capacity(2 * g, 50) == admission.CONTEXT_BYTES  # never below one context's worth
+
+
+# ----------------------------------------------------------------------------- with processes
+_SIZABLE = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x).to(torch.float16)
+
+
+def get_inputs():
+    return [torch.randn(64, 48)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+_UNSIZABLE = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Scales by the input's own sum: data-dependent, so the meta device cannot run it."""
+
+    def forward(self, x):
+        return x * (float(x.sum()) > -1e30)
+
+
+def get_inputs():
+    return [torch.randn(64, 48)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.fixture(scope="module")
+def cpu_evaluator(tmp_path_factory):
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    # the problem's own Model as the candidate: these tests are about admission, not kernels
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path_factory.mktemp("cache")), self_check=True,
+                     perturb_shapes=False, trials=2)
+    with Evaluator(cfg, workers=2) as ev:
+        yield ev
+
+
+def _task(tmp_path, name, text):
+    from davinci_kernel.tasks import load_task_file
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return load_task_file(path)
+
+
+def test_sizes_come_from_the_meta_device_or_the_first_trial(cpu_evaluator, tmp_path):
+    ev = cpu_evaluator
+    sizable = _task(tmp_path, "sizable", _SIZABLE)
+    assert ev.trusted.sizes(sizable.source, "cpu") == (64 * 48 * 4, 64 * 48 * 2)  # float32 in, float16 out
+
+    task = _task(tmp_path, "unsizable", _UNSIZABLE)
+    assert ev.trusted.sizes(task.source, "cpu") is None
+    ledger = ev.memory("cpu")
+    alone = ledger.alone
+    res = ev.evaluate(task)
+    assert res.correct, (res.error_kind, res.error_msg, res.flags)
+    assert ledger.alone == alone + 1  # unknown size: it ran alone
+    assert ev.trusted.sizes(task.source, "cpu") == (64 * 48 * 4, 64 * 48 * 4)  # learnt from the real trial
+    assert ev.evaluate(task).correct
+    assert ledger.alone == alone + 1  # known now: admitted by its bytes
+
+
+def test_two_evaluations_too_large_to_share_run_one_after_the_other(cpu_evaluator, tmp_path):
+    """A ledger with room for one evaluation of the task at a time: two candidates given at
+    once are both judged correct, never inside the ledger together."""
+    ev = cpu_evaluator
+    task = _task(tmp_path, "sizable", _SIZABLE)
+    need = memplan.bound(*ev.trusted.sizes(task.source, "cpu"))
+    saved = ev.memory
+    ev.memory = admission.Ledgers(lambda device: int(1.5 * need))
+    try:
+        results = ev.evaluate_many([(task, None), (task, None)])
+        ledger = ev.memory("cpu")
+    finally:
+        ev.memory = saved
+    assert all(r.correct for r in results), [(r.error_kind, r.error_msg, r.flags) for r in results]
+    assert ledger.most_holders == 1 and ledger.state() == (0, 0, 0)
+    assert all("admission" in r.phase_seconds for r in results)
