@@ -87,6 +87,10 @@ class EvalConfig:
                             "timed calls may leave unexplained (plus 0.5 ms a call and 20 ms) before timing_mismatch")
     workers_per_gpu: int = opt(1, "workers per GPU when --workers is not given: they check candidates side by "
                                "side and take turns to time them (the GPU gate)")
+    reuse_verdicts: bool = opt(False, "[O] a source already judged on the same task by this evaluator gets that "
+                               "verdict again, not a new evaluation (an RL policy that samples the same kernel "
+                               "many times; the same text then always earns the same reward); verdicts of harness "
+                               "failures and timeouts are never reused")
     cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")
 
 

@@ -26,12 +26,15 @@ no ``unshare``), each result's ``sandbox`` says what is missing.
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import math
 import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +56,7 @@ from .transfer import shm_root
 from .trusted import TrustedSide
 
 _OUTPUT_KEY = re.compile(r"^(cand[0-9]{1,2}|recheck1|determinism0|pcand|ocand|timed[0-9]{1,2})$")
+_NOT_REUSED = {"harness_error", "no_worker", "timeout", "protocol_error", "worker_crash"}  # may go otherwise next time
 _WORKER_ERRORS = {"syntax_error", "import_error", "compile_error", "no_modelnew", "runtime_error", "cuda_error"}
 _WORKER_STAGES = {"compile", "load", "correctness", "timing"}
 
@@ -91,6 +95,9 @@ class Evaluator:
         self.refs = ReferenceCache(os.path.join(self.tmp_root, "refs"))
         self.trusted = TrustedSide(self.cfg, self.pool, self._gates, self.timing_settings, self.refs, self.baselines)
         self.memory = admission.Ledgers(self._capacity)  # device bytes promised to evaluations in flight
+        self._verdicts: dict[tuple[str, str], EvalResult] = {}  # eval.reuse_verdicts: (task hash, source hash)
+        self._verdict_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._verdicts_lock = threading.Lock()
 
     def _capacity(self, device: str) -> int:
         """What evaluations on ``device`` may be promised: its free memory as a reference
@@ -122,6 +129,23 @@ class Evaluator:
         t0 = time.monotonic()
         if self.cfg.self_check or source is None:
             source = self_candidate(task.source)
+        if not self.cfg.reuse_verdicts:
+            return self._judged(task, source, t0)
+        key = (task.hash, hashlib.sha256(source.encode()).hexdigest())
+        with self._verdicts_lock:
+            lock = self._verdict_locks.setdefault(key, threading.Lock())
+        with lock:  # the same source given twice at once is judged once; the other waits for it
+            earlier = self._verdicts.get(key)
+            if earlier is not None:
+                again = copy.deepcopy(earlier)
+                again.reused, again.eval_seconds, again.phase_seconds = True, time.monotonic() - t0, {}
+                return again
+            res = self._judged(task, source, t0)
+            if res.error_kind not in _NOT_REUSED:
+                self._verdicts[key] = copy.deepcopy(res)
+            return res
+
+    def _judged(self, task: Task, source: str, t0: float) -> EvalResult:
         try:
             res = self._evaluate(task, source, seed_offset=0)
         except Exception as e:  # noqa: BLE001 - a harness bug must not kill a training run

@@ -1,0 +1,83 @@
+"""eval.reuse_verdicts: a source judged once on a task gets that verdict again, also when
+the same source is given twice at once; transient failures are judged anew."""
+
+from __future__ import annotations
+
+import pytest
+
+from davinci_kernel.config import EvalConfig
+from davinci_kernel.evaluate import Evaluator
+from davinci_kernel.records import EvalResult
+
+_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2
+
+
+def get_inputs():
+    return [torch.randn(32, 40)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    from davinci_kernel.tasks import load_task_file
+
+    path = tmp_path_factory.mktemp("task") / "tanh2.py"
+    path.write_text(_TASK)
+    return load_task_file(path)
+
+
+def test_the_same_source_is_judged_once(task, tmp_path):
+    # self_check: the problem's own Model as the candidate (cheap, and its verdict is correct)
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), self_check=True, reuse_verdicts=True, trials=2,
+                     perturb_shapes=False)
+    with Evaluator(cfg, workers=2) as ev:
+        first = ev.evaluate(task)
+        again = ev.evaluate(task)
+        both = ev.evaluate_many([(task, None), (task, None)])
+    assert first.correct and not first.reused
+    assert again.reused and again.correct and again.max_abs_diff == first.max_abs_diff
+    assert all(r.reused for r in both)  # judged earlier: neither runs again
+    assert again.to_dict() | {"reused": False, "eval_seconds": 0, "phase_seconds": {}} == \
+        first.to_dict() | {"eval_seconds": 0, "phase_seconds": {}}
+
+
+def test_given_twice_at_once_one_is_judged_and_one_reuses(task, tmp_path):
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), self_check=True, reuse_verdicts=True, trials=2,
+                     perturb_shapes=False)
+    with Evaluator(cfg, workers=2) as ev:
+        both = ev.evaluate_many([(task, None), (task, None)])
+    assert sorted(r.reused for r in both) == [False, True] and all(r.correct for r in both)
+
+
+@pytest.mark.parametrize("kind,reused", [("harness_error", False), ("timeout", False), ("no_worker", False),
+                                         ("runtime_error", True), (None, True)])
+def test_transient_failures_are_judged_again(task, tmp_path, kind, reused):
+    """A unit test of the rule alone: the judging step is a double that counts its calls."""
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), reuse_verdicts=True)
+    ev = Evaluator.__new__(Evaluator)  # no processes: only the reuse rule is exercised
+    ev.cfg = cfg
+    ev._verdicts, ev._verdict_locks = {}, {}
+    import threading
+
+    ev._verdicts_lock = threading.Lock()
+    calls = []
+
+    def judged(t, source, t0):
+        calls.append(source)
+        return EvalResult(task=t.name, error_kind=kind)
+
+    ev._judged = judged
+    a = ev.evaluate(task, "src")
+    b = ev.evaluate(task, "src")
+    assert len(calls) == (1 if reused else 2) and b.reused is reused and not a.reused
+    assert not ev.evaluate(task, "src # another text").reused  # another text is another candidate
