@@ -311,7 +311,7 @@ def validate(cfg: Config) -> Config:
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),
         ("skills.max_selected", 0 <= cfg.skills.max_selected <= 20, "between 0 and 20"),
-        ("rl.lr", cfg.rl.lr > 0, "positive"),
+        ("rl.lr", cfg.rl.lr >= 0, "0 or more (0: a control run that samples and scores but never moves the weights)"),
         ("rl.batch_tasks", cfg.rl.batch_tasks >= 1, "at least 1"),
         ("rollout.gen_batch", cfg.rollout.gen_batch >= 1, "at least 1"),
         ("rl.gamma", 0 <= cfg.rl.gamma <= 1, "between 0 and 1"),

@@ -51,6 +51,21 @@ def test_run_layout_and_metrics(tmp_path):
     assert any((tmp_path / "tb").iterdir())
 
 
+def test_a_control_run_at_lr_0_samples_and_scores_but_never_moves_the_weights(tmp_path):
+    """rl.lr=0: the control arm of a learning run. Steps run and log their rewards (and the
+    Fast_p of the sampled kernels); the weights stay bit for bit what they were."""
+    import torch
+
+    cfg = load_config(CONFIG, ["rl.steps=2", "rl.eval_every=0", "rl.lr=0"])
+    t = RLTrainer(cfg, out=tmp_path)
+    before = {n: p.detach().clone() for n, p in t.model.named_parameters()}
+    t.run()
+    ms = read_metrics(tmp_path)
+    assert [m["step"] for m in ms] == [1, 2] and all("fast_1.5/policy" in m and m["lr"] == 0 for m in ms)
+    assert any(m["samples"] > 0 for m in ms)  # there was something to update with
+    assert all(torch.equal(before[n], p) for n, p in t.model.named_parameters())
+
+
 @pytest.mark.slow
 def test_kill9_then_resume_matches_uninterrupted(tmp_path):
     steps = 5
@@ -126,7 +141,7 @@ def test_atomic_seal_replaces_and_prunes(tmp_path):
 
 @pytest.mark.parametrize("override,needle", [
     ("rl.group_by=episode", "rl.group_by='episode': allowed values are task, scheme"),
-    ("rl.lr=0", "rl.lr=0.0: must be positive"),
+    ("rl.lr=-1", "rl.lr=-1.0: must be 0 or more"),
     ("rl.minibatches=zero", "rl.minibatches='zero': expected an integer"),
     ("reward.kind=speed", "reward.kind='speed': allowed values are released, tiered, fastp"),
     ("rl.nope=1", "unknown config key 'rl.nope'"),

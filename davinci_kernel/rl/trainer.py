@@ -210,7 +210,7 @@ class RLTrainer:
     def _group_sums(self, groups: list[TaskGroup]) -> dict[str, tuple[float, float]]:
         s: dict[str, list[float]] = {k: [0.0, 0.0] for k in (
             "reward/policy", "reward/select", "reward/summary", "reward/best_turn", "correct/policy",
-            "speedup/correct", "turns/episode", "gen_tokens", "gen_errors")}
+            "speedup/correct", "fast_1/policy", "fast_1.5/policy", "turns/episode", "gen_tokens", "gen_errors")}
 
         def add(key, value, n=1.0):
             s[key][0] += value
@@ -230,6 +230,9 @@ class RLTrainer:
                     add("correct/policy", float(ok))
                     if ok and t.result.speedup is not None:
                         add("speedup/correct", t.result.speedup)
+                    fast = t.result.speedup if ok and t.result.speedup is not None else 0.0
+                    add("fast_1/policy", float(fast > 1.0))  # Fast_p of the sampled kernels
+                    add("fast_1.5/policy", float(fast > 1.5))
             for t in group_turns(g):
                 if t.completion is not None and t.completion.token_ids:
                     add("gen_tokens", len(t.completion.token_ids), 0.0)
