@@ -55,14 +55,16 @@ TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_la
             num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, max_position_embeddings=4096)
 
 
-def build_model_dir(path: Path, shape: dict, seed: int = 0) -> Path:
+def build_model_dir(path: Path, shape: dict, seed: int = 0, tokenizer=None) -> Path:
+    """A random-init Qwen3 of ``shape`` and its tokenizer (``tokenizer``, or one trained here)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from davinci_kernel.llm.tiny import project_corpus, train_tokenizer
 
     # a real-sized vocabulary gets a tokenizer trained on our own kernel text (about 4
     # characters per token on the policy prompts, as code tokenizers give), the small ones 512
-    tok = (train_tokenizer(16384, project_corpus()) if shape["vocab_size"] >= 16384 else train_tokenizer(512))
+    tok = tokenizer or (train_tokenizer(16384, project_corpus()) if shape["vocab_size"] >= 16384
+                        else train_tokenizer(512))
     cfg = Qwen3Config(**shape, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(cfg)

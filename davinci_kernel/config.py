@@ -200,6 +200,8 @@ class SFTConfig:
     max_per_task: int = opt(8, "[O] diversity filter: samples kept per task and role")
     minhash_threshold: float = opt(0.85, "[O] diversity filter: Jaccard at or above this is a near duplicate "
                                 "(code, picks, or one proposed skill)")
+    dedupe: bool = opt(True, "[O] diversity filter: drop near-duplicate answers; false keeps them (a curated "
+                       "set that gives one answer under several prompts on purpose)")
     max_seq_len: int = opt(8192, "tokens per micro-batch (and the longest example kept whole)")
     micro_batch_layout: str = opt("padded", "padded: (B, L) right-padded batches; packed: concatenated rows",
                                   choices=("padded", "packed"))

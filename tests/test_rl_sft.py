@@ -111,6 +111,25 @@ def test_sft_training_lowers_loss(data, tmp_path):
     assert AutoModelForCausalLM.from_pretrained(info["model_dir"]) is not None
 
 
+def test_dedupe_off_keeps_one_answer_under_several_prompts(tmp_path):
+    """sft.dedupe=false: a curated set that answers two prompts with the same kernel keeps
+    both examples (the default drops the second as a duplicate)."""
+    torch.set_num_threads(1)
+    same = _kernel(1)
+    convs = [_conv("level1/1_relu", same), {**_conv("level1/1_relu", same),
+                                            "messages": [{"role": "user", "content": "task with skills"},
+                                                         {"role": "assistant", "content": f"```python\n{same}\n```"}]}]
+    jl = tmp_path / "two.jsonl"
+    jl.write_text("".join(json.dumps(c) + "\n" for c in convs))
+    kept = {}
+    for dedupe in (True, False):
+        yaml = tmp_path / f"sft-{dedupe}.yaml"
+        yaml.write_text(f"sft:\n  model: tiny\n  data: ['{jl}']\n  epochs: 1\n  max_seq_len: 512\n  batch_rows: 1\n"
+                        f"  bf16: false\n  grad_checkpointing: false\n  dedupe: {str(dedupe).lower()}\n")
+        kept[dedupe] = train_sft(load_config(yaml), out=tmp_path / f"out-{dedupe}")["samples"]
+    assert kept == {True: 1, False: 2}
+
+
 def test_sft_cli_with_lora(data, tmp_path, capsys):
     from davinci_kernel.cli import main
 

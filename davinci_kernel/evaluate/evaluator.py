@@ -145,6 +145,13 @@ class Evaluator:
                 self._verdicts[key] = copy.deepcopy(res)
             return res
 
+    def remember(self, task: Task, source: str, result: EvalResult) -> None:
+        """With ``eval.reuse_verdicts``: take ``result`` as the verdict of ``source`` on ``task``
+        (a verdict this harness gave in an earlier process, e.g. an earlier call of a long run)."""
+        key = (task.hash, hashlib.sha256(source.encode()).hexdigest())
+        with self._verdicts_lock:
+            self._verdicts[key] = copy.deepcopy(result)
+
     def _judged(self, task: Task, source: str, t0: float) -> EvalResult:
         try:
             res = self._evaluate(task, source, seed_offset=0)

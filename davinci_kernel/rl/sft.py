@@ -215,8 +215,8 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
     echo = echo or (lambda msg: None)
     out_dir = Path(out or cfg.out)
     examples = load_examples(list(s.data))  # bad data fails before a model is loaded
-    kept, rep = diversity_filter(examples, s.minhash_threshold, s.max_per_task, s.clusters, s.max_per_cluster,
-                                 s.seed)
+    threshold = s.minhash_threshold if s.dedupe else 2.0  # a Jaccard index never reaches 2: nothing is a duplicate
+    kept, rep = diversity_filter(examples, threshold, s.max_per_task, s.clusters, s.max_per_cluster, s.seed)
     if not kept:
         raise UsageError(f"sft.data: no usable examples ({rep.total} read, none with an assistant turn kept)")
     acc = Accelerator(mixed_precision=mixed_precision(s.bf16), cpu=not torch.cuda.is_available())

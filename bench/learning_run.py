@@ -1,0 +1,432 @@
+"""Learning on real kernels: SFT a small model on kernel variants of known speed, then RL
+with the real evaluator, beside a control at learning rate 0 from the same SFT model.
+
+The data are our own Triton kernels (``bench/learning/variants/``, listed in its
+``manifest.json``): for each of 8 built-in tasks (all three levels) three correct variants
+of clearly different speed and two incorrect ones. Phases, each runnable on its own so a
+run fits the device's 10-minute calls (the run folder ``--dir`` carries everything between
+them):
+
+    variants   every variant judged once by the real evaluator  -> DIR/verdicts.jsonl
+    sft        a BPE tokenizer trained on our own kernel text and a Qwen3-shaped model of
+               a few million parameters (random init), SFT on each task's prompts answered
+               with each of its variants (equal weight), so that it samples all of them:
+               policy prompts with no skills and with the skills BM25 ranks first, and
+               selection prompts answered with a well-formed pick of those skills
+                                                                  -> DIR/sft/model
+    rl         ``--arm learn`` (``--lr``) or ``--arm control`` (lr = 0), both from DIR/sft/model
+               with the same seeds: the trainer's real pipeline (selection, policy and summary
+               agents on one backbone, the recipe's advantages and reward, the sandboxed
+               evaluator); per step the mean policy reward, Fast_1 and Fast_1.5 of the
+               sampled kernels, the mean speedup of correct samples, the share of each
+               variant among the samples, skills admitted         -> DIR/arm-<name>.json
+    report     the JSON, a PNG and a table                         -> bench/results/learning_run_h200.*
+
+A source judged once keeps its verdict for the rest of the run, across calls and arms
+(``eval.reuse_verdicts``; DIR/verdicts.jsonl): the two arms are scored by the same verdicts,
+and a step costs sampling, the update and the evaluation of sources never seen before.
+
+    python bench/learning_run.py all --dir .lrun                     # one process, every phase
+    python bench/learning_run.py variants --dir .lrun                # or phase by phase
+    python bench/learning_run.py sft --dir .lrun
+    python bench/learning_run.py rl --arm learn --steps 8 --dir .lrun
+    python bench/learning_run.py rl --arm control --steps 8 --dir .lrun
+    python bench/learning_run.py report --dir .lrun
+    python bench/learning_run.py all --dir /tmp/lrun --tiny          # CPU smoke of the same code path
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (ROOT, ROOT / "bench"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+VARIANTS = ROOT / "bench" / "learning" / "variants"
+RESULTS = ROOT / "bench" / "results"
+# a few million parameters: hidden 256, 4 layers; long positions for prompts that carry skills
+SHAPE = dict(vocab_size=4096, hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=64, tie_word_embeddings=True, max_position_embeddings=16384)
+TINY = dict(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=16, tie_word_embeddings=True, max_position_embeddings=16384)
+STEP_KEYS = ("reward/policy", "reward/select", "reward/summary", "correct/policy", "speedup/correct",
+             "fast_1/policy", "fast_1.5/policy", "skills_admitted", "samples", "gen_s", "update_s", "step_s")
+
+
+# ----------------------------------------------------------------------------- data
+def manifest(tiny: bool = False) -> dict[str, list[dict]]:
+    """task name -> its variants ({name, file, correct, what}); two tasks when ``tiny``."""
+    tasks = json.loads((VARIANTS / "manifest.json").read_text())["tasks"]
+    return dict(list(tasks.items())[:2]) if tiny else tasks
+
+
+def use_variants(folder: Path) -> None:
+    """Read the variants (and their manifest.json) from ``folder`` instead."""
+    global VARIANTS
+    VARIANTS = Path(folder)
+
+
+def normalized(code: str) -> str:
+    return re.sub(r"\s+", " ", code).strip()
+
+
+def variant_sources(tasks: dict) -> dict[str, dict[str, str]]:
+    """task -> {variant name: source}."""
+    return {t: {v["name"]: (VARIANTS / v["file"]).read_text() for v in vs} for t, vs in tasks.items()}
+
+
+def classify(code: str | None, sources: dict[str, str]) -> str:
+    """Which variant a sampled kernel is (whitespace aside), 'other' for anything else,
+    'none' where no code was parsed."""
+    if not code:
+        return "none"
+    n = normalized(code)
+    return next((name for name, src in sources.items() if normalized(src) == n), "other")
+
+
+def suite_dir(tasks: dict, out: Path) -> Path:
+    """A suite folder holding only the chosen built-in tasks (same names, same sources)."""
+    from davinci_kernel.tasks.loader import BUILTIN_DIR
+
+    if out.exists():
+        shutil.rmtree(out)
+    for name in tasks:
+        dst = out / f"{name}.py"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(BUILTIN_DIR / f"{name}.py", dst)
+    return out
+
+
+def load_tasks(tasks: dict, d: Path):
+    from davinci_kernel.tasks.loader import load_suite
+
+    by_name = {t.name: t for t in load_suite(str(suite_dir(tasks, d / "suite")))}
+    return [by_name[n] for n in tasks]
+
+
+# ----------------------------------------------------------------------------- verdicts
+def eval_config(tiny: bool):
+    from davinci_kernel.config import EvalConfig
+
+    return EvalConfig(device="cpu" if tiny else "cuda", reuse_verdicts=True, baseline_compile=False,
+                      workers_per_gpu=4)
+
+
+def load_verdicts(ev, tasks_by_name, d: Path) -> int:
+    """Seed the evaluator with every verdict this run has given so far."""
+    from davinci_kernel.files import read_jsonl
+    from davinci_kernel.records import EvalResult
+
+    path = d / "verdicts.jsonl"
+    rows = read_jsonl(path) if path.is_file() else []
+    for r in rows:
+        if r["task"] in tasks_by_name:
+            ev.remember(tasks_by_name[r["task"]], r["source"], EvalResult.from_dict(r["result"]))
+    return len(rows)
+
+
+def save_verdicts(d: Path, rows: list[dict]) -> None:
+    from davinci_kernel.files import append_jsonl
+
+    if rows:
+        append_jsonl(d / "verdicts.jsonl", rows)
+
+
+def phase_variants(args, d: Path) -> None:
+    from davinci_kernel.evaluate import Evaluator
+
+    tasks = manifest(args.tiny)
+    srcs = variant_sources(tasks)
+    objs = load_tasks(tasks, d)
+    items = [(t, srcs[t.name][v["name"]]) for t in objs for v in tasks[t.name]]
+    names = [(t.name, v["name"]) for t in objs for v in tasks[t.name]]
+    with Evaluator(eval_config(args.tiny)) as ev:
+        n = load_verdicts(ev, {t.name: t for t in objs}, d)
+        t0 = time.monotonic()
+        results = ev.evaluate_many(items)
+        wall = time.monotonic() - t0
+    save_verdicts(d, [{"task": t.name, "source": s, "result": r.to_dict()}
+                      for (t, s), r in zip(items, results) if not r.reused])
+    table = [{"task": tn, "variant": vn, "correct": r.correct, "speedup": r.speedup, "error_kind": r.error_kind,
+              "flags": r.flags} for (tn, vn), r in zip(names, results)]
+    _write(d / "variants.json", {"variants": table, "seconds": wall, "reused_from_earlier_calls": n})
+    for row in table:
+        sp = f"{row['speedup']:.2f}x" if row["speedup"] else "-"
+        print(f"{row['task']:40s} {row['variant']:24s} {'correct' if row['correct'] else 'WRONG':8s} {sp}")
+
+
+# ----------------------------------------------------------------------------- SFT
+def sft_examples(tasks: dict, objs, store_cfg, max_selected: int) -> list[dict]:
+    """Per task and variant: the policy prompt without skills and with the BM25 top skills,
+    each answered with the variant; per task: the selection prompt answered with a pick of
+    the BM25 top skills."""
+    from davinci_kernel.agents.policy import first_messages
+    from davinci_kernel.agents.selection import selection_messages
+    from davinci_kernel.skills.select import candidates_for
+    from davinci_kernel.skills.store import open_store
+
+    store = open_store(store_cfg)
+    srcs = variant_sources(tasks)
+    rows = []
+    for task in objs:
+        cands = candidates_for(task, store, store_cfg)
+        picked = list(cands[:max_selected])
+        pick = {"name": "select_skills", "arguments": {
+            "think": "these fit the operations of the module",
+            "selected_skills": [{"name": s.name, "reason": "fits this module"} for s in picked]}}
+        rows.append({"task": task.name, "role": "select", "messages": selection_messages(task, cands, max_selected) + [
+            {"role": "assistant", "content": "<tool_call>\n" + json.dumps(pick) + "\n</tool_call>"}]})
+        for src in srcs[task.name].values():
+            reply = "```python\n" + src.strip() + "\n```"
+            for skills in ((), picked):
+                rows.append({"task": task.name,
+                             "messages": first_messages(task, skills, "triton") + [
+                                 {"role": "assistant", "content": reply}]})
+    store.close()
+    return rows
+
+
+def phase_sft(args, d: Path) -> None:
+    import torch
+    from rl_step import build_model_dir
+
+    from davinci_kernel.config import load_config
+    from davinci_kernel.files import read_jsonl
+    from davinci_kernel.llm.tiny import project_corpus, train_tokenizer
+    from davinci_kernel.rl.sft import train_sft
+
+    tasks = manifest(args.tiny)
+    objs = load_tasks(tasks, d)
+    cfg = run_config(args, d, arm="sft")
+    rows = sft_examples(tasks, objs, cfg.skills, cfg.skills.max_selected)
+    data = d / "sft.jsonl"
+    with data.open("w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    shape = TINY if args.tiny else SHAPE
+    base = d / "base"
+    corpus = project_corpus() + [s for v in variant_sources(tasks).values() for s in v.values()]
+    build_model_dir(base, shape, seed=args.seed, tokenizer=train_tokenizer(shape["vocab_size"], corpus))
+    bf16 = str(torch.cuda.is_available()).lower()
+    sft_cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", [
+        f"sft.model=hf:{base}", f"sft.data=[{data}]", f"sft.epochs={args.sft_epochs}", f"sft.lr={args.sft_lr}",
+        "sft.max_seq_len=16384", "sft.batch_rows=1", f"sft.bf16={bf16}", "sft.grad_checkpointing=false",
+        "sft.max_per_task=64", "sft.dedupe=false"])
+    t0 = time.monotonic()
+    got = train_sft(sft_cfg, out=str(d / "sft"), echo=print)
+    ms = read_jsonl(d / "sft" / "metrics.jsonl")
+    _write(d / "sft.json", {"examples": len(rows), "kept": got["samples"], "optimizer_steps": got["steps"],
+                            "epochs": args.sft_epochs, "lr": args.sft_lr, "seconds": time.monotonic() - t0,
+                            "loss_first": ms[0]["loss"] if ms else None, "loss_last": got["loss"],
+                            "parameters": sum(p.numel() for p in _model_params(d / "sft" / "model"))})
+    print(f"sft: {len(rows)} examples, {got['steps']} steps, loss {ms[0]['loss'] if ms else 0:.3f} -> "
+          f"{got['loss']:.4f}")
+
+
+def _model_params(path: Path):
+    from transformers import AutoModelForCausalLM
+
+    return list(AutoModelForCausalLM.from_pretrained(path).parameters())
+
+
+# ----------------------------------------------------------------------------- RL
+def run_config(args, d: Path, arm: str):
+    import torch
+
+    from davinci_kernel.config import load_config
+
+    bf16 = str(torch.cuda.is_available()).lower()
+    lr = 0.0 if arm == "control" else args.lr
+    return load_config(ROOT / "configs" / "tiny-cpu.yaml", [
+        f"rl.model=hf:{d / 'sft' / 'model'}", "rl.env=rollout", f"rl.suite={d / 'suite'}", f"rl.steps={args.steps}",
+        "rl.eval_every=0", f"rl.bf16={bf16}", "rl.grad_checkpointing=false", "rl.micro_batch_tokens=32768",
+        f"rl.lr={lr}", f"rl.batch_tasks={len(manifest(args.tiny))}", "rl.minibatches=1", f"rl.seed={args.seed}",
+        "rl.save_every=1000", "rl.keep_checkpoints=1",
+        "rollout.k_schemes=1", f"rollout.n_rollouts={args.rollouts}", "rollout.turns=1", "rollout.s_summaries=2",
+        # one turn: the summary trigger's gain over turn 1 cannot exceed 1, so it asks for the speedup alone
+        "rollout.summary_min_gain=1.0", f"rollout.max_new_tokens={args.new}",
+        f"rollout.temperature={args.temperature}", f"rollout.gen_batch={args.gen_batch}",
+        f"skills.db={d / f'skills-{arm}.db'}", "skills.select_mode=llm",
+        f"eval.device={'cpu' if args.tiny else 'cuda'}", "eval.reuse_verdicts=true", "eval.baseline_compile=false",
+        "eval.workers_per_gpu=4", f"eval.cache_dir={d / 'eval-cache'}"])
+
+
+def phase_rl(args, d: Path) -> None:
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.rl.trainer import RLTrainer
+
+    tasks = manifest(args.tiny)
+    srcs = variant_sources(tasks)
+    objs = load_tasks(tasks, d)
+    by_name = {t.name: t for t in objs}
+    arm = args.arm
+    cfg = run_config(args, d, arm)
+    work = d / f"rl-{arm}"
+    if work.exists():
+        shutil.rmtree(work)
+    for db in d.glob(f"skills-{arm}.db*"):
+        db.unlink()
+    trainer = RLTrainer(cfg, out=work)
+    trainer.env.evaluator.close()  # one evaluator, seeded with every verdict of the run so far
+    ev = trainer.env.evaluator = Evaluator(cfg.eval)
+    seeded = load_verdicts(ev, by_name, d)
+    captured: list = []
+    collect = trainer.env.collect
+
+    def spy(ts, gen, step):
+        groups = collect(ts, gen, step)
+        captured[:] = groups
+        return groups
+
+    trainer.env.collect = spy
+    out = {"arm": arm, "lr": cfg.rl.lr, "seed": args.seed, "verdicts_seeded": seeded, "steps": []}
+    try:
+        for step in range(1, args.steps + 1):
+            m = trainer.step(step)
+            shares: dict[str, dict[str, int]] = {}
+            fresh = []
+            for g in captured:
+                for e in g.episodes:
+                    for turn in e.turns:
+                        code = getattr(turn.parsed, "code", None)
+                        kind = classify(code, srcs[g.task])
+                        shares.setdefault(g.task, {}).setdefault(kind, 0)
+                        shares[g.task][kind] += 1
+                        if code and turn.result is not None and not turn.result.reused:
+                            fresh.append({"task": g.task, "source": code, "result": turn.result.to_dict()})
+            save_verdicts(d, fresh)
+            row = {k: m.get(k) for k in STEP_KEYS}
+            row.update(step=step, shares=shares, new_sources_judged=len(fresh))
+            out["steps"].append(row)
+            _write(d / f"arm-{arm}.json", out)
+            print(f"{arm} step {step}: reward {row['reward/policy']:.3f}  fast_1 {row['fast_1/policy']:.2f}  "
+                  f"fast_1.5 {row['fast_1.5/policy']:.2f}  speedup/correct {row['speedup/correct'] or 0:.2f}  "
+                  f"new sources {len(fresh)}  {row['step_s']:.0f}s", flush=True)
+    finally:
+        ev.close()
+    del by_name
+
+
+# ----------------------------------------------------------------------------- report
+def phase_report(args, d: Path) -> None:
+    arms = {a: json.loads((d / f"arm-{a}.json").read_text()) for a in ("learn", "control")
+            if (d / f"arm-{a}.json").is_file()}
+    if not arms:
+        print("learning_run.py report: no arm-*.json in the run folder; run the rl phase first", file=sys.stderr)
+        sys.exit(2)
+    res = {"gpu": _gpu(), "torch": _torch(), "date": datetime.date.today().isoformat(),
+           "variants": _read(d / "variants.json"), "sft": _read(d / "sft.json"), "arms": arms,
+           "summary": {a: _summary(v["steps"]) for a, v in arms.items()}}
+    name = "learning_run_tiny" if args.tiny else "learning_run_h200"
+    out = Path(args.results) if args.results else RESULTS
+    _write(out / f"{name}.json", res)
+    _plot(arms, out / f"{name}.png")
+    print(f"{'arm':8s} {'metric':18s} {'first':>8s} {'last':>8s} {'max':>8s} {'step spread':>12s}")
+    for a, s in res["summary"].items():
+        for k, v in s.items():
+            print(f"{a:8s} {k:18s} {v['first']:8.3f} {v['last']:8.3f} {v['max']:8.3f} {v['spread']:12.3f}")
+    print(f"wrote {out / name}.json and .png")
+
+
+def _summary(steps: list[dict]) -> dict:
+    out = {}
+    for k in ("reward/policy", "fast_1/policy", "fast_1.5/policy", "speedup/correct"):
+        xs = [s.get(k) or 0.0 for s in steps]
+        diffs = [abs(b - a) for a, b in zip(xs, xs[1:])]
+        out[k] = {"first": xs[0], "last": xs[-1], "max": max(xs),
+                  "spread": (sum(diffs) / len(diffs)) if diffs else 0.0}  # mean step-to-step change
+    return out
+
+
+def _plot(arms: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ("reward/policy", "speedup/correct", "fast_1.5/policy")
+    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.2))
+    for ax, k in zip(axes, keys):
+        for a, v in arms.items():
+            ax.plot([s["step"] for s in v["steps"]], [s.get(k) or 0.0 for s in v["steps"]], marker="o",
+                    label=f"{a} (lr {v['lr']:g})")
+        ax.set_title(k)
+        ax.set_xlabel("RL step")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _read(p: Path):
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def _write(p: Path, obj) -> None:
+    from davinci_kernel.files import write_json
+
+    p.parent.mkdir(parents=True, exist_ok=True)
+    write_json(p, obj)
+
+
+def _gpu():
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
+def _torch():
+    import torch
+
+    return torch.__version__
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("phase", choices=("variants", "sft", "rl", "report", "all"))
+    ap.add_argument("--dir", default=str(ROOT / ".lrun"), help="the run folder (carried between device calls)")
+    ap.add_argument("--arm", choices=("learn", "control"), default="learn")
+    ap.add_argument("--steps", type=int, default=8, help="RL steps per arm")
+    ap.add_argument("--lr", type=float, default=1e-4, help="learning rate of the learn arm (the control's is 0)")
+    ap.add_argument("--rollouts", type=int, default=8, help="policy rollouts per scheme")
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--new", type=int, default=1024, help="max new tokens per reply")
+    ap.add_argument("--gen-batch", type=int, default=128)
+    ap.add_argument("--sft-epochs", type=int, default=60)
+    ap.add_argument("--sft-lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--results", help="where report writes (default bench/results)")
+    ap.add_argument("--variants", default=str(VARIANTS), help="folder of the variants and their manifest.json")
+    ap.add_argument("--tiny", action="store_true", help="CPU smoke: 2 tasks, a tiny model, a few tokens")
+    args = ap.parse_args()
+    if min(args.steps, args.rollouts, args.new, args.sft_epochs) < 1 or args.lr < 0:
+        print("learning_run.py: --steps, --rollouts, --new and --sft-epochs must be >= 1, --lr >= 0", file=sys.stderr)
+        sys.exit(2)
+    if args.tiny:
+        args.steps, args.rollouts, args.new, args.sft_epochs = min(args.steps, 1), 2, 16, 1
+    use_variants(Path(args.variants))
+    if not (VARIANTS / "manifest.json").is_file():
+        print(f"learning_run.py: no manifest.json in {VARIANTS}", file=sys.stderr)
+        sys.exit(2)
+    d = Path(args.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    phases = ("variants", "sft", "rl", "rl", "report") if args.phase == "all" else (args.phase,)
+    arms = iter(("learn", "control"))
+    for ph in phases:
+        if ph == "rl" and args.phase == "all":
+            args.arm = next(arms)
+        {"variants": phase_variants, "sft": phase_sft, "rl": phase_rl, "report": phase_report}[ph](args, d)
+
+
+if __name__ == "__main__":
+    main()
