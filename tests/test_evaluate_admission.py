@@ -223,7 +223,7 @@ def test_two_evaluations_too_large_to_share_run_one_after_the_other(cpu_evaluato
     once are both judged correct, never inside the ledger together."""
     ev = cpu_evaluator
     task = _task(tmp_path, "sizable", _SIZABLE)
-    need = memplan.bound(*ev.trusted.sizes(task.source, "cpu"))
+    need = memplan.bound(*ev.trusted.sizes(task.source, "cpu"), fixed=64 << 20)
     saved = ev.memory
     ev.memory = admission.Ledgers(lambda device: int(1.5 * need))
     try:

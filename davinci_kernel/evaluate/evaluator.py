@@ -227,8 +227,12 @@ class Evaluator:
         clock.mark("acquire")
         try:
             sizes = self.trusted.sizes(variant, w.device)
-            flush = (cfg.l2_flush_mb << 20) if self.on_gpu else 0
-            need = None if sizes is None else memplan.bound(*sizes) + flush
+            if sizes is None:
+                need = None
+            elif self.on_gpu:
+                need = memplan.bound(*sizes) + (cfg.l2_flush_mb << 20)
+            else:
+                need = memplan.bound(*sizes, fixed=64 << 20)
             with self.memory(w.device).hold(need) as granted:  # until the worker is gone
                 clock.mark("admission")
                 try:

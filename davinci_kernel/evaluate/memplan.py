@@ -48,9 +48,11 @@ def timing_peak(input_bytes: int, output_bytes: int, sets: int, placements: int)
     return sets * input_bytes * copies + input_bytes + (sets + 2) * output_bytes
 
 
-def bound(input_bytes: int, output_bytes: int) -> int:
-    """The most a task's data may take on the device, flush buffer and context aside."""
-    return 4 * (input_bytes + output_bytes) + SMALL_TASK_BYTES
+def bound(input_bytes: int, output_bytes: int, fixed: int = SMALL_TASK_BYTES) -> int:
+    """The most a task's data may take on the device, flush buffer and context aside
+    (``fixed``: the allowance that lets small tasks keep all their sets on a GPU; a CPU
+    evaluation holds no sets and needs less)."""
+    return 4 * (input_bytes + output_bytes) + fixed
 
 
 def plan_timing(input_bytes: int, output_bytes: int, budget_bytes: int, flush_bytes: int, max_sets: int,
