@@ -1,4 +1,4 @@
-"""LayerNorm in one pass: one program per row keeps the row (BLOCK = next power of two) for mean, variance and output."""
+"""LayerNorm in one pass: one program per row keeps the whole row (BLOCK = next power of two) in registers."""
 import torch
 import torch.nn as nn
 import triton

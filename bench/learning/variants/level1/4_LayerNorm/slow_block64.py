@@ -1,4 +1,4 @@
-"""LayerNorm with a poor launch: one 1-warp program per row walks it in 64-element chunks, once for the sums, once to write."""
+"""LayerNorm, poor launch: one 1-warp program per row walks it in 64-element chunks (sums, then output)."""
 import torch
 import torch.nn as nn
 import triton
