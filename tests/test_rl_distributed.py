@@ -3,6 +3,7 @@ the replicas stay in sync, each rank writes its RNG state, and resume works."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,20 +24,34 @@ def _launch(out, steps, *extra):
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
 
 
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The runs both tests start from, each launched once: two DDP steps (and a copy of that
+    run as it stands after step 2, for the test that resumes it under FSDP), two FSDP steps,
+    and three uninterrupted DDP steps."""
+    tmp = tmp_path_factory.mktemp("dist")
+    out = {"ddp": tmp / "ddp", "fsdp": tmp / "fsdp", "straight": tmp / "straight"}
+    for name, steps, extra in (("ddp", 2, []), ("fsdp", 2, ["rl.fsdp=true"]), ("straight", 3, [])):
+        res = _launch(out[name], steps, *extra)
+        assert res.returncode == 0, (name, res.stderr[-3000:])
+    out["ddp_for_fsdp"] = tmp / "ddp-for-fsdp"
+    shutil.copytree(out["ddp"], out["ddp_for_fsdp"])
+    return out
+
+
 @pytest.mark.slow
-def test_two_process_training_and_resume(tmp_path):
-    res = _launch(tmp_path, 2)
-    assert res.returncode == 0, res.stderr[-3000:]
-    ms = read_metrics(tmp_path)
+def test_two_process_training_and_resume(runs):
+    run = runs["ddp"]
+    ms = read_metrics(run)
     assert [m["step"] for m in ms] == [1, 2]
     assert all(m["param_sync_spread"] == 0.0 for m in ms)  # DDP kept the replicas identical
     assert all(len(m["tasks"]) == 4 for m in ms)
-    d = tmp_path / "checkpoints" / "step-2"
+    d = run / "checkpoints" / "step-2"
     assert json.loads((d / "trainer_state.json").read_text())["world_size"] == 2
     assert (d / "rng-rank0.pt").is_file() and (d / "rng-rank1.pt").is_file()
-    res = _launch(tmp_path, 3, "--resume")
+    res = _launch(run, 3, "--resume")
     assert res.returncode == 0, res.stderr[-3000:]
-    assert [m["step"] for m in read_metrics(tmp_path)] == [1, 2, 3]
+    assert [m["step"] for m in read_metrics(run)] == [1, 2, 3]
 
 
 def _weights(run, step):
@@ -51,14 +66,11 @@ def _max_diff(a, b):
 
 
 @pytest.mark.slow
-def test_fsdp_matches_ddp_and_resumes_across_both(tmp_path):
+def test_fsdp_matches_ddp_and_resumes_across_both(runs):
     """rl.fsdp shards weights, gradients and AdamW state over two processes: the same two
     steps as DDP give the same weights, and checkpoints of either kind resume under the
     other, landing where an uninterrupted run lands."""
-    fsdp, ddp, straight = tmp_path / "fsdp", tmp_path / "ddp", tmp_path / "straight"
-    for out, extra in ((fsdp, ["rl.fsdp=true"]), (ddp, []), (straight, [])):
-        res = _launch(out, 3 if out is straight else 2, *extra)
-        assert res.returncode == 0, res.stderr[-3000:]
+    fsdp, ddp, straight = runs["fsdp"], runs["ddp_for_fsdp"], runs["straight"]
     assert _max_diff(_weights(fsdp, 2), _weights(ddp, 2)) < 1e-5
     assert [m["reward/policy"] for m in read_metrics(fsdp)] == [m["reward/policy"] for m in read_metrics(ddp)]
     assert all("param_sync_spread" not in m for m in read_metrics(fsdp))  # shards differ by design
