@@ -7,8 +7,7 @@ gets the evaluator's feedback in its next turn.
 import pytest
 from conftest import RELU, relu_kernel
 
-from davinci_kernel.config import Config, EvalConfig
-from davinci_kernel.evaluate import Evaluator
+from davinci_kernel.config import Config
 from davinci_kernel.llm.scripted import ScriptedBackend
 from davinci_kernel.records import Skill, Task
 from davinci_kernel.rollout import collect_groups, validate_tasks
@@ -37,10 +36,10 @@ def respond(req):
 respond.n = 0
 
 
-@pytest.fixture(scope="module")
-def evaluator():
-    with Evaluator(EvalConfig(device="cpu"), workers=2) as ev:
-        yield ev
+@pytest.fixture
+def evaluator(cpu_evaluator):
+    """The session's CPU evaluator (conftest): these tests need a real one, not a fresh one."""
+    return cpu_evaluator
 
 
 def test_training_group_with_real_cpu_evaluator(evaluator, tmp_path):
