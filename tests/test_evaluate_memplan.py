@@ -59,11 +59,10 @@ def test_tensor_bytes_nested():
     assert memplan.tensor_bytes(torch, xs) == 48 + 4 + 8
 
 
-def test_a_task_too_large_for_the_host_is_one_line(tmp_path):
+def test_a_task_too_large_for_the_host_is_one_line(tmp_path, cpu_evaluator):
     """A problem whose one trial exceeds the host's memory is refused by the reference
-    process from a meta-device pass, before anything is allocated: a result, not a kill."""
-    from davinci_kernel.config import EvalConfig
-    from davinci_kernel.evaluate import Evaluator
+    process from a meta-device pass, before anything is allocated: a result, not a kill
+    (on the session's evaluator, which the later tests go on using)."""
     from davinci_kernel.tasks import load_task_file
 
     src = tmp_path / "huge.py"
@@ -72,7 +71,6 @@ def test_a_task_too_large_for_the_host_is_one_line(tmp_path):
         "class Model(nn.Module):\n    def forward(self, x):\n        return x * 2\n\n\n"
         "def get_inputs():\n    return [torch.randn(N)]\n\n\ndef get_init_inputs():\n    return []\n")
     cand = "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
-    with Evaluator(EvalConfig(device="cpu", cache_dir=str(tmp_path / "c")), workers=1) as ev:
-        res = ev.evaluate(load_task_file(src), cand)
+    res = cpu_evaluator.evaluate(load_task_file(src), cand)
     assert not res.correct and res.stage == "reference" and res.error_kind == "too_large", (res.error_kind, res.error_msg)
     assert "GiB" in res.error_msg and "\n" not in res.error_msg
