@@ -85,18 +85,20 @@ def test_hanging_kernel_times_out(tmp_path):
     assert "did not finish" in res.error_msg
 
 
-def test_shape_recheck_survives_an_earlier_candidate_that_stopped_early():
+def test_shape_recheck_survives_an_earlier_candidate_that_stopped_early(cpu_evaluator):
     """The task's first candidate fails before the shape re-check, so the cached reference has
-    no perturbed outputs yet; the next candidate must still be re-checked (and caught)."""
-    from davinci_kernel.config import EvalConfig
-    from davinci_kernel.evaluate import Evaluator
+    no perturbed outputs yet; the next candidate must still be re-checked (and caught).
+    On the session's evaluator, the ReLU problem with a line of its own added: a text no
+    other test judges, so its reference entry is new here."""
+    from dataclasses import replace
 
+    relu = fixture_task("relu")
+    task = replace(relu, source=relu.source + "\n# the shape re-check after an early stop\n")
     broken = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        raise ValueError('no')\n"
     cheat = FIXTURES / "cheats" / "hardcoded_shape.py"
-    with Evaluator(EvalConfig(device="cpu"), workers=1) as ev:
-        first = ev.evaluate(fixture_task("relu"), broken)
-        assert not first.correct and first.stage == "correctness"
-        res = ev.evaluate(fixture_task("relu"), cheat.read_text())
+    first = cpu_evaluator.evaluate(task, broken)
+    assert not first.correct and first.stage == "correctness"
+    res = cpu_evaluator.evaluate(task, cheat.read_text())
     assert res.correct is False and "shape_hardcoding" in res.flags, (res.flags, res.warnings)
 
 
