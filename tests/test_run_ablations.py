@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import RELU, relu_kernel, script_env, write_script, write_suite
@@ -31,23 +32,34 @@ def respond(request):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """One real `dvk run` per setting over a one-task suite, one turn; the calls of each."""
+    """One real `dvk run` per setting over a one-task suite, one turn; the calls of each.
+
+    Two runs at a time, each mostly waiting on its own processes' start-up: llm then bm25
+    (the same library, seeded by the first), beside none then noseed (libraries of their own)."""
     tmp = tmp_path_factory.mktemp("ablations")
     write_suite(tmp, {"1_ReLU": RELU})
     script = write_script(tmp / "model.py", RESPOND, KERNEL=relu_kernel())
-    out = {}
-    for name, extra in (("llm", ["--select", "llm", "--db", str(tmp / "seeded.db")]),
-                        ("bm25", ["--select", "bm25", "--db", str(tmp / "seeded.db")]),
-                        ("none", ["--select", "none", "--db", str(tmp / "unused.db")]),
-                        ("noseed", ["--no-seed", "--db", str(tmp / "empty.db")])):
+    settings = {"llm": ["--select", "llm", "--db", str(tmp / "seeded.db")],
+                "bm25": ["--select", "bm25", "--db", str(tmp / "seeded.db")],
+                "none": ["--select", "none", "--db", str(tmp / "unused.db")],
+                "noseed": ["--no-seed", "--db", str(tmp / "empty.db")]}
+
+    def one(name):
         log = tmp / f"{name}.log"
         env = script_env(log)
         p = dvk(["run", "--suite", f"kernelbench:{tmp / 'suite'}", "--model", f"script:{script}", "--turns", "1",
-                 "--device", "cpu", "--workers", "1", "--out", str(tmp / name), *extra], env)
+                 "--device", "cpu", "--workers", "1", "--out", str(tmp / name), *settings[name]], env)
         assert p.returncode == 0, (name, p.stderr[-3000:])
         rows = [json.loads(x) for x in (tmp / name / "results.jsonl").read_text().splitlines()]
-        out[name] = {"dir": tmp / name, "calls": log.read_text().split(), "rows": rows, "stdout": p.stdout,
-                     "stderr": p.stderr, "meta": json.loads((tmp / name / "run.json").read_text())}
+        return {"dir": tmp / name, "calls": log.read_text().split(), "rows": rows, "stdout": p.stdout,
+                "stderr": p.stderr, "meta": json.loads((tmp / name / "run.json").read_text())}
+
+    def lane(names):
+        return {name: one(name) for name in names}
+
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        lanes = [ex.submit(lane, names) for names in (["llm", "bm25"], ["none", "noseed"])]
+        out = {name: r for f in lanes for name, r in f.result().items()}
     out["tmp"] = tmp
     return out
 
