@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,13 @@ NOT_UTF8 = b'"""caf\xe9"""\nimport torch\n'
 def dvk(*args, timeout=300, cwd=None):
     return subprocess.run([sys.executable, "-m", "davinci_kernel.cli", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, cwd=cwd)
+
+
+def dvk_each(*calls, timeout=300):
+    """Independent `dvk` invocations, two at a time (each is mostly its own interpreter's
+    start-up); their results in the order given."""
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        return list(ex.map(lambda args: dvk(*args, timeout=timeout), calls))
 
 
 def one_error_line(p, code=2) -> str:
@@ -135,9 +143,10 @@ def test_bench_resume_adds_a_level_and_refuses_other_candidates(suite, tmp_path)
     other = tmp_path / "other"
     shutil.copytree(suite / "cands", other)
     before = (out / "results.jsonl").read_bytes()
-    line = one_error_line(dvk(*base[:4], other, *base[5:]))
+    other_cands, other_suite = dvk_each((*base[:4], other, *base[5:]), ("bench", "--suite", "builtin", *base[3:]))
+    line = one_error_line(other_cands)
     assert "candidates" in line and "another --out" in line
-    line = one_error_line(dvk("bench", "--suite", "builtin", *base[3:]))
+    line = one_error_line(other_suite)
     assert "suite" in line
     assert (out / "results.jsonl").read_bytes() == before
 
@@ -158,26 +167,33 @@ def test_bad_files_are_one_line(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_bytes(NOT_UTF8)
     relu, cand = FIXTURES / "tasks" / "relu.py", FIXTURES / "legit" / "relu_triton.py"
-    assert "not UTF-8" in one_error_line(dvk("eval", bad, cand, "--device", "cpu"))
-    assert f"{tmp_path} is a directory" in one_error_line(dvk("eval", tmp_path, cand, "--device", "cpu"))
-    assert "is a directory" in one_error_line(dvk("eval", relu, tmp_path, "--device", "cpu"))
-
     kb = tmp_path / "kb" / "level1"
     kb.mkdir(parents=True)
     (kb / "1_Bad.py").write_bytes(NOT_UTF8)
-    assert "not UTF-8" in one_error_line(dvk("tasks", "list", "--suite", f"kernelbench:{kb.parent}"))
-    assert "not UTF-8" in one_error_line(dvk("skills", "add", bad, "--db", tmp_path / "l.db"))
-    assert "not UTF-8" in one_error_line(dvk("train", "rl", "--config", bad))
     data = tmp_path / "data.jsonl"
     data.write_bytes(b'{"messages": "\xff"}\n')
-    assert "not UTF-8" in one_error_line(dvk("train", "sft", "--config", TINY, f"sft.data=[{data}]",
-                                             "--out", tmp_path / "sft"))
-
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    line = one_error_line(dvk("bench", "--device", "cpu", "--out", a_file / "run"))
+    (eval_bad, eval_dir, eval_cand_dir, tasks_list, skills_add, rl_config, sft_data, bench_out,
+     rl_out) = dvk_each(("eval", bad, cand, "--device", "cpu"), ("eval", tmp_path, cand, "--device", "cpu"),
+                        ("eval", relu, tmp_path, "--device", "cpu"),
+                        ("tasks", "list", "--suite", f"kernelbench:{kb.parent}"),
+                        ("skills", "add", bad, "--db", tmp_path / "l.db"), ("train", "rl", "--config", bad),
+                        ("train", "sft", "--config", TINY, f"sft.data=[{data}]", "--out", tmp_path / "sft"),
+                        ("bench", "--device", "cpu", "--out", a_file / "run"),
+                        ("train", "rl", "--config", TINY, "--out", a_file / "run"))
+    assert "not UTF-8" in one_error_line(eval_bad)
+    assert f"{tmp_path} is a directory" in one_error_line(eval_dir)
+    assert "is a directory" in one_error_line(eval_cand_dir)
+
+    assert "not UTF-8" in one_error_line(tasks_list)
+    assert "not UTF-8" in one_error_line(skills_add)
+    assert "not UTF-8" in one_error_line(rl_config)
+    assert "not UTF-8" in one_error_line(sft_data)
+
+    line = one_error_line(bench_out)
     assert "is a file, not a folder" in line
-    line = one_error_line(dvk("train", "rl", "--config", TINY, "--out", a_file / "run"))
+    line = one_error_line(rl_out)
     assert "is a file, not a folder" in line
 
 
@@ -275,10 +291,12 @@ def test_import_no_seed_and_export_parents(tmp_path):
 # --------------------------------------------------------------------------- 6. --timeout
 def test_timeout_validated_and_shown(tmp_path):
     relu, cand = FIXTURES / "tasks" / "relu.py", FIXTURES / "legit" / "relu_triton.py"
-    for bad in ("0", "-1"):
-        assert "--timeout" in one_error_line(dvk("eval", relu, cand, "--device", "cpu", "--timeout", bad))
-    assert "--timeout" in one_error_line(dvk("bench", "--device", "cpu", "--timeout", "0"))
-    h = dvk("eval", "--help").stdout
+    *bad, bench, help_ = dvk_each(*[("eval", relu, cand, "--device", "cpu", "--timeout", b) for b in ("0", "-1")],
+                                  ("bench", "--device", "cpu", "--timeout", "0"), ("eval", "--help"))
+    for p in bad:
+        assert "--timeout" in one_error_line(p)
+    assert "--timeout" in one_error_line(bench)
+    h = help_.stdout
     assert "compile_timeout_s" in h and "run_timeout_s" in h
 
 
@@ -297,16 +315,17 @@ def test_timeout_covers_import(tmp_path):
 
 # --------------------------------------------------------------------------- 8. smaller
 def test_version_and_help():
-    p = dvk("--version")
+    cmds = (["eval"], ["bench"], ["optimize"], ["skills", "list"])
+    p, *helps = dvk_each(("--version",), *[(*cmd, "--help") for cmd in cmds])
     assert p.returncode == 0 and p.stdout.startswith("dvk (davinci-kernel) ")
-    for cmd in (["eval"], ["bench"], ["optimize"], ["skills", "list"]):
-        h = dvk(*cmd, "--help").stdout
-        assert "<bool>" not in h, cmd
-    h = dvk("eval", "--help").stdout
+    helps = {" ".join(cmd): h.stdout for cmd, h in zip(cmds, helps)}
+    for cmd in cmds:
+        assert "<bool>" not in helps[" ".join(cmd)], cmd
+    h = helps["eval"]
     assert "absolute tolerance" in h and "relative tolerance" in h
-    h = dvk("optimize", "--help").stdout
+    h = helps["optimize"]
     assert "[default: 4]" in h and "[default: on]" in h
-    assert "~/.cache/davinci_kernel/skills.db" in dvk("skills", "list", "--help").stdout
+    assert "~/.cache/davinci_kernel/skills.db" in helps["skills list"]
 
 
 def test_tests_use_a_temporary_home():
