@@ -33,33 +33,34 @@ def test_every_candidate_gets_a_fresh_worker_and_the_next_is_started_ahead():
         pool.close()
 
 
-def test_sandboxed_worker_runs_as_its_own_uid_without_network():
+def test_sandboxed_worker_runs_as_its_own_uid_without_network(cpu_evaluator):
+    """Two workers of the session evaluator's pool (two CPU slots), taken and given back as
+    an evaluation would."""
     caps = sandbox.probe()
     if not caps.uid_switch:
         pytest.skip(f"this machine cannot switch uids: {caps.describe()}")
-    pool = LocalPool(["cpu", "cpu"], spares=0)
+    pool = cpu_evaluator.pool
+    (s1, w1), (s2, w2) = pool.acquire(), pool.acquire()
     try:
-        (s1, w1), (s2, w2) = pool.acquire(), pool.acquire()
         assert w1.info["uid"] != w2.info["uid"] and w1.info["uid"] >= sandbox.UID_BASE
         assert w1.info["pid"] == 1  # PID namespace: it sees only its own processes
         assert "netns" in w1.sandbox_desc and "uid" in w1.sandbox_desc
+    finally:
         pool.release(s1, w1)
         pool.release(s2, w2)
-    finally:
-        pool.close()
 
 
-def test_freeze_stops_the_whole_tree():
-    pool = LocalPool(["cpu"], spares=0)
+def test_freeze_stops_the_whole_tree(cpu_evaluator):
+    """A worker of the session evaluator's pool, taken and given back as an evaluation would."""
+    pool = cpu_evaluator.pool
+    slot, w = pool.acquire()
     try:
-        slot, w = pool.acquire()
         w.freeze()
         states = {pid: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] for pid in w.tree()}
         assert states and all(s in "Tt" for s in states.values()), states
         w.thaw()
-        pool.release(slot, w)
     finally:
-        pool.close()
+        pool.release(slot, w)
 
 
 def test_hidden_ancestor():
