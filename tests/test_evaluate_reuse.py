@@ -36,14 +36,28 @@ def task(tmp_path_factory):
     return load_task_file(path)
 
 
-def test_the_same_source_is_judged_once(task, tmp_path):
+@pytest.fixture(scope="module")
+def reusing(tmp_path_factory):
+    """One evaluator for the module; each test gives a problem text of its own (new verdicts)."""
     # self_check: the problem's own Model as the candidate (cheap, and its verdict is correct)
-    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), self_check=True, reuse_verdicts=True, trials=2,
-                     perturb_shapes=False)
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path_factory.mktemp("cache")), self_check=True,
+                     reuse_verdicts=True, trials=2, perturb_shapes=False)
     with Evaluator(cfg, workers=2) as ev:
-        first = ev.evaluate(task)
-        again = ev.evaluate(task)
-        both = ev.evaluate_many([(task, None), (task, None)])
+        yield ev
+
+
+def _variant(task, tag: str):
+    """The same problem with a comment line of its own: another task hash, no verdict yet."""
+    import dataclasses
+
+    return dataclasses.replace(task, source=task.source + f"\n# {tag}\n")
+
+
+def test_the_same_source_is_judged_once(task, reusing):
+    ev, task = reusing, _variant(task, "once")
+    first = ev.evaluate(task)
+    again = ev.evaluate(task)
+    both = ev.evaluate_many([(task, None), (task, None)])
     assert first.correct and not first.reused
     assert again.reused and again.correct and again.max_abs_diff == first.max_abs_diff
     assert all(r.reused for r in both)  # judged earlier: neither runs again
@@ -51,11 +65,9 @@ def test_the_same_source_is_judged_once(task, tmp_path):
         first.to_dict() | {"eval_seconds": 0, "phase_seconds": {}}
 
 
-def test_given_twice_at_once_one_is_judged_and_one_reuses(task, tmp_path):
-    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), self_check=True, reuse_verdicts=True, trials=2,
-                     perturb_shapes=False)
-    with Evaluator(cfg, workers=2) as ev:
-        both = ev.evaluate_many([(task, None), (task, None)])
+def test_given_twice_at_once_one_is_judged_and_one_reuses(task, reusing):
+    task = _variant(task, "twice")
+    both = reusing.evaluate_many([(task, None), (task, None)])
     assert sorted(r.reused for r in both) == [False, True] and all(r.correct for r in both)
 
 
