@@ -131,7 +131,7 @@ class Evaluator:
             source = self_candidate(task.source)
         if not self.cfg.reuse_verdicts:
             return self._judged(task, source, t0)
-        key = (task.hash, hashlib.sha256(source.encode()).hexdigest())
+        key = _verdict_key(task, source)
         with self._verdicts_lock:
             lock = self._verdict_locks.setdefault(key, threading.Lock())
         with lock:  # the same source given twice at once is judged once; the other waits for it
@@ -148,9 +148,8 @@ class Evaluator:
     def remember(self, task: Task, source: str, result: EvalResult) -> None:
         """With ``eval.reuse_verdicts``: take ``result`` as the verdict of ``source`` on ``task``
         (a verdict this harness gave in an earlier process, e.g. an earlier call of a long run)."""
-        key = (task.hash, hashlib.sha256(source.encode()).hexdigest())
         with self._verdicts_lock:
-            self._verdicts[key] = copy.deepcopy(result)
+            self._verdicts[_verdict_key(task, source)] = copy.deepcopy(result)
 
     def _judged(self, task: Task, source: str, t0: float) -> EvalResult:
         try:
@@ -239,19 +238,23 @@ class Evaluator:
                     self._judge(task, variant, source, overrides, seeds, perturb, w, res, rep, clock,
                                 granted if self.on_gpu else 0, learn_sizes=sizes is None)
                 finally:
-                    try:
-                        if kernels is not None and res.compiled:
-                            w.freeze()  # stopped for good: its cache cannot change while it is copied
-                            kernels.keep(kernelcache.source_key(source), w.triton_cache, w.uid)
-                    except OSError:
-                        pass  # a cache not kept costs the next run of this source its build time, nothing else
-                    finally:
-                        self.pool.release(slot, w)
-                        w = None
+                    self._let_go(slot, w, kernels if res.compiled else None, source)
+                    w = None
         finally:
-            if w is not None:
+            if w is not None:  # admission itself failed
                 self.pool.release(slot, w)
         return res
+
+    def _let_go(self, slot: str, w: WorkerProcess, kernels, source: str) -> None:
+        """Keep what the worker built for this source (``kernels``, or None), then kill it."""
+        try:
+            if kernels is not None:
+                w.freeze()  # stopped for good: its cache cannot change while it is copied
+                kernels.keep(kernelcache.source_key(source), w.triton_cache, w.uid)
+        except OSError:
+            pass  # a cache not kept costs the next run of this source its build time, nothing else
+        finally:
+            self.pool.release(slot, w)
 
     def _judge(self, task: Task, variant: str, source: str, overrides: dict, seeds: list[int], perturb: dict,
                w: WorkerProcess, res: EvalResult, rep: static.StaticReport, clock: _Clock, memory_bytes: int,
@@ -452,6 +455,11 @@ class Evaluator:
             got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
             judge.flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh sandbox "
                               f"with new inputs ({got})")])
+
+
+def _verdict_key(task: Task, source: str) -> tuple[str, str]:
+    """(task hash, source hash): what ``eval.reuse_verdicts`` knows a verdict by."""
+    return task.hash, hashlib.sha256(source.encode()).hexdigest()
 
 
 SELF_CHECK_WAIVED = {"subclasses_reference", "no_custom_kernel", "decoy_kernel", "low_coverage"}

@@ -70,7 +70,7 @@ class TrustedSide:
     def sizes(self, variant: str, device: str) -> Optional[tuple[int, int]]:
         """One call's (input bytes, output bytes) of this problem text on this kind of device:
         from the meta device, asked once, or learnt from a reference entry; None while unknown."""
-        key = (hashlib.sha256(variant.encode()).hexdigest(), device.split(":")[0])
+        key = _sizes_key(variant, device)
         with self.key_lock(("sizes", key)):
             if key not in self._sizes:
                 job = ReferenceJob(task_source=variant, seeds=[], init_seed=self.cfg.seed, out_dir="", device=device,
@@ -82,7 +82,7 @@ class TrustedSide:
     def learn_sizes(self, variant: str, device: str, entry: dict) -> None:
         """Sizes a reference entry measured on real tensors, for a task the meta device could not size."""
         if entry.get("input_bytes") is not None and entry.get("output_bytes") is not None:
-            key = (hashlib.sha256(variant.encode()).hexdigest(), device.split(":")[0])
+            key = _sizes_key(variant, device)
             with self.key_lock(("sizes", key)):
                 if self._sizes.get(key) is None:
                     self._sizes[key] = (int(entry["input_bytes"]), int(entry["output_bytes"]))
@@ -151,3 +151,8 @@ class TrustedSide:
             with self.pool.reference(device) as ref:
                 self._infos[device] = (ref.info.get("gpu", "?"), ref.info.get("torch", "?"))
         return self._infos[device]
+
+
+def _sizes_key(variant: str, device: str) -> tuple[str, str]:
+    """A problem text on a kind of device ("cuda", "cpu"): what its sizes are known by."""
+    return hashlib.sha256(variant.encode()).hexdigest(), device.split(":")[0]
