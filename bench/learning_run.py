@@ -313,7 +313,6 @@ def phase_rl(args, d: Path) -> None:
                   f"new sources {len(fresh)}  {row['step_s']:.0f}s", flush=True)
     finally:
         ev.close()
-    del by_name
 
 
 # ----------------------------------------------------------------------------- report
