@@ -104,18 +104,27 @@ class TooLarge(Exception):
 
 
 def meta_sizes(mod, init_seed: int):
-    """(input bytes, output bytes) of one call, from a pass on the meta device (no memory);
-    None where the problem's code does not run there."""
+    """(input bytes, output bytes) of one call, from a pass that allocates nothing: on the
+    meta device, else under fake tensors (a ``get_inputs`` that moves its tensors with
+    ``.cuda()``, as KernelBench's examples do); None where neither runs the problem."""
     torch = rt.C.torch
-    try:
-        with torch.device("meta"):
-            inputs = mod.get_inputs()
-            model = mod.Model(*mod.get_init_inputs())
-            with torch.no_grad():
-                y = model(*inputs)
-        return memplan.tensor_bytes(torch, list(inputs)), memplan.tensor_bytes(torch, y)
-    except Exception:  # noqa: BLE001 - ops without a meta kernel, data-dependent shapes
-        return None
+    for mode in (lambda: torch.device("meta"), _fake_mode):
+        try:
+            with mode():
+                inputs = mod.get_inputs()
+                model = mod.Model(*mod.get_init_inputs())
+                with torch.no_grad():
+                    y = model(*inputs)
+            return memplan.tensor_bytes(torch, list(inputs)), memplan.tensor_bytes(torch, y)
+        except Exception:  # noqa: BLE001 - ops without a meta kernel, data-dependent shapes
+            continue
+    return None
+
+
+def _fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
 
 
 def sizes_of(job: ReferenceJob) -> dict:
