@@ -7,7 +7,7 @@ by the 10-minute device limit is simply repeated), records the call's wall time 
 OUT/selfcheck_calls.jsonl, then rebuilds ``bench/results/kernelbench_selfcheck_h200.json``
 from every line of OUT/results.jsonl:
 
-    {"gpu", "torch", "date", "calls": [{"level", "seconds", "exit", "date"}],
+    {"gpu", "torch", "date", "calls": [{"level", "seconds", "exit", "cut", "date"}],
      "levels": {level: per-level table row},
      "problems": [{"task", "level", "finished", "why", "speedup", "eager_ms",
                    "peak_gpu_bytes", "seconds"}]}
@@ -32,6 +32,7 @@ import argparse
 import datetime
 import json
 import math
+import signal
 import statistics
 import subprocess
 import sys
@@ -51,15 +52,28 @@ CALLS_FILE = "selfcheck_calls.jsonl"
 
 
 # --------------------------------------------------------------------------- running
-def run_level(kb: Path, level: int, out: Path, workers: Optional[int]) -> dict:
-    """One ``dvk bench`` call for one level; its wall time is recorded in OUT/CALLS_FILE."""
+def run_level(kb: Path, level: int, out: Path, workers: Optional[int], budget_s: Optional[float] = None) -> dict:
+    """One ``dvk bench`` call for one level; its wall time is recorded in OUT/CALLS_FILE.
+    With ``budget_s`` the call is interrupted (SIGINT, as Ctrl-C: what finished is kept,
+    the next call resumes) once that many seconds have passed, and ``cut`` says so."""
     cmd = [sys.executable, "-m", "davinci_kernel.cli", "bench", "--suite", f"kernelbench:{kb}",
            "--candidates", "self", "--device", "cuda", "--level", str(level), "--out", str(out)]
     if workers:
         cmd += ["--workers", str(workers)]
     t0 = time.monotonic()
-    code = subprocess.call(cmd, cwd=ROOT)
-    call = {"level": level, "seconds": round(time.monotonic() - t0, 1), "exit": code,
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+    cut = False
+    try:
+        code = proc.wait(timeout=budget_s)
+    except subprocess.TimeoutExpired:
+        cut = True
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+    call = {"level": level, "seconds": round(time.monotonic() - t0, 1), "exit": code, "cut": cut,
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
     if out.is_dir():
         with open(out / CALLS_FILE, "a", encoding="utf-8") as fh:
@@ -226,6 +240,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--level", type=int, help="run this level (one per call); without it, or with --no-run, only rebuild")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "kernelbench-selfcheck", help="dvk bench run directory (resumed)")
     ap.add_argument("--workers", type=int, help="dvk bench --workers")
+    ap.add_argument("--budget-s", type=float, help="interrupt the level's call after this many seconds (it resumes "
+                    "next time); keep it under the device call's own limit")
     ap.add_argument("--no-run", action="store_true", help="only rebuild the JSON, table and plot from --out")
     ap.add_argument("--json-out", type=Path, default=RES / "kernelbench_selfcheck_h200.json")
     ap.add_argument("--plot", type=Path, default=RES / "kernelbench_selfcheck_h200.png")
@@ -235,9 +251,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: --kb {a.kb}: not a folder (the KernelBench problems, e.g. .kb/KernelBench)", file=sys.stderr)
         return 2
     if a.level is not None and not a.no_run:
-        call = run_level(a.kb, a.level, a.out, a.workers)
-        print(f"level {a.level}: dvk bench exited {call['exit']} after {call['seconds']} s", file=sys.stderr)
-        if call["exit"] == 2:
+        call = run_level(a.kb, a.level, a.out, a.workers, a.budget_s)
+        print(f"level {a.level}: dvk bench exited {call['exit']} after {call['seconds']} s"
+              + (" (cut at the budget: run it again to resume)" if call["cut"] else ""), file=sys.stderr)
+        if call["exit"] == 2 and not call["cut"]:
             return 2
     if not (a.out / RESULTS_FILE).is_file():
         print(f"error: {a.out} has no results.jsonl: run a level first", file=sys.stderr)

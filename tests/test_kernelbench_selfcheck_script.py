@@ -80,3 +80,23 @@ def test_refuses_a_run_that_is_not_a_self_check(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stderr.strip().startswith("error:") and "not a self-check" in p.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_level_call_is_cut_at_its_budget_and_recorded(tmp_path, monkeypatch):
+    """--budget-s: a call still running at its budget gets SIGINT (Ctrl-C: what finished is
+    kept, the next call resumes) and the call is recorded as cut, with its seconds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kb_selfcheck", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    slow = [sys.executable, "-c", "import signal, sys, time\n"
+            "signal.signal(signal.SIGINT, lambda *a: sys.exit(130))\ntime.sleep(60)"]
+    real = subprocess.Popen
+    monkeypatch.setattr(mod.subprocess, "Popen", lambda cmd, **kw: real(slow, **kw))  # a dvk bench that never ends
+    out = tmp_path / "run"
+    out.mkdir()
+    call = mod.run_level(tmp_path, 1, out, None, budget_s=1.0)
+    assert call["cut"] and call["exit"] == 130 and 1.0 <= call["seconds"] < 30
+    recorded = [json.loads(x) for x in (out / mod.CALLS_FILE).read_text().splitlines()]
+    assert recorded == [call]
