@@ -433,8 +433,41 @@ def test_intake_reads_a_sample_of_large_outputs_and_checks_every_file(tmp_path, 
     assert torch.equal(got[1], b)
     assert [g["kind"] for g in got[2:6]] == ["invalid"] * 4
     assert got[6] == {"kind": "scalar", "value": 3}
-    assert not (tmp_path / "1.bin").exists() and secret.exists()
+    assert secret.exists()
     assert intake.read_leaves(str(tmp_path), metas[:1], os.getuid() + 1, 7)[0]["kind"] == "invalid"  # not the worker's
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "int8", "complex64"])
+def test_worker_writer_reuses_its_files_and_sizes_them_exactly(tmp_path, monkeypatch, dtype_name):
+    """A worker writes the i-th leaf of every output to one file kept mapped: the same size
+    again fills the same pages (the same inode); another size or dtype resizes the file to
+    exactly its bytes; the harness reads each output as written, odd shapes included."""
+    import torch
+
+    from davinci_kernel.evaluate import intake, runtime
+    from davinci_kernel.evaluate.runtime import OutputWriter
+
+    monkeypatch.setattr(runtime, "C", runtime.Captured(torch))  # as a worker's start() sets it
+    dtype = getattr(torch, dtype_name)
+
+    def make(*shape, seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(*shape, generator=g, dtype=torch.float32 if not dtype.is_complex else torch.complex64)
+        return (x * 50).to(dtype) if dtype == torch.int8 else x.to(dtype)
+
+    w = OutputWriter(str(tmp_path), reuse=True)
+    seen = []
+    for seed, shapes in enumerate([[(37, 129), (5,)], [(37, 129), (5,)], [(1, 3, 257), (2, 3)], [(37, 129), (1,)]]):
+        out = tuple(make(*s, seed=seed) for s in shapes) + (seed,)
+        metas = w.write(out)
+        assert [m.get("file") for m in metas[:2]] == ["0.bin", "1.bin"]
+        for m, t in zip(metas[:2], out):
+            assert (tmp_path / m["file"]).stat().st_size == t.numel() * t.element_size()
+        got = intake.read_leaves(str(tmp_path), metas, None, 0)
+        assert all(torch.equal(a, b) for a, b in zip(got[:2], out)) and got[2] == {"kind": "scalar", "value": seed}
+        seen.append((tmp_path / "0.bin").stat().st_ino)
+    assert seen[0] == seen[1]  # the same size: the same file, its pages already there
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.bin", "1.bin"]
 
 
 @pytest.mark.parametrize("profiled,event,flagged", [(None, 1.0, False), (0.9, 1.0, False), (1.52, 1.0, False),

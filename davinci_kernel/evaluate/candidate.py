@@ -34,7 +34,7 @@ class CandidateRunner:
         self.j, self.ch = job, ch
         self.torch = rt.C.torch
         self.dev = self.torch.device(job.device)
-        self.writer = rt.OutputWriter(out_dir)
+        self.writer = rt.OutputWriter(out_dir, reuse=True)
         self.flags: list[str] = []
         self.notes: list[str] = []
         self.out: dict = {"flags": self.flags, "notes": self.notes}

@@ -90,8 +90,9 @@ def read_file_tensor(path: str, dtype: torch.dtype, shape: tuple, indices=None, 
     return flat.reshape(shape) if mapped else flat.clone().reshape(shape)
 
 
-def read_leaves(folder: str, metas, owner_uid: Optional[int], sample_seed: int, remove: bool = True) -> list:
-    """A worker's announced leaves as plain CPU tensors, samples or descriptions."""
+def read_leaves(folder: str, metas, owner_uid: Optional[int], sample_seed: int) -> list:
+    """A worker's announced leaves as plain CPU tensors, samples or descriptions (copies:
+    the worker writes its next output into the same files, which go with its scratch)."""
     if not isinstance(metas, list) or len(metas) > 4096:
         return [{"kind": "invalid", "why": "the output list is malformed"}]
     leaves = []
@@ -111,11 +112,6 @@ def read_leaves(folder: str, metas, owner_uid: Optional[int], sample_seed: int, 
                            "full_shape": list(shape)})
         else:
             leaves.append(read_file_tensor(path, dt, shape))
-        if remove:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
     return leaves
 
 

@@ -229,11 +229,16 @@ def mutated(args, pristine) -> bool:
 
 
 class OutputWriter:
-    """Writes output leaves as raw-byte files into one folder; metas name them relatively."""
+    """Writes output leaves as raw-byte files into one folder; metas name them relatively.
 
-    def __init__(self, folder: str):
+    ``reuse`` (a candidate worker): the i-th leaf of every output goes to the same file,
+    kept mapped, so outputs after the first fill pages that are already there. The harness
+    reads each output while the worker is stopped, before it may write the next."""
+
+    def __init__(self, folder: str, reuse: bool = False):
         self.folder = folder
         self.n = 0
+        self.maps: dict | None = {} if reuse else None
 
     def write(self, output, sample_seed: int | None = None) -> list[dict]:
         """One file per leaf. With ``sample_seed`` (the trusted reference process only), a
@@ -241,16 +246,16 @@ class OutputWriter:
         from .transfer import SAMPLE_MIN, flatten, sample_indices, write_leaf
 
         metas = []
-        for leaf in flatten(output):
+        for i, leaf in enumerate(flatten(output)):
             self.n += 1
-            name = f"{self.n}.bin"
+            name = f"{i}.bin" if self.maps is not None else f"{self.n}.bin"
             sampled = sample_seed is not None and _isinstance(leaf, C.Tensor) and leaf.numel() > SAMPLE_MIN
             if sampled:
                 idx = sample_indices(C.torch, leaf.numel(), sample_seed).to(leaf.device)
                 meta = write_leaf(C.torch, leaf.reshape(-1)[idx], os.path.join(self.folder, name))
                 meta.update(sampled=True, seed=sample_seed, full_shape=list(leaf.shape))
             else:
-                meta = write_leaf(C.torch, leaf, os.path.join(self.folder, name))
+                meta = write_leaf(C.torch, leaf, os.path.join(self.folder, name), self.maps)
             if meta.get("kind") == "tensor":
                 meta.pop("path", None)
                 meta["file"] = name
