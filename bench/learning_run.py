@@ -289,9 +289,17 @@ def phase_rl(args, d: Path) -> None:
 
     trainer.env.collect = spy
     out = {"arm": arm, "lr": cfg.rl.lr, "seed": args.seed, "verdicts_seeded": seeded, "steps": []}
+    t0, longest = time.monotonic(), 0.0
     try:
         for step in range(1, args.steps + 1):
+            if args.budget_s and time.monotonic() - t0 + longest > args.budget_s:
+                out["stopped"] = f"budget: {args.budget_s:g} s would not hold step {step}"
+                _write(d / f"arm-{arm}.json", out)
+                print(f"{arm}: stopped before step {step} ({out['stopped']})", flush=True)
+                break
+            t_step = time.monotonic()
             m = trainer.step(step)
+            longest = max(longest, time.monotonic() - t_step)
             shares: dict[str, dict[str, int]] = {}
             fresh = []
             for g in captured:
@@ -398,6 +406,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8, help="RL steps per arm")
     ap.add_argument("--lr", type=float, default=1e-4, help="learning rate of the learn arm (the control's is 0)")
     ap.add_argument("--rollouts", type=int, default=8, help="policy rollouts per scheme")
+    ap.add_argument("--budget-s", type=float, help="rl: no step is begun that the longest step so far would take "
+                    "past this many seconds (the arm's JSON then says where it stopped)")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--new", type=int, default=1536, help="max new tokens per reply (the longest variant is about 1200)")
     ap.add_argument("--gen-batch", type=int, default=128)
