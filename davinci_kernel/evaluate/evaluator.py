@@ -309,7 +309,8 @@ class Evaluator:
                 if ev == "loaded":
                     clock.mark("compile")
                     res.stage = "correctness"
-                elif ev == "phase":
+                elif ev == "phase" and res.stage == "correctness":
+                    clock.mark("correctness")  # the trials, refill and poison runs; then other sizes
                     res.stage = "perturbation"
                 return ev in ("loaded", "phase")
 
