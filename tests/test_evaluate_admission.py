@@ -181,6 +181,12 @@ def get_init_inputs():
 '''
 
 
+# moves its inputs in get_inputs, as KernelBench's examples do with .cuda(): a meta tensor
+# cannot be copied out, a fake one can
+_MOVED = _SIZABLE.replace("def get_inputs():\n    return [torch.randn(64, 48)]",
+                          "def get_inputs():\n    return [torch.randn(64, 48).to('cpu')]")
+
+
 @pytest.fixture(scope="module")
 def cpu_evaluator(tmp_path_factory):
     from davinci_kernel.config import EvalConfig
@@ -205,6 +211,10 @@ def test_sizes_come_from_the_meta_device_or_the_first_trial(cpu_evaluator, tmp_p
     ev = cpu_evaluator
     sizable = _task(tmp_path, "sizable", _SIZABLE)
     assert ev.trusted.sizes(sizable.source, "cpu") == (64 * 48 * 4, 64 * 48 * 2)  # float32 in, float16 out
+
+    moved = _task(tmp_path, "moved", _MOVED)
+    assert moved.source != sizable.source
+    assert ev.trusted.sizes(moved.source, "cpu") == (64 * 48 * 4, 64 * 48 * 2)  # under fake tensors
 
     task = _task(tmp_path, "unsizable", _UNSIZABLE)
     assert ev.trusted.sizes(task.source, "cpu") is None
