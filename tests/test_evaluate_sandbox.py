@@ -49,15 +49,27 @@ def _why(res):
     return (res["correct"], res["flags"], res["error_kind"], res["error_msg"][:300])
 
 
+@pytest.fixture(scope="module")
+def attack_rounds(tmp_path_factory):
+    """Every CPU attacker in turn on ONE single-worker evaluator (one harness process), each
+    followed by an honest Triton kernel and a zeros kernel: stem -> (attacker, honest, zeros).
+    Whatever an attacker leaves behind meets every later round too."""
+    tmp = tmp_path_factory.mktemp("attacks")
+    relu, zeros = TASKS / "relu.py", write_zeros(tmp)
+    paths = [p.values[0] if hasattr(p, "values") else p for p in CPU_FIXTURES]
+    items = []
+    for path in paths:
+        items += [(TASKS / f"{fixture_meta(path)['task']}.py", path), (relu, HONEST_RELU), (relu, zeros)]
+    got = _run(items, tmp, workers=1, timeout=1800)
+    return {path.stem: tuple(got[3 * i:3 * i + 3]) for i, path in enumerate(paths)}
+
+
 @pytest.mark.parametrize("path", CPU_FIXTURES, ids=lambda p: p.stem)
-def test_attacker_then_honest_and_zeros(tmp_path, path):
+def test_attacker_then_honest_and_zeros(attack_rounds, path):
     """On one single-worker evaluator: the attacker is caught, then an honest Triton kernel
     is correct and a zeros kernel is rejected (nothing the attacker left behind counts)."""
     meta = fixture_meta(path)
-    task = TASKS / f"{meta['task']}.py"
-    relu = TASKS / "relu.py"
-    zeros = write_zeros(tmp_path)
-    att, honest, zero = _run([(task, path), (relu, HONEST_RELU), (relu, zeros)], tmp_path, workers=1)
+    att, honest, zero = attack_rounds[path.stem]
     assert caught(att, meta["accept"]), _why(att)
     assert honest["correct"] is True, _why(honest)
     assert zero["correct"] is False and zero["error_kind"] == "wrong_output", _why(zero)
