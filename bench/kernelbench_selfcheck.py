@@ -7,7 +7,7 @@ by the 10-minute device limit is simply repeated), records the call's wall time 
 OUT/selfcheck_calls.jsonl, then rebuilds ``bench/results/kernelbench_selfcheck_h200.json``
 from every line of OUT/results.jsonl:
 
-    {"gpu", "torch", "date", "calls": [{"level", "seconds", "exit", "cut", "date"}],
+    {"gpu", "torch", "date", "calls": [{"level", "seconds", "exit", "cut", "date", "gpu", "torch"}],
      "levels": {level: per-level table row},
      "problems": [{"task", "level", "finished", "why", "speedup", "eager_ms",
                    "peak_gpu_bytes", "seconds"}]}
@@ -74,7 +74,8 @@ def run_level(kb: Path, level: int, out: Path, workers: Optional[int], budget_s:
             proc.kill()
             code = proc.wait()
     call = {"level": level, "seconds": round(time.monotonic() - t0, 1), "exit": code, "cut": cut,
-            "date": datetime.datetime.now().isoformat(timespec="seconds")}
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "gpu": _gpu_name(), "torch": _torch_version()}  # the machine that ran it, for a rebuild elsewhere
     if out.is_dir():
         with open(out / CALLS_FILE, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(call) + "\n")
@@ -157,7 +158,9 @@ def build(run: Path, kb: Path, prev: Optional[dict] = None, gpu: Optional[str] =
     if (run / CALLS_FILE).is_file():
         calls = [json.loads(x) for x in (run / CALLS_FILE).read_text().splitlines() if x.strip()]
     prev = prev or {}
-    return {"gpu": gpu or _gpu_name() or prev.get("gpu"), "torch": _torch_version() or prev.get("torch"),
+    ran = [c for c in calls if c.get("gpu")]  # the GPU machine's own record beats this machine's
+    return {"gpu": gpu or (ran[-1]["gpu"] if ran else None) or _gpu_name() or prev.get("gpu"),
+            "torch": (ran[-1].get("torch") if ran else None) or _torch_version() or prev.get("torch"),
             "date": datetime.date.today().isoformat(), "calls": calls,
             "levels": level_rows(problems, meta.get("totals") or {}, published_times(kb)),
             "problems": problems}

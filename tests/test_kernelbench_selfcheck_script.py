@@ -40,6 +40,9 @@ def _fake(tmp_path):
             _row("level2/1_C", 2, speedup=1.0, eager=3.0,
                  warnings=["reference_mutates_inputs: forward changed input 0"])]
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"task": "level2/2_cu')
+    (run / "selfcheck_calls.jsonl").write_text(json.dumps(  # as the GPU machine recorded its call
+        {"level": 1, "seconds": 412.5, "exit": 0, "cut": False, "date": "2026-12-02T10:00:00",
+         "gpu": "NVIDIA H200", "torch": "2.11.0+cu130"}) + "\n")
     return kb, run
 
 
@@ -51,6 +54,7 @@ def test_builds_json_table_and_plot_without_gpu(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(out_json.read_text())
     assert set(doc) >= {"gpu", "torch", "date", "problems"} and doc["gpu"] == "NVIDIA H200"
+    assert doc["torch"] == "2.11.0+cu130" and doc["calls"][0]["seconds"] == 412.5  # the GPU machine's, not ours
     probs = {q["task"]: q for q in doc["problems"]}
     assert list(probs) == ["level1/1_A", "level1/2_B", "level1/3_Big", "level2/1_C"]  # the cut line is no result
     for q in probs.values():
