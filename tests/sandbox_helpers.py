@@ -126,8 +126,9 @@ def _harness_main(spec_path: str) -> None:
     items = [(load_task_file(Path(t)), Path(c).read_text()) for t, c in spec["items"]]
     out = []
     with Evaluator(cfg, workers=spec["workers"]) as ev:
-        if spec["mode"] == "many":
-            results = ev.evaluate_many(items)
+        if spec["mode"].startswith("many"):  # "many": all at once; "many:K": K at a time, group after group
+            k = int(spec["mode"].split(":")[1]) if ":" in spec["mode"] else max(1, len(items))
+            results = [r for i in range(0, len(items), k) for r in ev.evaluate_many(items[i:i + k])]
         else:
             results = [ev.evaluate(t, s) for t, s in items]
         for r in results:

@@ -75,16 +75,29 @@ def test_attacker_then_honest_and_zeros(attack_rounds, path):
     assert zero["correct"] is False and zero["error_kind"] == "wrong_output", _why(zero)
 
 
-@pytest.mark.parametrize("name", ["sandbox_kill_sibling", "sandbox_ref_overwrite", "sandbox_orphan_child",
-                                  "sandbox_proc_mem"])
-def test_two_workers_attacker_cannot_touch_sibling(tmp_path, name):
-    """Two workers, evaluated side by side: the attacker cannot kill, overwrite or judge its
-    sibling's honest candidate."""
-    path = CHEATS / f"{name}.py"
-    meta = fixture_meta(path)
+SIBLING_ATTACKS = ["sandbox_kill_sibling", "sandbox_ref_overwrite", "sandbox_orphan_child", "sandbox_proc_mem"]
+
+
+@pytest.fixture(scope="module")
+def sibling_rounds(tmp_path_factory):
+    """One two-worker evaluator (one harness process); for each attacker in turn, the attacker
+    and two honest kernels given at once: name -> (attacker, honest, honest)."""
+    tmp = tmp_path_factory.mktemp("siblings")
     relu = TASKS / "relu.py"
-    att, honest, honest2 = _run([(TASKS / f"{meta['task']}.py", path), (relu, HONEST_RELU), (relu, HONEST_RELU)],
-                                tmp_path, mode="many", workers=2)
+    items = []
+    for name in SIBLING_ATTACKS:
+        path = CHEATS / f"{name}.py"
+        items += [(TASKS / f"{fixture_meta(path)['task']}.py", path), (relu, HONEST_RELU), (relu, HONEST_RELU)]
+    got = _run(items, tmp, mode="many:3", workers=2, timeout=1200)
+    return {name: tuple(got[3 * i:3 * i + 3]) for i, name in enumerate(SIBLING_ATTACKS)}
+
+
+@pytest.mark.parametrize("name", SIBLING_ATTACKS)
+def test_two_workers_attacker_cannot_touch_sibling(sibling_rounds, name):
+    """Two workers, evaluated side by side: the attacker cannot kill, overwrite or judge its
+    sibling's honest candidate (nor, on the same evaluator, any later round's)."""
+    meta = fixture_meta(CHEATS / f"{name}.py")
+    att, honest, honest2 = sibling_rounds[name]
     assert caught(att, meta["accept"]), _why(att)
     assert honest["correct"] is True, _why(honest)
     assert honest2["correct"] is True, _why(honest2)
