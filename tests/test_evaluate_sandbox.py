@@ -49,19 +49,25 @@ def _why(res):
     return (res["correct"], res["flags"], res["error_kind"], res["error_msg"][:300])
 
 
+def _rounds(tmp, attackers: list, after: list, **kw) -> dict:
+    """Each attacker in turn, followed by the candidates ``after`` (on the ReLU task), all on
+    ONE evaluator (one harness process): stem -> (attacker's result, *the others').
+    Whatever an attacker leaves behind meets every later round too."""
+    relu, per = TASKS / "relu.py", 1 + len(after)
+    items = []
+    for path in attackers:
+        items += [(TASKS / f"{fixture_meta(path)['task']}.py", path)] + [(relu, c) for c in after]
+    got = _run(items, tmp, timeout=1800, **kw)
+    return {path.stem: tuple(got[per * i:per * (i + 1)]) for i, path in enumerate(attackers)}
+
+
 @pytest.fixture(scope="module")
 def attack_rounds(tmp_path_factory):
-    """Every CPU attacker in turn on ONE single-worker evaluator (one harness process), each
-    followed by an honest Triton kernel and a zeros kernel: stem -> (attacker, honest, zeros).
-    Whatever an attacker leaves behind meets every later round too."""
+    """Every CPU attacker on a single-worker evaluator, each followed by an honest Triton
+    kernel and a zeros kernel: stem -> (attacker, honest, zeros)."""
     tmp = tmp_path_factory.mktemp("attacks")
-    relu, zeros = TASKS / "relu.py", write_zeros(tmp)
     paths = [p.values[0] if hasattr(p, "values") else p for p in CPU_FIXTURES]
-    items = []
-    for path in paths:
-        items += [(TASKS / f"{fixture_meta(path)['task']}.py", path), (relu, HONEST_RELU), (relu, zeros)]
-    got = _run(items, tmp, workers=1, timeout=1800)
-    return {path.stem: tuple(got[3 * i:3 * i + 3]) for i, path in enumerate(paths)}
+    return _rounds(tmp, paths, [HONEST_RELU, write_zeros(tmp)], workers=1)
 
 
 @pytest.mark.parametrize("path", CPU_FIXTURES, ids=lambda p: p.stem)
@@ -80,16 +86,10 @@ SIBLING_ATTACKS = ["sandbox_kill_sibling", "sandbox_ref_overwrite", "sandbox_orp
 
 @pytest.fixture(scope="module")
 def sibling_rounds(tmp_path_factory):
-    """One two-worker evaluator (one harness process); for each attacker in turn, the attacker
-    and two honest kernels given at once: name -> (attacker, honest, honest)."""
-    tmp = tmp_path_factory.mktemp("siblings")
-    relu = TASKS / "relu.py"
-    items = []
-    for name in SIBLING_ATTACKS:
-        path = CHEATS / f"{name}.py"
-        items += [(TASKS / f"{fixture_meta(path)['task']}.py", path), (relu, HONEST_RELU), (relu, HONEST_RELU)]
-    got = _run(items, tmp, mode="many:3", workers=2, timeout=1200)
-    return {name: tuple(got[3 * i:3 * i + 3]) for i, name in enumerate(SIBLING_ATTACKS)}
+    """A two-worker evaluator; for each attacker in turn, the attacker and two honest kernels
+    given at once: name -> (attacker, honest, honest)."""
+    return _rounds(tmp_path_factory.mktemp("siblings"), [CHEATS / f"{n}.py" for n in SIBLING_ATTACKS],
+                   [HONEST_RELU, HONEST_RELU], mode="many:3", workers=2)
 
 
 @pytest.mark.parametrize("name", SIBLING_ATTACKS)

@@ -110,7 +110,7 @@ def _mapped(torch, path: str, n: int, dtype, maps: dict | None):
         return kept[1]
     del kept  # another size: its mapping goes before the file is resized
     if os.path.exists(path):
-        os.truncate(path, n * torch.empty((), dtype=dtype).element_size())
+        os.truncate(path, n * dtype.itemsize)
     dst = torch.from_file(path, shared=True, size=n, dtype=dtype)
     if maps is not None:
         maps[path] = ((n, dtype), dst)
