@@ -21,6 +21,7 @@ where the checkout has them; the ratio is H100 ms / ours, per problem, geometric
 level: a sanity check of our timing, not a target) and writes a PNG of the self-speedups.
 
     python bench/kernelbench_selfcheck.py --kb .kb/KernelBench --level 1      # on the GPU machine
+    python bench/kernelbench_selfcheck.py --kb .kb/KernelBench --level 1 --retry-failed  # the unfinished again
     python bench/kernelbench_selfcheck.py --kb .kb/KernelBench --no-run       # rebuild JSON/table/PNG
 
 The KernelBench checkout stays outside the project (``.kb/`` is git-ignored).
@@ -52,14 +53,18 @@ CALLS_FILE = "selfcheck_calls.jsonl"
 
 
 # --------------------------------------------------------------------------- running
-def run_level(kb: Path, level: int, out: Path, workers: Optional[int], budget_s: Optional[float] = None) -> dict:
+def run_level(kb: Path, level: int, out: Path, workers: Optional[int], budget_s: Optional[float] = None,
+              retry_failed: bool = False) -> dict:
     """One ``dvk bench`` call for one level; its wall time is recorded in OUT/CALLS_FILE.
+    ``retry_failed``: the level's problems that did not finish are judged again.
     With ``budget_s`` the call is interrupted (SIGINT, as Ctrl-C: what finished is kept,
     the next call resumes) once that many seconds have passed, and ``cut`` says so."""
     cmd = [sys.executable, "-m", "davinci_kernel.cli", "bench", "--suite", f"kernelbench:{kb}",
            "--candidates", "self", "--device", "cuda", "--level", str(level), "--out", str(out)]
     if workers:
         cmd += ["--workers", str(workers)]
+    if retry_failed:
+        cmd.append("--retry-failed")
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT)
     cut = False
@@ -245,6 +250,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--workers", type=int, help="dvk bench --workers")
     ap.add_argument("--budget-s", type=float, help="interrupt the level's call after this many seconds (it resumes "
                     "next time); keep it under the device call's own limit")
+    ap.add_argument("--retry-failed", action="store_true", help="judge the level's unfinished problems again "
+                    "(dvk bench --retry-failed: each new line replaces the old one)")
     ap.add_argument("--no-run", action="store_true", help="only rebuild the JSON, table and plot from --out")
     ap.add_argument("--json-out", type=Path, default=RES / "kernelbench_selfcheck_h200.json")
     ap.add_argument("--plot", type=Path, default=RES / "kernelbench_selfcheck_h200.png")
@@ -254,7 +261,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: --kb {a.kb}: not a folder (the KernelBench problems, e.g. .kb/KernelBench)", file=sys.stderr)
         return 2
     if a.level is not None and not a.no_run:
-        call = run_level(a.kb, a.level, a.out, a.workers, a.budget_s)
+        call = run_level(a.kb, a.level, a.out, a.workers, a.budget_s, a.retry_failed)
         print(f"level {a.level}: dvk bench exited {call['exit']} after {call['seconds']} s"
               + (" (cut at the budget: run it again to resume)" if call["cut"] else ""), file=sys.stderr)
         if call["exit"] == 2 and not call["cut"]:

@@ -4,7 +4,8 @@ document a ``--json`` command prints.
 Covers: ``write_atomic`` (a temporary file beside the destination, synced, then renamed
 over it: a reader sees the old file or the new one, never half of one), ``write_json``,
 ``append_jsonl`` (whole lines in one write, flushed and synced before it returns),
-``drop_cut_line`` (removes a last line that a kill cut short from an append-only file),
+``replace_jsonl_row`` (one row of a JSONL file replaced, the whole file rewritten
+atomically), ``drop_cut_line`` (removes a last line that a kill cut short from an append-only file),
 ``iter_jsonl``/``read_jsonl`` (the JSON objects of a JSONL file, blank lines skipped, any
 other line handed to ``on_bad``, which may raise, or else skipped) and ``print_json``.
 Does not cover: what the files hold or where a run keeps them (``rundir``).
@@ -65,6 +66,29 @@ def append_jsonl(path: Union[str, os.PathLike], rows: Iterable[Any]) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def replace_jsonl_row(path: Union[str, os.PathLike], key: str, row: dict) -> None:
+    """Rewrite ``path`` atomically with every line whose object has ``row[key]`` at ``key``
+    replaced by ``row`` (once, where the first stood; appended if none did). Other lines,
+    unparsable ones included, stay as they are."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    new, placed = [], False
+    for line in text.splitlines(keepends=True):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict) and key in obj and obj[key] == row[key]:
+            if not placed:
+                new.append(jsonl_text([row]))
+                placed = True
+            continue
+        new.append(line if line.endswith("\n") else line + "\n")
+    if not placed:
+        new.append(jsonl_text([row]))
+    write_atomic(path, "".join(new))
 
 
 def drop_cut_line(path: Union[str, os.PathLike]) -> None:

@@ -143,3 +143,20 @@ def test_resume_drops_a_line_cut_by_a_kill(tmp_path):
     p.write_text('{"task": "cut')
     drop_cut_line(p)
     assert p.read_text() == ""
+
+
+def test_a_retried_task_replaces_its_line_in_place(tmp_path):
+    """`dvk bench --retry-failed`: the new line takes the old one's place (once, where the
+    first stood); other lines, even ones that are not results, stay byte for byte."""
+    from davinci_kernel.files import replace_jsonl_row
+
+    p = tmp_path / "results.jsonl"
+    a, b = _row(task="level1/1_A", correct=False), _row(task="level1/2_B")
+    p.write_text(json.dumps(a) + "\n" + "not json\n" + json.dumps(b) + "\n" + json.dumps(a))  # a's last line unended
+    new = {**a, "correct": True}
+    replace_jsonl_row(p, "task", new)
+    assert p.read_text().splitlines() == [json.dumps(new), "not json", json.dumps(b)]
+    c = _row(task="level1/3_C")
+    replace_jsonl_row(p, "task", c)  # none stood: appended
+    assert p.read_text().splitlines()[-1] == json.dumps(c) and p.read_text().endswith("\n")
+    assert not list(tmp_path.glob(".results.jsonl.*"))  # no temporary file left

@@ -145,6 +145,20 @@ def test_bench_resume_adds_a_level_and_refuses_other_candidates(suite, tmp_path)
     assert p.returncode == 0 and len(results(out)) == 2
     assert "n/a" in p.stdout and "timing unavailable" in p.stdout
 
+    # --retry-failed: a task whose line failed (here: a line made to say so) is judged again,
+    # and its new line takes the old one's place; the other line stays as it was
+    rows = results(out)
+    rows[0].update(correct=False, error_kind="no_worker", stage="harness")
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept = (out / "results.jsonl").read_text().splitlines()[1]
+    p = dvk(*base, "--retry-failed")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "1 that failed run again" in p.stderr
+    again = results(out)
+    assert [r["task"] for r in again] == ["level1/1_ReLU", "level2/1_ReLU"]
+    assert again[0]["correct"] and again[0]["error_kind"] is None
+    assert (out / "results.jsonl").read_text().splitlines()[1] == kept
+
     other = tmp_path / "other"
     shutil.copytree(suite / "cands", other)
     before = (out / "results.jsonl").read_bytes()

@@ -244,3 +244,32 @@ def test_two_evaluations_too_large_to_share_run_one_after_the_other(cpu_evaluato
     assert all(r.correct for r in results), [(r.error_kind, r.error_msg, r.flags) for r in results]
     assert ledger.most_holders == 1 and ledger.state() == (0, 0, 0)
     assert all("admission" in r.phase_seconds for r in results)
+
+
+_OOM_CANDIDATE = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+'''
+
+
+def test_out_of_memory_beside_others_is_judged_again_alone(tmp_path):
+    """Memory no plan counts (weights, intermediates, workspaces, a neighbour still tearing
+    down) can run out while other evaluations hold their share: such a verdict is given only
+    after a second evaluation alone on the device, and the result says so. The candidate
+    here runs out of memory every time, so it stays a failure, with its own message."""
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    task = _task(tmp_path, "sizable", _SIZABLE)
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path / "cache"), perturb_shapes=False, trials=2)
+    with Evaluator(cfg, workers=2) as ev:
+        res = ev.evaluate(task, _OOM_CANDIDATE)
+        ledger = ev.memory("cpu")
+        assert ledger.alone == 1 and ledger.state() == (0, 0, 0)
+    assert not res.correct and res.error_kind == "runtime_error", (res.error_kind, res.error_msg)
+    assert "out of memory" in res.error_msg
+    assert [w for w in res.warnings if w.startswith("out_of_memory_beside_others: ")], res.warnings

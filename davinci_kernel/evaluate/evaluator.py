@@ -212,12 +212,28 @@ class Evaluator:
         overrides, variant, perturb = _variant(task.source, not self.on_gpu and cfg.cpu_small_shapes,
                                                cfg.perturb_shapes)
         seeds = [cfg.seed + 1000 * (i + 1) + seed_offset for i in range(cfg.trials)]
+        shared = self._admitted(task, variant, source, overrides, seeds, perturb, rep, res, alone=False)
+        if shared and _out_of_memory(res):
+            # Memory no plan counts (a model's weights and intermediates, library workspaces, a
+            # process still tearing down) ran out beside other evaluations: judged again alone,
+            # so an out-of-memory verdict is the task's or the candidate's own.
+            first = (res.error_msg or "").splitlines()[0][:200]
+            res = EvalResult(task=task.name, level=task.level, device=self.device, backend=rep.backend)
+            self._admitted(task, variant, source, overrides, seeds, perturb, rep, res, alone=True)
+            res.warnings.append(f"out_of_memory_beside_others: {first}; judged again alone on the device")
+        return res
+
+    def _admitted(self, task: Task, variant: str, source: str, overrides: dict, seeds: list[int], perturb: dict,
+                  rep: static.StaticReport, res: EvalResult, alone: bool) -> bool:
+        """A fresh worker, the task's memory admission (or the whole device, ``alone``), then
+        the judging. True when other evaluations could hold memory of the device meanwhile."""
+        cfg = self.cfg
         clock = _Clock(res.phase_seconds)
         try:
             slot, w = self.pool.acquire()
         except Exception as e:  # noqa: BLE001
             res.stage, res.error_kind, res.error_msg = "harness", "no_worker", f"no worker became ready: {e}"
-            return res
+            return False
         res.sandbox = w.sandbox_desc
         res.device = w.device or res.device
         kernels = getattr(self.pool, "kernels", None) if self.on_gpu else None
@@ -226,13 +242,14 @@ class Evaluator:
         clock.mark("acquire")
         try:
             sizes = self.trusted.sizes(variant, w.device)
-            if sizes is None:
+            if sizes is None or alone:
                 need = None
             elif self.on_gpu:
                 need = memplan.bound(*sizes) + (cfg.l2_flush_mb << 20)
             else:
                 need = memplan.bound(*sizes, fixed=64 << 20)
-            with self.memory(w.device).hold(need) as granted:  # until the worker is gone
+            ledger = self.memory(w.device)
+            with ledger.hold(need) as granted:  # until the worker is gone
                 clock.mark("admission")
                 try:
                     self._judge(task, variant, source, overrides, seeds, perturb, w, res, rep, clock,
@@ -240,10 +257,10 @@ class Evaluator:
                 finally:
                     self._let_go(slot, w, kernels if res.compiled else None, source)
                     w = None
+            return granted < ledger.capacity and len(self.pool) > 1
         finally:
             if w is not None:  # admission itself failed
                 self.pool.release(slot, w)
-        return res
 
     def _let_go(self, slot: str, w: WorkerProcess, kernels, source: str) -> None:
         """Keep what the worker built for this source (``kernels``, or None), then kill it."""
@@ -456,6 +473,14 @@ class Evaluator:
             got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
             judge.flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh sandbox "
                               f"with new inputs ({got})")])
+
+
+_OOM = re.compile(r"out of memory|OutOfMemoryError|out of host memory|MemoryError")
+
+
+def _out_of_memory(res: EvalResult) -> bool:
+    """The evaluation failed for want of device or host memory (the reference's or the candidate's)."""
+    return bool(res.error_kind) and (res.error_kind == "too_large" or bool(_OOM.search(res.error_msg or "")))
 
 
 def _verdict_key(task: Task, source: str) -> tuple[str, str]:

@@ -209,12 +209,15 @@ class WorkerProcess:
                     pass
 
     def kill(self) -> None:
+        """Kill every process of the worker and return once they have all exited, so that
+        their device memory is free again (a large CUDA context takes a while to tear down)."""
         if self.cgroup is not None:
             self.cgroup.kill()  # every process in it, those that left the tree too
         # Only while the launcher is unreaped (alive or a zombie) is its pid still ours: once
         # reaped, the pid and its process group may belong to an unrelated process.
-        if self.proc.returncode is None:
-            for pid in reversed(self.tree()):
+        pids = self.tree() if self.proc.returncode is None else []
+        if pids:
+            for pid in reversed(pids):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
@@ -227,6 +230,7 @@ class WorkerProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        _wait_exited(pids[1:], 30.0)  # the launcher's descendants: reaped by others, watched here
         self.ch.close()
         if self.cgroup is not None:
             self.cgroup.remove()
@@ -240,6 +244,15 @@ class WorkerProcess:
         except (WorkerDied, subprocess.TimeoutExpired, OSError):
             pass
         self.kill()
+
+
+def _wait_exited(pids: list[int], timeout: float) -> None:
+    """Until none of ``pids`` runs any more (gone, or a zombie: its memory is released), or
+    ``timeout``. Only waits: a pid reused meanwhile costs at most the timeout."""
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while _state(pid) not in ("Z", "X", None) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
 def _state(pid: int) -> Optional[str]:

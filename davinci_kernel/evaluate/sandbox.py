@@ -31,6 +31,7 @@ Where a mechanism is unavailable the result's ``sandbox`` field says which.
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import logging
@@ -40,6 +41,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -321,13 +323,15 @@ class Cgroup:
         if self.path is None:
             return
         self.kill()
-        for _ in range(50):
+        for _ in range(1500):  # until its last process has exited (30 s at most)
             try:
                 os.rmdir(self.path)
                 return
-            except OSError:
-                import time
-
+            except FileNotFoundError:
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    return
                 time.sleep(0.02)
 
 

@@ -18,7 +18,10 @@ unfinished ones with why), never a Fast_p of solutions.
 Resuming: a rerun with the same ``--out`` skips tasks that already have a line in
 ``results.jsonl`` (another ``--level`` adds its tasks beside the earlier ones) and is
 refused when the directory was made for another suite or candidate set. The file is only
-ever appended to, never deleted; the one thing removed is a last line a kill cut short
+ever appended to, never deleted, with one exception: ``--retry-failed`` evaluates again the
+tasks whose line is not correct (in a self-check, the problems that did not finish), and
+each new line replaces the old one in a rewrite of the whole file that is atomic (an
+interrupt leaves the old line). The other thing removed is a last line a kill cut short
 (no newline: it never held a whole result), so that `dvk report`, which refuses lines that
 are not results, can read a resumed run.
 
@@ -44,7 +47,7 @@ from typing import Optional
 from ..config import EvalConfig
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..evaluate.pool import check_workers
-from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, write_json
+from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, replace_jsonl_row, write_json
 from ..records import EvalResult
 from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
 from ..report.terminal import fastp_rich_table
@@ -115,7 +118,7 @@ def _open_run_dir(run_dir: Path, meta: dict) -> dict:
 
 def run_bench(suite: str, candidates: str, device: str = "auto", workers: Optional[int] = None,
               backend: str = "local", level: Optional[int] = None, out: Optional[Path] = None,
-              json_out: bool = False, cfg: Optional[EvalConfig] = None) -> dict:
+              json_out: bool = False, cfg: Optional[EvalConfig] = None, retry_failed: bool = False) -> dict:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -139,13 +142,20 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     drop_cut_line(results_path)
     done_before = read_results(results_path)
     results: dict[str, dict] = dict(done_before)
+    names = {t.name for t, _ in items}
+    retried = {name for name, d in done_before.items()
+               if retry_failed and name in names and not d.get("correct") and d.get("stage") != "missing"}
+    done_before = {name: d for name, d in done_before.items() if name not in retried}
 
     def write(r: EvalResult, cand: Optional[Path]) -> None:
         d = r.to_dict()
         d["candidate"] = str(cand) if cand else None
         with lock:
             results[d["task"]] = d
-            append_jsonl(results_path, [d])
+            if d["task"] in retried:
+                replace_jsonl_row(results_path, "task", d)
+            else:
+                append_jsonl(results_path, [d])
 
     todo = [(t, p) for t, p in items if t.name not in done_before]
     skipped = len(items) - len(todo)
@@ -155,8 +165,10 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
                              error_msg="no candidate file"), None)
     if not self_check:
         _report_missing(console, tasks, items, missing, cand_dir, candidates)
-    if skipped:
-        console.print(f"resuming {run_dir}: {skipped} task(s) already in {RESULTS_FILE} skipped, {len(todo)} to run")
+    if skipped or retried:
+        again = f" ({len(retried)} that failed run again)" if retried else ""
+        console.print(f"resuming {run_dir}: {skipped} task(s) already in {RESULTS_FILE} skipped, "
+                      f"{len(todo)} to run{again}")
 
     all_tasks = load_suite(suite) if level is not None else tasks
     levels = {t.level for t in tasks} | {int(r.get("level") or 0) for r in results.values()}

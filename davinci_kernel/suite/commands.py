@@ -117,6 +117,8 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(120.0, help=TIMEOUT_HELP),
         compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="also time torch.compile baselines"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+        retry_failed: bool = typer.Option(False, "--retry-failed", help="with an existing --out: evaluate again the "
+                                          "tasks whose line is not correct (each new line replaces the old one)"),
     ) -> None:
         """Evaluate a folder of candidates against a suite; Fast_p per level.
 
@@ -133,7 +135,7 @@ def register(app: typer.Typer) -> None:
         cfg = EvalConfig(device=_check_device(device), baseline_compile=compile_baseline, **timeout_config(timeout))
         validate(Config(eval=cfg))
         run_bench(suite=suite, candidates=candidates, device=cfg.device, workers=workers,
-                  backend=backend, level=level, out=out, json_out=json_out, cfg=cfg)
+                  backend=backend, level=level, out=out, json_out=json_out, cfg=cfg, retry_failed=retry_failed)
 
 
 def _check_device(device: str) -> str:
