@@ -130,7 +130,11 @@ def _geomean(xs: list[float]) -> Optional[float]:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def level_rows(problems: list[dict], totals: dict, published: dict) -> dict[str, dict]:
+def level_rows(problems: list[dict], totals: dict, published: dict, calls: Optional[list[dict]] = None) -> dict[str, dict]:
+    """Per level: how many problems ran and finished, the spread of self-speedups, the median
+    eager time, the GPU time its calls took (``call_seconds``, wall time of the device calls)
+    beside the sum of its evaluations' own seconds (which overlap, several workers at once),
+    and the ratio to each set of published H100 times."""
     levels = sorted({p["level"] for p in problems} | {int(k) for k in totals})
     out = {}
     for lvl in levels:
@@ -141,7 +145,8 @@ def level_rows(problems: list[dict], totals: dict, published: dict) -> dict[str,
         row = {"problems": int(totals.get(str(lvl), len(ps))), "run": len(ps), "finished": len(fin),
                **{k: v for k, v in selfcheck.spread(sp).items() if k != "n"}, "timed": len(sp),
                "median_eager_ms": statistics.median(eager) if eager else None,
-               "gpu_seconds": round(sum(p["seconds"] for p in ps), 1)}
+               "call_seconds": round(sum(float(c.get("seconds") or 0) for c in calls or [] if c.get("level") == lvl), 1),
+               "eval_seconds_sum": round(sum(p["seconds"] for p in ps), 1)}
         for name, times in published.items():
             pairs = [(times[p["task"]], p["eager_ms"]) for p in ps if p["eager_ms"] and p["task"] in times]
             row[name] = {"matched": len(pairs),
@@ -167,7 +172,7 @@ def build(run: Path, kb: Path, prev: Optional[dict] = None, gpu: Optional[str] =
     return {"gpu": gpu or (ran[-1]["gpu"] if ran else None) or _gpu_name() or prev.get("gpu"),
             "torch": (ran[-1].get("torch") if ran else None) or _torch_version() or prev.get("torch"),
             "date": datetime.date.today().isoformat(), "calls": calls,
-            "levels": level_rows(problems, meta.get("totals") or {}, published_times(kb)),
+            "levels": level_rows(problems, meta.get("totals") or {}, published_times(kb), calls),
             "problems": problems}
 
 
@@ -202,13 +207,14 @@ def _f(x, fmt: str) -> str:
 
 def table(doc: dict) -> str:
     names = sorted({k for row in doc["levels"].values() for k in row if k.startswith("H100_")})
-    head = ["level", "run/all", "finished", "within ±2%", "min", "median", "max", "eager ms (median)"]
+    head = ["level", "run/all", "finished", "within ±2%", "min", "median", "max", "eager ms (median)", "GPU s"]
     for n in names:
         head += [f"{n} ms", f"{n} / ours"]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for lvl, r in doc["levels"].items():
         cells = [lvl, f"{r['run']}/{r['problems']}", str(r["finished"]), _f(r["within_2pct"], ".1%"),
-                 _f(r["min"], ".3f"), _f(r["median"], ".3f"), _f(r["max"], ".3f"), _f(r["median_eager_ms"], ".3f")]
+                 _f(r["min"], ".3f"), _f(r["median"], ".3f"), _f(r["max"], ".3f"), _f(r["median_eager_ms"], ".3f"),
+                 _f(r.get("call_seconds"), ".0f")]
         for n in names:
             h = r.get(n) or {}
             cells += [_f(h.get("median_ms"), ".3f"), _f(h.get("ratio"), ".2f") + (f" (n={h['matched']})" if h else "")]
