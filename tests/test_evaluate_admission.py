@@ -210,11 +210,11 @@ def _task(tmp_path, name, text):
 def test_sizes_come_from_the_meta_device_or_the_first_trial(cpu_evaluator, tmp_path):
     ev = cpu_evaluator
     sizable = _task(tmp_path, "sizable", _SIZABLE)
-    assert ev.trusted.sizes(sizable.source, "cpu") == (64 * 48 * 4, 64 * 48 * 2)  # float32 in, float16 out
+    assert ev.trusted.sizes(sizable.source, "cpu") == (64 * 48 * 4, 64 * 48 * 2, 0)  # float32 in, float16 out
 
     moved = _task(tmp_path, "moved", _MOVED)
     assert moved.source != sizable.source
-    assert ev.trusted.sizes(moved.source, "cpu") == (64 * 48 * 4, 64 * 48 * 2)  # under fake tensors
+    assert ev.trusted.sizes(moved.source, "cpu") == (64 * 48 * 4, 64 * 48 * 2, 0)  # under fake tensors
 
     task = _task(tmp_path, "unsizable", _UNSIZABLE)
     assert ev.trusted.sizes(task.source, "cpu") is None
@@ -223,7 +223,7 @@ def test_sizes_come_from_the_meta_device_or_the_first_trial(cpu_evaluator, tmp_p
     res = ev.evaluate(task)
     assert res.correct, (res.error_kind, res.error_msg, res.flags)
     assert ledger.alone == alone + 1  # unknown size: it ran alone
-    assert ev.trusted.sizes(task.source, "cpu") == (64 * 48 * 4, 64 * 48 * 4)  # learnt from the real trial
+    assert ev.trusted.sizes(task.source, "cpu") == (64 * 48 * 4, 64 * 48 * 4, 0)  # learnt from the real trial
     assert ev.evaluate(task).correct
     assert ledger.alone == alone + 1  # known now: admitted by its bytes
 
@@ -233,7 +233,8 @@ def test_two_evaluations_too_large_to_share_run_one_after_the_other(cpu_evaluato
     once are both judged correct, never inside the ledger together."""
     ev = cpu_evaluator
     task = _task(tmp_path, "sizable", _SIZABLE)
-    need = memplan.bound(*ev.trusted.sizes(task.source, "cpu"), fixed=64 << 20)
+    i, o, p = ev.trusted.sizes(task.source, "cpu")
+    need = memplan.bound(i, o, fixed=64 << 20, param_bytes=p)
     saved = ev.memory
     ev.memory = admission.Ledgers(lambda device: int(1.5 * need))
     try:
@@ -273,3 +274,51 @@ def test_out_of_memory_beside_others_is_judged_again_alone(tmp_path):
     assert not res.correct and res.error_kind == "runtime_error", (res.error_kind, res.error_msg)
     assert "out of memory" in res.error_msg
     assert [w for w in res.warnings if w.startswith("out_of_memory_beside_others: ")], res.warnings
+
+
+_WEIGHTY = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A linear layer and a buffer: its weights count, not only its inputs and outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(96, 40)
+        self.register_buffer("scale", torch.ones(40, dtype=torch.float64))
+
+    def forward(self, x):
+        return self.fc(x) * self.scale.float()
+
+
+def get_inputs():
+    return [torch.randn(8, 96)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+# 2**36 float32 parameters (256 GiB) that the model never touches: more than any host here
+_HUGE = _WEIGHTY.replace("self.fc = nn.Linear(96, 40)",
+                         "self.fc = nn.Linear(96, 40)\n        self.table = nn.Parameter(torch.empty(1 << 36))")
+
+
+def test_a_models_weights_count_in_its_sizes_and_admission(cpu_evaluator, tmp_path):
+    """KernelBench's MLPs hold gigabytes of weights beside small inputs (level 3's
+    ShallowWideMLP: 8 GB), and a worker holds three copies (the problem's Model, the
+    candidate, and the candidate at the perturbed size). Sizes count parameters and buffers; a model too large for the host is
+    refused up front in one line, before anything is allocated, never OOM-killed."""
+    ev = cpu_evaluator
+    task = _task(tmp_path, "weighty", _WEIGHTY)
+    assert ev.trusted.sizes(task.source, "cpu") == (8 * 96 * 4, 8 * 40 * 4, (96 * 40 + 40) * 4 + 40 * 8)
+    assert memplan.bound(100, 50, fixed=7, param_bytes=1000) == 4 * 150 + 3 * 1000 + 7
+    assert memplan.too_large(10, 10, 1000, param_bytes=971) and not memplan.too_large(10, 10, 1000, param_bytes=970)
+    assert ev.evaluate(task).correct
+
+    huge = _task(tmp_path, "huge", _HUGE)
+    res = ev.evaluate(huge)
+    assert not res.correct and res.stage == "reference" and res.error_kind == "too_large", (res.error_kind,
+                                                                                             res.error_msg)
+    assert "parameters and buffers 256.0 GiB" in res.error_msg and len(res.error_msg.splitlines()) == 1

@@ -180,6 +180,7 @@ class CandidateRunner:
                 continue
             from ..tasks.shapes import apply_overrides
 
+            model = inputs = None  # one perturbed model at a time: the last one is gone before the next
             try:
                 pmod = rt.exec_source(apply_overrides(j.task_source, overrides), f"dvk_problem_{key}")
                 init = rt.init_args(pmod, j.init_seed, self.dev)
@@ -190,9 +191,11 @@ class CandidateRunner:
                 if rt.is_cuda_error(e):
                     raise
                 self.out[err] = f"{type(e).__name__}: {str(e)[:300]}"
+                del model, inputs
                 continue
-            del inputs
+            del model, inputs
             self.emit(key, out)
+            del out
 
     def time(self) -> None:
         """Timing inputs made beside other checks; then, with the GPU to itself, the

@@ -242,18 +242,20 @@ class Evaluator:
         clock.mark("acquire")
         try:
             sizes = self.trusted.sizes(variant, w.device)
+            params = sizes[2] if sizes else 0
             if sizes is None or alone:
                 need = None
             elif self.on_gpu:
-                need = memplan.bound(*sizes) + (cfg.l2_flush_mb << 20)
+                need = memplan.bound(sizes[0], sizes[1], param_bytes=params) + (cfg.l2_flush_mb << 20)
             else:
-                need = memplan.bound(*sizes, fixed=64 << 20)
+                need = memplan.bound(sizes[0], sizes[1], fixed=64 << 20, param_bytes=params)
             ledger = self.memory(w.device)
             with ledger.hold(need) as granted:  # until the worker is gone
                 clock.mark("admission")
                 try:
+                    data = max(1, granted - 2 * params)  # what timing may plan for: its two models are already there
                     self._judge(task, variant, source, overrides, seeds, perturb, w, res, rep, clock,
-                                granted if self.on_gpu else 0, learn_sizes=sizes is None)
+                                data if self.on_gpu else 0, learn_sizes=sizes is None)
                 finally:
                     self._let_go(slot, w, kernels if res.compiled else None, source)
                     w = None

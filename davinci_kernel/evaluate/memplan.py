@@ -10,9 +10,12 @@ its comparison. The bound the harness keeps per task:
     peak ≈ max(2I + O, timing) + flush + context, timing = n·I·(2 if fresh placements else 1)
                                                          + I (fresh-value copy) + (n + 2)·O
 
-which with one set is 2I + 3O. The plan never exceeds ``bound`` = 4 × (I + O) + 1 GiB
-(the fixed part lets small tasks keep all their sets) whatever the free memory: a large
-task times on two sets, not on as many as the GPU could hold. Does not cover: measuring (the worker reads ``torch.cuda.mem_get_info``
+which with one set is 2I + 3O. The plan never exceeds 4 × (I + O) + 1 GiB (the fixed
+part lets small tasks keep all their sets) whatever the free memory: a large task times on
+two sets, not on as many as the GPU could hold. The model's own parameters and buffers
+(``P``, one copy per model) come on top: ``bound`` = 4 × (I + O) + 3P + fixed, the three
+copies being the problem's Model and the candidate in the worker, and the candidate built
+again at the perturbed size (one at a time). Does not cover: measuring (the worker reads ``torch.cuda.mem_get_info``
 and its inputs' sizes) or admission across workers of one GPU (``gate.py``).
 """
 
@@ -48,11 +51,12 @@ def timing_peak(input_bytes: int, output_bytes: int, sets: int, placements: int)
     return sets * input_bytes * copies + input_bytes + (sets + 2) * output_bytes
 
 
-def bound(input_bytes: int, output_bytes: int, fixed: int = SMALL_TASK_BYTES) -> int:
-    """The most a task's data may take on the device, flush buffer and context aside
-    (``fixed``: the allowance that lets small tasks keep all their sets on a GPU; a CPU
-    evaluation holds no sets and needs less)."""
-    return 4 * (input_bytes + output_bytes) + fixed
+def bound(input_bytes: int, output_bytes: int, fixed: int = SMALL_TASK_BYTES, param_bytes: int = 0) -> int:
+    """The most a task may take on the device, flush buffer and context aside: its data,
+    and three copies of its model's parameters and buffers (``param_bytes`` each); ``fixed``:
+    the allowance that lets small tasks keep all their sets on a GPU (a CPU evaluation holds
+    no sets and needs less)."""
+    return 4 * (input_bytes + output_bytes) + 3 * param_bytes + fixed
 
 
 def plan_timing(input_bytes: int, output_bytes: int, budget_bytes: int, flush_bytes: int, max_sets: int,
@@ -75,9 +79,16 @@ def plan_timing(input_bytes: int, output_bytes: int, budget_bytes: int, flush_by
     return Plan(sets, p, peak, budget_bytes, peak <= budget_bytes)
 
 
-def too_large(input_bytes: int, output_bytes: int, available_bytes: int) -> bool:
-    """Even one correctness trial does not fit."""
-    return check_peak(input_bytes, output_bytes) > available_bytes
+def too_large(input_bytes: int, output_bytes: int, available_bytes: int, param_bytes: int = 0) -> bool:
+    """Even the model and one correctness trial do not fit."""
+    return param_bytes + check_peak(input_bytes, output_bytes) > available_bytes
+
+
+def model_bytes(torch, model) -> int:
+    """Bytes of a module's parameters and buffers (meta or fake tensors count too)."""
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
 
 
 def tensor_bytes(torch, xs) -> int:

@@ -55,6 +55,7 @@ class ReferenceCache:
             "ref_aliases": bool(result.get("ref_aliases")),
             "ref_nondeterministic": bool(result.get("ref_nondeterministic")),
             "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),
+            "param_bytes": result.get("param_bytes"),
         }
 
     def put(self, key: tuple, entry: dict) -> None:

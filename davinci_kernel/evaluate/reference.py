@@ -33,15 +33,19 @@ def compute_reference(job: ReferenceJob) -> dict:
     out: dict = {"leaves": {}, "ref_mutates": False, "ref_aliases": False}
     sizes = meta_sizes(mod, job.init_seed)
     if sizes is not None:
-        out.update(input_bytes=sizes[0], output_bytes=sizes[1])
+        out.update(input_bytes=sizes[0], output_bytes=sizes[1], param_bytes=sizes[2])
         room = device_memory(dev)
-        if room is not None and memplan.too_large(sizes[0], sizes[1], room):
-            need = memplan.check_peak(*sizes)
-            raise TooLarge(f"one correctness trial needs {need / memplan.GiB:.1f} GiB (inputs "
-                           f"{sizes[0] / memplan.GiB:.1f} GiB and their clone, outputs {sizes[1] / memplan.GiB:.1f} GiB), "
-                           f"more than the {room / memplan.GiB:.1f} GiB this {dev.type.upper()} has")
+        if room is not None and memplan.too_large(sizes[0], sizes[1], room, sizes[2]):
+            need = sizes[2] + memplan.check_peak(sizes[0], sizes[1])
+            gib = memplan.GiB
+            raise TooLarge(f"the model and one correctness trial need {need / gib:.1f} GiB (parameters and "
+                           f"buffers {sizes[2] / gib:.1f} GiB, inputs {sizes[0] / gib:.1f} GiB and their clone, "
+                           f"outputs {sizes[1] / gib:.1f} GiB), more than the {room / gib:.1f} GiB this "
+                           f"{dev.type.upper()} has")
     init = rt.init_args(mod, job.init_seed, dev)
     model = rt.build(mod, "Model", init, job.init_seed, dev)
+    if sizes is None:
+        out["param_bytes"] = memplan.model_bytes(C.torch, model)
     writer = rt.OutputWriter(job.out_dir)
     for i, seed in enumerate(job.seeds):
         inputs = rt.gen_inputs(mod, seed, dev)
@@ -64,7 +68,7 @@ def compute_reference(job: ReferenceJob) -> dict:
                        output_bytes=memplan.tensor_bytes(C.torch, y))
         out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
         del y, args, inputs
-    base = sum(sizes) if sizes is not None else None
+    base = sizes[0] + sizes[1] if sizes is not None else None
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, base, writer, dev, out)
         if got is not None:
@@ -82,7 +86,7 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base_bytes, writer,
         try:
             pmod = rt.exec_source(apply_overrides(job.task_source, overrides), f"dvk_reference_{key}{k}")
             sizes = meta_sizes(pmod, job.init_seed)
-            if base_bytes is not None and sizes is not None and sum(sizes) > max(1.25 * base_bytes, 64 << 20):
+            if base_bytes is not None and sizes is not None and sizes[0] + sizes[1] > max(1.25 * base_bytes, 64 << 20):
                 out.setdefault("notes", []).append(f"{key} {overrides} skipped: larger than the task")
                 continue
             pinit = rt.init_args(pmod, job.init_seed, dev)
@@ -104,9 +108,10 @@ class TooLarge(Exception):
 
 
 def meta_sizes(mod, init_seed: int):
-    """(input bytes, output bytes) of one call, from a pass that allocates nothing: on the
-    meta device, else under fake tensors (a ``get_inputs`` that moves its tensors with
-    ``.cuda()``, as KernelBench's examples do); None where neither runs the problem."""
+    """(input bytes, output bytes, the model's parameter and buffer bytes) of one call, from a
+    pass that allocates nothing: on the meta device, else under fake tensors (a
+    ``get_inputs`` that moves its tensors with ``.cuda()``, as KernelBench's examples do);
+    None where neither runs the problem."""
     torch = rt.C.torch
     for mode in (lambda: torch.device("meta"), _fake_mode):
         try:
@@ -115,7 +120,8 @@ def meta_sizes(mod, init_seed: int):
                 model = mod.Model(*mod.get_init_inputs())
                 with torch.no_grad():
                     y = model(*inputs)
-            return memplan.tensor_bytes(torch, list(inputs)), memplan.tensor_bytes(torch, y)
+            return (memplan.tensor_bytes(torch, list(inputs)), memplan.tensor_bytes(torch, y),
+                    memplan.model_bytes(torch, model))
         except Exception:  # noqa: BLE001 - ops without a meta kernel, data-dependent shapes
             continue
     return None
@@ -128,10 +134,11 @@ def _fake_mode():
 
 
 def sizes_of(job: ReferenceJob) -> dict:
-    """One call's input and output bytes from the meta device ({} where that does not run):
-    what the harness admits an evaluation of this task by (``admission.py``)."""
+    """One call's input and output bytes and the model's parameter bytes from the meta device
+    ({} where that does not run): what the harness admits an evaluation of this task by
+    (``admission.py``)."""
     sizes = meta_sizes(rt.exec_source(job.task_source, "dvk_reference"), job.init_seed)
-    return {} if sizes is None else {"input_bytes": sizes[0], "output_bytes": sizes[1]}
+    return {} if sizes is None else {"input_bytes": sizes[0], "output_bytes": sizes[1], "param_bytes": sizes[2]}
 
 
 def free_memory(device: str):

@@ -67,16 +67,17 @@ class TrustedSide:
         except (WorkerTimeout, WorkerDied) as e:
             return {"error": f"the reference process failed: {e}"}
 
-    def sizes(self, variant: str, device: str) -> Optional[tuple[int, int]]:
-        """One call's (input bytes, output bytes) of this problem text on this kind of device:
-        from the meta device, asked once, or learnt from a reference entry; None while unknown."""
+    def sizes(self, variant: str, device: str) -> Optional[tuple[int, int, int]]:
+        """One call's (input bytes, output bytes) and the model's parameter and buffer bytes
+        of this problem text on this kind of device: from the meta device, asked once, or
+        learnt from a reference entry; None while unknown."""
         key = _sizes_key(variant, device)
         with self.key_lock(("sizes", key)):
             if key not in self._sizes:
                 job = ReferenceJob(task_source=variant, seeds=[], init_seed=self.cfg.seed, out_dir="", device=device,
                                    timing=self.timing_settings)
                 got = self.ask(device, "sizes", job)
-                self._sizes[key] = (int(got["input_bytes"]), int(got["output_bytes"])) if "input_bytes" in got else None
+                self._sizes[key] = _sizes_of(got) if "input_bytes" in got else None
             return self._sizes[key]
 
     def learn_sizes(self, variant: str, device: str, entry: dict) -> None:
@@ -85,7 +86,7 @@ class TrustedSide:
             key = _sizes_key(variant, device)
             with self.key_lock(("sizes", key)):
                 if self._sizes.get(key) is None:
-                    self._sizes[key] = (int(entry["input_bytes"]), int(entry["output_bytes"]))
+                    self._sizes[key] = _sizes_of(entry)
 
     def reference(self, task: Task, variant: str, overrides: dict, seeds: list[int], perturb: dict,
                    device: str) -> dict:
@@ -156,3 +157,8 @@ class TrustedSide:
 def _sizes_key(variant: str, device: str) -> tuple[str, str]:
     """A problem text on a kind of device ("cuda", "cpu"): what its sizes are known by."""
     return hashlib.sha256(variant.encode()).hexdigest(), device.split(":")[0]
+
+
+def _sizes_of(got: dict) -> tuple[int, int, int]:
+    """(input bytes, output bytes, parameter bytes) from a reference process's answer."""
+    return int(got["input_bytes"]), int(got["output_bytes"]), int(got.get("param_bytes") or 0)
