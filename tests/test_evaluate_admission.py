@@ -314,11 +314,12 @@ def test_a_models_weights_count_in_its_sizes_and_admission(cpu_evaluator, tmp_pa
     task = _task(tmp_path, "weighty", _WEIGHTY)
     assert ev.trusted.sizes(task.source, "cpu") == (8 * 96 * 4, 8 * 40 * 4, (96 * 40 + 40) * 4 + 40 * 8)
     assert memplan.bound(100, 50, fixed=7, param_bytes=1000) == 4 * 150 + 3 * 1000 + 7
-    assert memplan.too_large(10, 10, 1000, param_bytes=971) and not memplan.too_large(10, 10, 1000, param_bytes=970)
+    # one trial of 10 B in, 10 B out: 30 B; three model copies beside it
+    assert memplan.too_large(10, 10, 1000, param_bytes=324) and not memplan.too_large(10, 10, 1000, param_bytes=323)
     assert ev.evaluate(task).correct
 
     huge = _task(tmp_path, "huge", _HUGE)
     res = ev.evaluate(huge)
     assert not res.correct and res.stage == "reference" and res.error_kind == "too_large", (res.error_kind,
                                                                                              res.error_msg)
-    assert "parameters and buffers 256.0 GiB" in res.error_msg and len(res.error_msg.splitlines()) == 1
+    assert "parameters and buffers 3 x 256.0 GiB" in res.error_msg and len(res.error_msg.splitlines()) == 1

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 GiB = 1 << 30
 SMALL_TASK_BYTES = 1 << 30  # below this, a task's sets are never cut by the 4 x (I + O) bound
+MODEL_COPIES = 3  # a worker's models at once: the problem's Model, the candidate, the candidate at another size
 
 
 @dataclass
@@ -56,7 +57,7 @@ def bound(input_bytes: int, output_bytes: int, fixed: int = SMALL_TASK_BYTES, pa
     and three copies of its model's parameters and buffers (``param_bytes`` each); ``fixed``:
     the allowance that lets small tasks keep all their sets on a GPU (a CPU evaluation holds
     no sets and needs less)."""
-    return 4 * (input_bytes + output_bytes) + 3 * param_bytes + fixed
+    return 4 * (input_bytes + output_bytes) + MODEL_COPIES * param_bytes + fixed
 
 
 def plan_timing(input_bytes: int, output_bytes: int, budget_bytes: int, flush_bytes: int, max_sets: int,
@@ -80,8 +81,8 @@ def plan_timing(input_bytes: int, output_bytes: int, budget_bytes: int, flush_by
 
 
 def too_large(input_bytes: int, output_bytes: int, available_bytes: int, param_bytes: int = 0) -> bool:
-    """Even the model and one correctness trial do not fit."""
-    return param_bytes + check_peak(input_bytes, output_bytes) > available_bytes
+    """Even a worker's models and one correctness trial do not fit."""
+    return MODEL_COPIES * param_bytes + check_peak(input_bytes, output_bytes) > available_bytes
 
 
 def model_bytes(torch, model) -> int:

@@ -36,11 +36,11 @@ def compute_reference(job: ReferenceJob) -> dict:
         out.update(input_bytes=sizes[0], output_bytes=sizes[1], param_bytes=sizes[2])
         room = device_memory(dev)
         if room is not None and memplan.too_large(sizes[0], sizes[1], room, sizes[2]):
-            need = sizes[2] + memplan.check_peak(sizes[0], sizes[1])
-            gib = memplan.GiB
-            raise TooLarge(f"the model and one correctness trial need {need / gib:.1f} GiB (parameters and "
-                           f"buffers {sizes[2] / gib:.1f} GiB, inputs {sizes[0] / gib:.1f} GiB and their clone, "
-                           f"outputs {sizes[1] / gib:.1f} GiB), more than the {room / gib:.1f} GiB this "
+            k, gib = memplan.MODEL_COPIES, memplan.GiB
+            need = k * sizes[2] + memplan.check_peak(sizes[0], sizes[1])
+            raise TooLarge(f"a worker's models and one correctness trial need {need / gib:.1f} GiB (parameters "
+                           f"and buffers {k} x {sizes[2] / gib:.1f} GiB, inputs {sizes[0] / gib:.1f} GiB and their "
+                           f"clone, outputs {sizes[1] / gib:.1f} GiB), more than the {room / gib:.1f} GiB this "
                            f"{dev.type.upper()} has")
     init = rt.init_args(mod, job.init_seed, dev)
     model = rt.build(mod, "Model", init, job.init_seed, dev)
@@ -68,6 +68,7 @@ def compute_reference(job: ReferenceJob) -> dict:
                        output_bytes=memplan.tensor_bytes(C.torch, y))
         out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
         del y, args, inputs
+    del model  # one model at a time: the perturbed sizes build their own
     base = sizes[0] + sizes[1] if sizes is not None else None
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, base, writer, dev, out)
@@ -95,6 +96,7 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base_bytes, writer,
             with C.no_grad():
                 y = pmodel(*rt.clone_args(pin))
             sync(dev)
+            del pmodel, pin
         except BaseException as e:  # noqa: BLE001 - the reference rejects this size: try the next
             out.setdefault("notes", []).append(f"{key} {overrides} skipped: {type(e).__name__}")
             continue
