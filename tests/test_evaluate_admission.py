@@ -323,3 +323,46 @@ def test_a_models_weights_count_in_its_sizes_and_admission(cpu_evaluator, tmp_pa
     assert not res.correct and res.stage == "reference" and res.error_kind == "too_large", (res.error_kind,
                                                                                              res.error_msg)
     assert "parameters and buffers 3 x 256.0 GiB" in res.error_msg and len(res.error_msg.splitlines()) == 1
+
+
+_GROWS = '''import torch
+import torch.nn as nn
+
+PERTURB = ["dim"]
+dim = 4096
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def get_inputs():
+    return [torch.randn(2, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_perturbed_size_whose_weights_outgrow_the_task_is_passed_over(tmp_path):
+    """The shape re-check's sizes stay within the task's memory, weights included: making
+    ``dim`` larger keeps the inputs tiny but the 64 MiB weight 9 x larger, so the reference
+    takes the next variant (smaller) instead of a model the task's admission never counted."""
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.evaluate.evaluator import _variant
+
+    task = _task(tmp_path, "grows", _GROWS)
+    overrides, variant, perturb = _variant(task.source, False, True)
+    assert perturb["judged"][0] == {"dim": 12288}
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path / "cache"), cpu_small_shapes=False, trials=1)
+    with Evaluator(cfg, workers=1) as ev:
+        entry = ev.trusted.reference(task, variant, overrides, [1], perturb, "cpu")
+    assert "error" not in entry, entry.get("error")
+    assert entry["perturb_used"] == {"dim": 3072}

@@ -69,7 +69,7 @@ def compute_reference(job: ReferenceJob) -> dict:
         out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
         del y, args, inputs
     del model  # one model at a time: the perturbed sizes build their own
-    base = sizes[0] + sizes[1] if sizes is not None else None
+    base = (sizes[0] + sizes[1], sizes[2]) if sizes is not None else None
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, base, writer, dev, out)
         if got is not None:
@@ -77,9 +77,11 @@ def compute_reference(job: ReferenceJob) -> dict:
     return out
 
 
-def _other_size(job: ReferenceJob, variants: list, key: str, base_bytes, writer, dev, out: dict):
+def _other_size(job: ReferenceJob, variants: list, key: str, base, writer, dev, out: dict):
     """The reference's outputs at the first of ``variants`` it accepts and that stays within
-    the task's memory (1.25x its inputs + outputs, or 64 MiB); the overrides used, or None."""
+    the task's memory (1.25x its inputs + outputs and 1.25x its model's parameters, or 64 MiB
+    each; ``base``: the task's (inputs + outputs, parameters) bytes, None if unknown); the
+    overrides used, or None."""
     C = rt.C
     from ..tasks.shapes import apply_overrides
 
@@ -87,7 +89,8 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base_bytes, writer,
         try:
             pmod = rt.exec_source(apply_overrides(job.task_source, overrides), f"dvk_reference_{key}{k}")
             sizes = meta_sizes(pmod, job.init_seed)
-            if base_bytes is not None and sizes is not None and sizes[0] + sizes[1] > max(1.25 * base_bytes, 64 << 20):
+            if base is not None and sizes is not None and (sizes[0] + sizes[1] > max(1.25 * base[0], 64 << 20)
+                                                           or sizes[2] > max(1.25 * base[1], 64 << 20)):
                 out.setdefault("notes", []).append(f"{key} {overrides} skipped: larger than the task")
                 continue
             pinit = rt.init_args(pmod, job.init_seed, dev)
