@@ -242,13 +242,13 @@ class Evaluator:
         clock.mark("acquire")
         try:
             sizes = self.trusted.sizes(variant, w.device)
-            params = sizes[2] if sizes else 0
+            params = sizes.param_bytes if sizes else 0
             if sizes is None or alone:
                 need = None
             elif self.on_gpu:
-                need = memplan.bound(sizes[0], sizes[1], param_bytes=params) + (cfg.l2_flush_mb << 20)
+                need = memplan.bound(sizes.input_bytes, sizes.output_bytes, param_bytes=params) + (cfg.l2_flush_mb << 20)
             else:
-                need = memplan.bound(sizes[0], sizes[1], fixed=64 << 20, param_bytes=params)
+                need = memplan.bound(sizes.input_bytes, sizes.output_bytes, fixed=64 << 20, param_bytes=params)
             ledger = self.memory(w.device)
             with ledger.hold(need) as granted:  # until the worker is gone
                 clock.mark("admission")

@@ -22,10 +22,19 @@ and its inputs' sizes) or admission across workers of one GPU (``gate.py``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 GiB = 1 << 30
 SMALL_TASK_BYTES = 1 << 30  # below this, a task's sets are never cut by the 4 x (I + O) bound
 MODEL_COPIES = 3  # a worker's models at once: the problem's Model, the candidate, the candidate at another size
+
+
+class Sizes(NamedTuple):
+    """What a task's memory is planned by: one call's inputs and outputs, and the model's
+    parameters and buffers (one copy), in bytes."""
+    input_bytes: int
+    output_bytes: int
+    param_bytes: int
 
 
 @dataclass

@@ -190,10 +190,7 @@ class WorkerProcess:
                     os.kill(pid, signal.SIGSTOP)
                 except OSError:
                     pass
-            deadline = time.monotonic() + 1.0
-            for pid in pids:
-                while time.monotonic() < deadline and _state(pid) not in ("T", "t", "Z", "X", None):
-                    time.sleep(0.0005)
+            _wait_states(pids, _STOPPED | _EXITED, 1.0, 0.0005)
             if set(self.tree()) <= set(pids):
                 return
 
@@ -230,7 +227,7 @@ class WorkerProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        _wait_exited(pids[1:], 30.0)  # the launcher's descendants: reaped by others, watched here
+        _wait_states(pids[1:], _EXITED, 30.0, 0.005)  # the launcher's descendants: reaped by others, watched here
         self.ch.close()
         if self.cgroup is not None:
             self.cgroup.remove()
@@ -246,13 +243,17 @@ class WorkerProcess:
         self.kill()
 
 
-def _wait_exited(pids: list[int], timeout: float) -> None:
-    """Until none of ``pids`` runs any more (gone, or a zombie: its memory is released), or
-    ``timeout``. Only waits: a pid reused meanwhile costs at most the timeout."""
+_STOPPED = frozenset({"T", "t"})
+_EXITED = frozenset({"Z", "X", None})  # a zombie has released its memory; None: gone
+
+
+def _wait_states(pids: list[int], states: frozenset, timeout: float, step: float) -> None:
+    """Until every one of ``pids`` is in one of ``states`` (``_state``), or ``timeout``.
+    Only waits: a pid reused meanwhile costs at most the timeout."""
     deadline = time.monotonic() + timeout
     for pid in pids:
-        while _state(pid) not in ("Z", "X", None) and time.monotonic() < deadline:
-            time.sleep(0.005)
+        while _state(pid) not in states and time.monotonic() < deadline:
+            time.sleep(step)
 
 
 def _state(pid: int) -> Optional[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import Optional
 
 from . import memplan
 from . import runtime as rt
@@ -33,15 +34,15 @@ def compute_reference(job: ReferenceJob) -> dict:
     out: dict = {"leaves": {}, "ref_mutates": False, "ref_aliases": False}
     sizes = meta_sizes(mod, job.init_seed)
     if sizes is not None:
-        out.update(input_bytes=sizes[0], output_bytes=sizes[1], param_bytes=sizes[2])
+        out.update(sizes._asdict())
         room = device_memory(dev)
-        if room is not None and memplan.too_large(sizes[0], sizes[1], room, sizes[2]):
+        if room is not None and memplan.too_large(sizes.input_bytes, sizes.output_bytes, room, sizes.param_bytes):
             k, gib = memplan.MODEL_COPIES, memplan.GiB
-            need = k * sizes[2] + memplan.check_peak(sizes[0], sizes[1])
+            need = k * sizes.param_bytes + memplan.check_peak(sizes.input_bytes, sizes.output_bytes)
             raise TooLarge(f"a worker's models and one correctness trial need {need / gib:.1f} GiB (parameters "
-                           f"and buffers {k} x {sizes[2] / gib:.1f} GiB, inputs {sizes[0] / gib:.1f} GiB and their "
-                           f"clone, outputs {sizes[1] / gib:.1f} GiB), more than the {room / gib:.1f} GiB this "
-                           f"{dev.type.upper()} has")
+                           f"and buffers {k} x {sizes.param_bytes / gib:.1f} GiB, inputs {sizes.input_bytes / gib:.1f} "
+                           f"GiB and their clone, outputs {sizes.output_bytes / gib:.1f} GiB), more than the "
+                           f"{room / gib:.1f} GiB this {dev.type.upper()} has")
     init = rt.init_args(mod, job.init_seed, dev)
     model = rt.build(mod, "Model", init, job.init_seed, dev)
     if sizes is None:
@@ -69,7 +70,7 @@ def compute_reference(job: ReferenceJob) -> dict:
         out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
         del y, args, inputs
     del model  # one model at a time: the perturbed sizes build their own
-    base = (sizes[0] + sizes[1], sizes[2]) if sizes is not None else None
+    base = sizes
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, base, writer, dev, out)
         if got is not None:
@@ -77,11 +78,10 @@ def compute_reference(job: ReferenceJob) -> dict:
     return out
 
 
-def _other_size(job: ReferenceJob, variants: list, key: str, base, writer, dev, out: dict):
+def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memplan.Sizes], writer, dev, out: dict):
     """The reference's outputs at the first of ``variants`` it accepts and that stays within
     the task's memory (1.25x its inputs + outputs and 1.25x its model's parameters, or 64 MiB
-    each; ``base``: the task's (inputs + outputs, parameters) bytes, None if unknown); the
-    overrides used, or None."""
+    each; ``base``: the task's sizes, None if unknown); the overrides used, or None."""
     C = rt.C
     from ..tasks.shapes import apply_overrides
 
@@ -89,8 +89,9 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base, writer, dev, 
         try:
             pmod = rt.exec_source(apply_overrides(job.task_source, overrides), f"dvk_reference_{key}{k}")
             sizes = meta_sizes(pmod, job.init_seed)
-            if base is not None and sizes is not None and (sizes[0] + sizes[1] > max(1.25 * base[0], 64 << 20)
-                                                           or sizes[2] > max(1.25 * base[1], 64 << 20)):
+            if base is not None and sizes is not None and (
+                    sizes.input_bytes + sizes.output_bytes > max(1.25 * (base.input_bytes + base.output_bytes), 64 << 20)
+                    or sizes.param_bytes > max(1.25 * base.param_bytes, 64 << 20)):
                 out.setdefault("notes", []).append(f"{key} {overrides} skipped: larger than the task")
                 continue
             pinit = rt.init_args(pmod, job.init_seed, dev)
@@ -125,8 +126,8 @@ def meta_sizes(mod, init_seed: int):
                 model = mod.Model(*mod.get_init_inputs())
                 with torch.no_grad():
                     y = model(*inputs)
-            return (memplan.tensor_bytes(torch, list(inputs)), memplan.tensor_bytes(torch, y),
-                    memplan.model_bytes(torch, model))
+            return memplan.Sizes(memplan.tensor_bytes(torch, list(inputs)), memplan.tensor_bytes(torch, y),
+                                 memplan.model_bytes(torch, model))
         except Exception:  # noqa: BLE001 - ops without a meta kernel, data-dependent shapes
             continue
     return None
@@ -143,7 +144,7 @@ def sizes_of(job: ReferenceJob) -> dict:
     ({} where that does not run): what the harness admits an evaluation of this task by
     (``admission.py``)."""
     sizes = meta_sizes(rt.exec_source(job.task_source, "dvk_reference"), job.init_seed)
-    return {} if sizes is None else {"input_bytes": sizes[0], "output_bytes": sizes[1], "param_bytes": sizes[2]}
+    return {} if sizes is None else sizes._asdict()
 
 
 def free_memory(device: str):

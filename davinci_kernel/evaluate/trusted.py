@@ -22,6 +22,7 @@ from typing import Optional
 
 from ..config import EvalConfig
 from ..records import Task
+from . import memplan
 from .baselines import BaselineCache
 from .gate import Gates
 from .protocol import ReferenceJob, TimingSettings, WorkerDied, WorkerTimeout
@@ -67,7 +68,7 @@ class TrustedSide:
         except (WorkerTimeout, WorkerDied) as e:
             return {"error": f"the reference process failed: {e}"}
 
-    def sizes(self, variant: str, device: str) -> Optional[tuple[int, int, int]]:
+    def sizes(self, variant: str, device: str) -> Optional[memplan.Sizes]:
         """One call's (input bytes, output bytes) and the model's parameter and buffer bytes
         of this problem text on this kind of device: from the meta device, asked once, or
         learnt from a reference entry; None while unknown."""
@@ -159,6 +160,6 @@ def _sizes_key(variant: str, device: str) -> tuple[str, str]:
     return hashlib.sha256(variant.encode()).hexdigest(), device.split(":")[0]
 
 
-def _sizes_of(got: dict) -> tuple[int, int, int]:
-    """(input bytes, output bytes, parameter bytes) from a reference process's answer."""
-    return int(got["input_bytes"]), int(got["output_bytes"]), int(got.get("param_bytes") or 0)
+def _sizes_of(got: dict) -> memplan.Sizes:
+    """The sizes in a reference process's answer; one without parameter bytes counts none."""
+    return memplan.Sizes(int(got["input_bytes"]), int(got["output_bytes"]), int(got.get("param_bytes") or 0))
