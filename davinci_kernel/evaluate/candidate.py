@@ -100,11 +100,13 @@ class CandidateRunner:
         self.out["compiled"] = True
         return True
 
-    def call(self, model, args, audit: bool):
-        """One forward, its Triton launches counted; with ``audit``, also under torch's op
-        profiler. Every correctness call is counted and some are profiled, so a candidate that
-        behaves only while it is watched shows calls without its kernels."""
+    def call(self, model, args, audit: bool, seed: int):
+        """One forward from the random stream of ``seed`` (runtime.seed_call), its Triton
+        launches counted; with ``audit``, also under torch's op profiler. Every correctness
+        call is counted and some are profiled, so a candidate that behaves only while it is
+        watched shows calls without its kernels."""
         before = LaunchCounter.count
+        rt.seed_call(seed)
         if audit and self.j.audit:
             out, a = audited_call(self.torch, model, args)
             self.audits.append({"ops": a["ops"], "work": a["work"], "launches": LaunchCounter.count - before})
@@ -128,7 +130,7 @@ class CandidateRunner:
         inputs = self.inputs(i)
         args = rt.clone_args(inputs)
         rt.poison(self.j.out_meta, float("nan"), self.dev)
-        out = self.call(self.cand_model, args, audit=i % 2 == 0)
+        out = self.call(self.cand_model, args, audit=i % 2 == 0, seed=self.j.seeds[i])
         if rt.mutated(args, inputs):
             self.out["cand_mutates"] = True
         if rt.aliases(out, args):
@@ -156,11 +158,11 @@ class CandidateRunner:
                     if _isinstance(x, rt.C.Tensor):
                         rt.C.copy_(x, y)
                 del p1
-                self.emit("recheck1", self.call(self.cand_model, a0, audit=False))
+                self.emit("recheck1", self.call(self.cand_model, a0, audit=False, seed=j.seeds[1]))
             del a0
         args = rt.clone_args(self.inputs(0))  # same inputs, other poison: uninitialized memory differs
         rt.poison(j.out_meta, 12345.0, self.dev)
-        self.emit("determinism0", self.call(self.cand_model, args, audit=True))
+        self.emit("determinism0", self.call(self.cand_model, args, audit=True, seed=j.seeds[0]))
         del args
         self.perturbed()
         self.out["audits"] = self.audits
@@ -186,7 +188,7 @@ class CandidateRunner:
                 init = rt.init_args(pmod, j.init_seed, self.dev)
                 inputs = rt.gen_inputs(pmod, j.perturb_seed, self.dev)
                 model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
-                out = self.call(model, rt.clone_args(inputs), audit=key == "pcand")
+                out = self.call(model, rt.clone_args(inputs), audit=key == "pcand", seed=j.perturb_seed)
             except BaseException as e:  # noqa: BLE001
                 if rt.is_cuda_error(e):
                     raise
@@ -214,6 +216,7 @@ class CandidateRunner:
         res = timing.interleaved(rt.C, self.dev, self.ref_model, self.cand_model, sets, warmup=j.timing.warmup_iters,
                                  **j.timing.kw(), placements=plan.placements, reclone=rt.clone_args,
                                  poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
+                                 before_compared=lambda k: rt.seed_call(j.seeds[k]),
                                  on_timed=lambda: self.ch.send({"event": "timed_start"}))
         self.ch.send({"event": "timed_end"})
         marks.append(rt.C.perf())

@@ -51,10 +51,12 @@ def compute_reference(job: ReferenceJob) -> dict:
     for i, seed in enumerate(job.seeds):
         inputs = rt.gen_inputs(mod, seed, dev)
         args = rt.clone_args(inputs)
+        rt.seed_call(seed)
         if i == 0:
             y, audit = audited_call(C.torch, model, args)
             out["ref_work"] = audit["work"]
-            with C.no_grad():  # the same inputs again: a reference that is not deterministic says so
+            rt.seed_call(seed)
+            with C.no_grad():  # the same call again: a reference that is not deterministic says so
                 again = model(*rt.clone_args(inputs))
             out["ref_nondeterministic"] = not _same(y, again)
             del again
@@ -97,6 +99,7 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
             pinit = rt.init_args(pmod, job.init_seed, dev)
             pmodel = rt.build(pmod, "Model", pinit, job.init_seed, dev)
             pin = rt.gen_inputs(pmod, job.perturb_seed, dev)
+            rt.seed_call(job.perturb_seed)
             with C.no_grad():
                 y = pmodel(*rt.clone_args(pin))
             sync(dev)

@@ -213,7 +213,7 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
                 max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None,
                 lead_us: float = 0.0, warmup_ms: float = 0.0, hold: bool = True, lead_from_ref: bool = False,
-                on_timed=None, fresh: bool = True) -> dict:
+                on_timed=None, fresh: bool = True, before_compared=None) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks.
 
     ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
@@ -225,7 +225,10 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     (otherwise from the slower side's). ``on_timed`` is called just before the timed pairs
     start (the worker tells the harness, which measures their wall time from outside).
     ``fresh``: every timed pair but the last round runs on new values (``vary``), so an
-    output memoized on its inputs' values is never served while timed."""
+    output memoized on its inputs' values is never served while timed. ``before_compared(k)``
+    runs just before the candidate's call in the last round on set ``k`` (the call whose
+    output is compared; outside its timed window): the worker starts that call's random
+    stream there, as for its correctness calls."""
     _perf = C.perf
 
     torch = C.torch
@@ -271,6 +274,8 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
                     ref_ev.append(e)
                     ref_wall.append(w)
                 else:
+                    if last_round and before_compared is not None:
+                        before_compared(k)
                     e, w, out = run_cand(args)
                     cand_ev.append(e)
                     cand_wall.append(w)
