@@ -99,10 +99,12 @@ def main() -> None:
         print(f"{state:32s} " + " ".join(f"{Path(p).stem[:14]:>14s} {rows[state][p]:7.3f} ({rows[state][p] / base[p]:4.2f}x)"
                                          for p in PROBLEMS), flush=True)
     if args.out:
+        import datetime
+
         import torch
 
         args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                                        "states": {k: list(v) for k, v in STATES.items()}, "ms": rows}, indent=1))
+                                        "date": datetime.date.today().isoformat(), "states": {k: list(v) for k, v in STATES.items()}, "ms": rows}, indent=1))
 
 
 if __name__ == "__main__":
