@@ -1,21 +1,26 @@
-"""Host launch overhead of host-bound models after the tools the harness uses in a process:
-a model's eager time measured in a fresh process after each of: nothing, the legacy op
-profiler (the CPU audit), the kineto profiler with CUDA activity (the kernel table), a
-worker's start-up, torch.compile; each state in a process of its own.
+"""Host launch overhead of host-bound models, process by process: a model's eager time
+measured in fresh processes after each of the tools the harness runs in a process (the
+legacy op profiler of the CPU audit, the kineto profiler with CUDA activity of the kernel
+table, a worker's start-up, torch.compile), with CUPTI torn down after profiling
+(``TEARDOWN_CUPTI=1``) or not, pinned to one CPU or not; every state in ``--repeat``
+processes of its own.
 
 Host-bound models (many small kernels: KernelBench level 3's ResNets, DenseNets, ViT) are
 timed by how fast the host launches; anything that slows every launch in a process moves
 their times there and nowhere else. The harness compares a reference's time beside a
 candidate with its time in the reference process, so both must be measured in the same
-state. Prints one table, ms per call and the ratio to fresh.
+state. Prints one table: per state, the median over processes of the ms per call, the
+spread over processes (max / min), and the host's enqueue time per call (no sync).
 
-    python bench/launch_overhead.py --kb .kb/KernelBench --out $OUT/launch_overhead.json
+    python bench/launch_overhead.py --kb .kb/KernelBench --repeat 3 --out $OUT/launch_overhead.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -23,22 +28,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PROBLEMS = ("level3/9_ResNet18.py", "level3/28_VisionTransformer.py", "level1/19_ReLU.py")
-# what a process ran before the timing, each state in a fresh process of its own
+# state -> (what the process runs before timing, extra environment, pin to one CPU)
 STATES = {
-    "fresh": (),
-    "fresh_again": (),
-    "op_profiler_tiny_op": ("settle",),
-    "kineto_tiny_op": ("warm",),
-    "worker_start": ("settle", "warm"),
-    "worker_start+op_profiler_model": ("settle", "warm", "audit"),
-    "op_profiler_model": ("audit",),
-    "kineto_model": ("kineto",),
-    "torch_compile_model": ("compile",),
+    "fresh": ((), {}, False),
+    "fresh, pinned": ((), {}, True),
+    "op_profiler_model": (("audit",), {}, False),
+    "kineto_model": (("kineto",), {}, False),
+    "kineto_model, teardown": (("kineto",), {"TEARDOWN_CUPTI": "1"}, False),
+    "worker_start": (("settle", "warm"), {}, False),
+    "worker_start, teardown": (("settle", "warm"), {"TEARDOWN_CUPTI": "1"}, False),
+    "worker_start, teardown, pinned": (("settle", "warm"), {"TEARDOWN_CUPTI": "1"}, True),
+    "torch_compile_model": (("compile",), {}, False),
 }
 
 
-def measure(kb: Path, steps: tuple) -> dict:
-    """In this process: build the models, run ``steps``, time each model (ms per call)."""
+def measure(kb: Path, steps: tuple, pin: bool) -> dict:
+    """In this process: build the models, run ``steps``, time each model: {problem:
+    [event ms per call, host enqueue ms per call]}."""
+    import time
+
     import torch
 
     from davinci_kernel.evaluate import runtime as rt
@@ -48,6 +56,8 @@ def measure(kb: Path, steps: tuple) -> dict:
     from davinci_kernel.evaluate.profile import profile_kernels
     from davinci_kernel.evaluate.protocol import TimingSettings
 
+    if pin:
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     rt.C = rt.Captured(torch)
     dev = torch.device("cuda")
     torch.empty(1, device=dev)
@@ -72,39 +82,64 @@ def measure(kb: Path, steps: tuple) -> dict:
                     torch.compile(m)(*sets[0])
         torch.cuda.synchronize()
     kw = TimingSettings().kw()
-    return {p: timing.solo(rt.C, dev, m, sets, warmup=3, **kw) for p, (m, sets) in models.items()}
+    out = {}
+    for p, (m, sets) in models.items():
+        ms = timing.solo(rt.C, dev, m, sets, warmup=3, **kw)
+        enqueue = []
+        with torch.no_grad():
+            for _ in range(10):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                m(*sets[0])
+                enqueue.append((time.perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize()
+        out[p] = [ms, statistics.median(enqueue)]
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kb", type=Path, required=True, help="KernelBench problems folder (holds level1/ ...)")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh processes per state")
     ap.add_argument("--out", type=Path, help="JSON of the table")
     ap.add_argument("--state", choices=STATES, help=argparse.SUPPRESS)  # one state, in this process
     args = ap.parse_args()
     if args.state:
-        print("RESULT " + json.dumps(measure(args.kb, STATES[args.state])))
+        steps, _, pin = STATES[args.state]
+        print("RESULT " + json.dumps(measure(args.kb, steps, pin)))
         return
     import subprocess
 
-    rows = {}
-    for state in STATES:
-        got = subprocess.run([sys.executable, __file__, "--kb", str(args.kb), "--state", state],
-                             capture_output=True, text=True)
-        line = next((x for x in got.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if line is None:
-            print(f"{state}: failed\n{got.stderr[-800:]}")
-            continue
-        rows[state] = json.loads(line[7:])
-        base = rows.get("fresh") or rows[state]
-        print(f"{state:32s} " + " ".join(f"{Path(p).stem[:14]:>14s} {rows[state][p]:7.3f} ({rows[state][p] / base[p]:4.2f}x)"
-                                         for p in PROBLEMS), flush=True)
+    runs: dict[str, list[dict]] = {}
+    names = [Path(p).stem[:14] for p in PROBLEMS]
+    print(f"{'state':32s} " + " ".join(f"{n:>30s}" for n in names) + "   (median ms, max/min over processes, "
+          "host enqueue ms)")
+    for state, (_, env, _) in STATES.items():
+        for _ in range(args.repeat):
+            got = subprocess.run([sys.executable, __file__, "--kb", str(args.kb), "--state", state],
+                                 capture_output=True, text=True, env={**os.environ, **env})
+            line = next((x for x in got.stdout.splitlines() if x.startswith("RESULT ")), None)
+            if line is None:
+                print(f"{state}: failed\n{got.stderr[-800:]}")
+                continue
+            runs.setdefault(state, []).append(json.loads(line[7:]))
+        cells = []
+        for p in PROBLEMS:
+            ms = [r[p][0] for r in runs.get(state, [])]
+            enq = [r[p][1] for r in runs.get(state, [])]
+            cells.append(f"{statistics.median(ms):8.3f} x{max(ms) / min(ms):5.2f} {statistics.median(enq):7.3f}"
+                         if ms else "-")
+        print(f"{state:32s} " + " ".join(f"{c:>30s}" for c in cells), flush=True)
     if args.out:
         import datetime
 
         import torch
 
-        args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                                        "date": datetime.date.today().isoformat(), "states": {k: list(v) for k, v in STATES.items()}, "ms": rows}, indent=1))
+        args.out.write_text(json.dumps({
+            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "date": datetime.date.today().isoformat(), "problems": PROBLEMS,
+            "states": {k: {"steps": list(v[0]), "env": v[1], "pinned": v[2]} for k, v in STATES.items()},
+            "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":
