@@ -134,11 +134,3 @@ def test_worker_env_limits_cpu_threads(device):
 
     env = device_env(device)
     assert int(env["OMP_NUM_THREADS"]) == (1 if device == "cpu" else CPU_THREADS)
-
-
-@pytest.mark.parametrize("device", ["cuda:0", "cuda:3"])
-def test_gpu_workers_unload_cupti_after_a_kernel_table(device):
-    """The profiler's CUDA tracing is torn down when a kernel table ends, so it cannot slow
-    the launches a process times after it (the reference process profiles every problem)."""
-    assert device_env(device)["TEARDOWN_CUPTI"] == "1"
-    assert "TEARDOWN_CUPTI" not in device_env("cpu")

@@ -38,16 +38,12 @@ def device_env(device: str) -> dict:
     OMP_NUM_THREADS: a GPU worker's CPU work is small, and on a many-core host every worker
     and the harness would otherwise start a thread per core (a 1M-element comparison then
     took 50 ms instead of 5). TORCHINDUCTOR_COMPILE_THREADS=1: the torch.compile baseline
-    compiles in-process, with no pool of helper threads and processes. TEARDOWN_CUPTI=1:
-    a kernel table (torch's profiler with CUDA activity) unloads CUPTI when it ends; left
-    loaded, it slows every later kernel launch of the process (host-bound models timed up
-    to 2x slower after it, ``bench/launch_overhead.py``), and the reference process, which
-    profiles every problem, would time references slower than a worker does."""
+    compiles in-process, with no pool of helper threads and processes."""
     env = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
     if device == "cpu":
         env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     else:
-        env.update(TRITON_INTERPRET="0", OMP_NUM_THREADS=str(CPU_THREADS), TEARDOWN_CUPTI="1")
+        env.update(TRITON_INTERPRET="0", OMP_NUM_THREADS=str(CPU_THREADS))
     return env
 
 
