@@ -53,8 +53,10 @@ for p in (ROOT, ROOT / "bench"):
 
 VARIANTS = ROOT / "bench" / "learning" / "variants"
 RESULTS = ROOT / "bench" / "results"
-# a few million parameters: hidden 256, 4 layers; long positions for prompts that carry skills
-SHAPE = dict(vocab_size=4096, hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
+# a few million parameters (4.0M: hidden 256, 4 layers), so the SFT model's float32 weights
+# (15.3 MiB) stay under the 16 MiB a file may have to travel back from a device call; long
+# positions for prompts that carry skills
+SHAPE = dict(vocab_size=4096, hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=4,
              num_key_value_heads=2, head_dim=64, tie_word_embeddings=True, max_position_embeddings=16384)
 TINY = dict(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
             num_key_value_heads=1, head_dim=16, tie_word_embeddings=True, max_position_embeddings=16384)
