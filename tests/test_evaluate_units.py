@@ -626,3 +626,23 @@ def test_a_self_check_is_re_timed_once_its_waived_flags_are_gone(tmp_path):
     assert calls == [0, "remeasure", 29]
     assert res.correct and res.flags == [] and res.speedup == 1.0 and res.self_check
     assert any("did not recur" in w for w in res.warnings)
+
+
+@pytest.mark.parametrize("ref_ms,clean_ms,gpu_ms,flagged", [
+    (2.0, 3.8, 0.9, False),   # host-bound (GPU busy 24 %): a faster host beside the candidate is no forgery
+    (0.6, 3.8, 0.9, True),    # ... but faster than its own kernels' GPU time is
+    (2.0, 3.8, None, True),   # GPU time unknown (an older baseline): the process-to-process rule
+    (2.0, 3.8, 3.5, True),    # GPU-bound (92 %): the reference process's time is the floor
+    (3.0, 3.8, 3.5, False),   # within 1.3x of it
+])
+def test_the_floor_of_a_reported_reference_time(ref_ms, clean_ms, gpu_ms, flagged):
+    """A reference reported faster than it runs is flagged against its time in the reference
+    process, or, where that time is mostly the host launching it (host-bound), against the
+    GPU time of its own kernels, which no faster host shortens."""
+    from davinci_kernel.evaluate import guards
+
+    got = guards.reference_time_flag(ref_ms, clean_ms, 1.3, gpu_ms)
+    assert bool(got) == flagged, got
+    assert guards.host_bound(clean_ms, gpu_ms) == (gpu_ms is not None and gpu_ms < 0.7 * clean_ms)
+    # the other direction (a reference reported slower) is held to the reference process's time either way
+    assert guards.reference_slowed_flag(1.5 * clean_ms, clean_ms, 1.3)

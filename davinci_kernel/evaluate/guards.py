@@ -145,10 +145,29 @@ def reference_slowed_flag(ref_ms: float, clean_ms: float | None, limit: float = 
     return []
 
 
-def reference_time_flag(ref_ms: float, clean_ms: float | None, limit: float) -> list[tuple[str, str]]:
+HOST_BOUND = 0.7  # a reference whose kernels keep the GPU busy for less than this share of its event time
+
+
+def host_bound(clean_ms: float | None, gpu_ms: float | None) -> bool:
+    """The reference's event time is mostly the host launching it (its kernels busy the GPU
+    for under ``HOST_BOUND`` of it, as the trusted reference process profiled): such a time
+    is the host's launch speed, which differs between two processes by up to 2x."""
+    return bool(clean_ms and gpu_ms and gpu_ms < HOST_BOUND * clean_ms)
+
+
+def reference_time_flag(ref_ms: float, clean_ms: float | None, limit: float,
+                        gpu_ms: float | None = None) -> list[tuple[str, str]]:
     """The reference's time reported from beside the candidate far *below* its time in the
     reference process: a worker that reports the reference faster than it runs (the other
-    direction is ``reference_slowed``)."""
+    direction is ``reference_slowed``). For a host-bound reference (``host_bound``) the
+    floor is the GPU time of its own kernels instead, which no host makes shorter: a faster
+    host in the worker's process is no forgery (and a reference reported faster only lowers
+    the speedup; the wall check still holds the claimed times to the wall time)."""
+    if host_bound(clean_ms, gpu_ms):
+        if ref_ms * limit < gpu_ms:
+            return [("timing_mismatch", f"reference reported at {ref_ms:.3f} ms beside the candidate, below its "
+                     f"kernels' own {gpu_ms:.3f} ms of GPU time")]
+        return []
     if clean_ms and ref_ms * limit < clean_ms:
         return [("timing_mismatch", f"reference reported at {ref_ms:.3f} ms beside the candidate, "
                  f"{clean_ms:.3f} ms in the reference process")]

@@ -173,8 +173,11 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
                                                                  res.ref_runtime_ms)
     flag(res, guards.side_stream_flag(t, cfg.wall_event_ratio))
     clean = (base or {}).get("eager_ms_now") or (base or {}).get("eager_ms")
+    gpu_ms = (base or {}).get("ref_gpu_ms")
+    if guards.host_bound(clean, gpu_ms):
+        res.timing_detail["reference_host_bound"] = {"eager_ms": clean, "gpu_ms": gpu_ms}
     flag(res, guards.reference_slowed_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance))
-    flag(res, guards.reference_time_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance))
+    flag(res, guards.reference_time_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance, gpu_ms))
     flag(res, wall_check(res, t, base, wall_ms, cfg))
     prof = out.get("kernels") or {}
     res.timing_detail["profiled_ms_per_call"] = prof.get("total_ms_per_call")

@@ -199,7 +199,9 @@ def baseline(job: ReferenceJob, ready) -> dict:
     # is held to the one stream only beyond that (guards.stream_flag)
     from .profile import profile_kernels
 
-    res["ref_streams"] = profile_kernels(C, dev, model, sets[0])["streams"]
+    prof = profile_kernels(C, dev, model, sets[0])
+    res["ref_streams"] = prof["streams"]
+    res["ref_gpu_ms"] = prof["total_ms_per_call"]  # its kernels' GPU time: the floor of a host-bound reference
     ready()
     res["eager_ms"] = timing.solo(C, dev, model, sets, warmup=job.timing.warmup_iters, **kw)
     res["flush_ms"] = timing.flush_cost(C, dev, job.timing.l2_flush_mb, kw["hold"])

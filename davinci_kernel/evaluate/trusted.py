@@ -141,8 +141,9 @@ class TrustedSide:
             self._baseline_checked.add(key)
             if got is not None and fresh.get("eager_ms"):
                 if abs(math.log(fresh["eager_ms"] / got["eager_ms"])) <= math.log(1.25):
-                    return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms", "ref_streams")
-                                 if k in fresh}, "eager_ms_now": fresh["eager_ms"]}
+                    return {**got, **{k: fresh[k] for k in ("flush_ms", "vary_ms", "call_overhead_ms", "ref_streams",
+                                                            "ref_gpu_ms") if k in fresh},
+                            "eager_ms_now": fresh["eager_ms"]}
                 job.timing = self.timing_settings  # the stored entry disagrees: measure all of it again
                 fresh = self.ask(device, "baseline", job)
             if "eager_ms" in fresh:
