@@ -45,6 +45,11 @@ class BaselineCache:
         method = f"{METHOD}+{method_extra}" if method_extra else METHOD
         return f"{task_hash}|{json.dumps(overrides, sort_keys=True)}|{gpu}|{torch_version}|{method}"
 
+    @staticmethod
+    def of_task(key: str, task_hash: str) -> bool:
+        """Whether ``key`` (made by ``key``) is one of this task's entries, any sizes or GPU."""
+        return key.startswith(f"{task_hash}|")
+
     def get(self, key: str):
         with self._lock:
             return self._data.get(key)

@@ -89,9 +89,14 @@ def plan_timing(input_bytes: int, output_bytes: int, budget_bytes: int, flush_by
     return Plan(sets, p, peak, budget_bytes, peak <= budget_bytes)
 
 
+def least_need(input_bytes: int, output_bytes: int, param_bytes: int = 0) -> int:
+    """What a worker needs at the least: its models and one correctness trial."""
+    return MODEL_COPIES * param_bytes + check_peak(input_bytes, output_bytes)
+
+
 def too_large(input_bytes: int, output_bytes: int, available_bytes: int, param_bytes: int = 0) -> bool:
     """Even a worker's models and one correctness trial do not fit."""
-    return MODEL_COPIES * param_bytes + check_peak(input_bytes, output_bytes) > available_bytes
+    return least_need(input_bytes, output_bytes, param_bytes) > available_bytes
 
 
 def model_bytes(torch, model) -> int:

@@ -36,9 +36,9 @@ def compute_reference(job: ReferenceJob) -> dict:
     if sizes is not None:
         out.update(sizes._asdict())
         room = device_memory(dev)
-        if room is not None and memplan.too_large(sizes.input_bytes, sizes.output_bytes, room, sizes.param_bytes):
+        need = memplan.least_need(*sizes)
+        if room is not None and need > room:
             k, gib = memplan.MODEL_COPIES, memplan.GiB
-            need = k * sizes.param_bytes + memplan.check_peak(sizes.input_bytes, sizes.output_bytes)
             raise TooLarge(f"a worker's models and one correctness trial need {need / gib:.1f} GiB (parameters "
                            f"and buffers {k} x {sizes.param_bytes / gib:.1f} GiB, inputs {sizes.input_bytes / gib:.1f} "
                            f"GiB and their clone, outputs {sizes.output_bytes / gib:.1f} GiB), more than the "
@@ -72,9 +72,8 @@ def compute_reference(job: ReferenceJob) -> dict:
         out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
         del y, args, inputs
     del model  # one model at a time: the perturbed sizes build their own
-    base = sizes
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
-        got = _other_size(job, variants, key, base, writer, dev, out)
+        got = _other_size(job, variants, key, sizes, writer, dev, out)
         if got is not None:
             out["perturb_used" if key == "pref" else "odd_used"] = got
     return out
@@ -91,9 +90,9 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
         try:
             pmod = rt.exec_source(apply_overrides(job.task_source, overrides), f"dvk_reference_{key}{k}")
             sizes = meta_sizes(pmod, job.init_seed)
-            if base is not None and sizes is not None and (
-                    sizes.input_bytes + sizes.output_bytes > max(1.25 * (base.input_bytes + base.output_bytes), 64 << 20)
-                    or sizes.param_bytes > max(1.25 * base.param_bytes, 64 << 20)):
+            if base is not None and sizes is not None and not (
+                    _within(sizes.input_bytes + sizes.output_bytes, base.input_bytes + base.output_bytes)
+                    and _within(sizes.param_bytes, base.param_bytes)):
                 out.setdefault("notes", []).append(f"{key} {overrides} skipped: larger than the task")
                 continue
             pinit = rt.init_args(pmod, job.init_seed, dev)
@@ -110,6 +109,11 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
         out["leaves"][key] = writer.write(y, job.sample_seed)
         return overrides
     return None
+
+
+def _within(other: int, task: int) -> bool:
+    """A perturbed size's bytes stay within the task's: 1.25x, or 64 MiB."""
+    return other <= max(1.25 * task, 64 << 20)
 
 
 class TooLarge(Exception):

@@ -154,7 +154,7 @@ class TrustedSide:
         """The next ``baseline`` of ``task`` (any sizes, any GPU) times the reference afresh
         before its stored entry is used: a timing disagreement is re-measured on both sides."""
         for k in list(self._baseline_checked):
-            if k.startswith(task.hash + "|"):
+            if BaselineCache.of_task(k, task.hash):
                 self._baseline_checked.discard(k)
 
     def device_info(self, device: str) -> tuple[str, str]:
