@@ -107,6 +107,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="JSON of the table")
     ap.add_argument("--state", choices=STATES, help=argparse.SUPPRESS)  # one state, in this process
     args = ap.parse_args()
+    missing = [p for p in PROBLEMS if not (args.kb / p).is_file()]
+    if missing or args.repeat < 1:
+        why = f"no {args.kb / missing[0]}" if missing else "--repeat must be >= 1"
+        print(f"launch_overhead.py: {why}", file=sys.stderr)
+        sys.exit(2)
     if args.state:
         steps, _, pin = STATES[args.state]
         print("RESULT " + json.dumps(measure(args.kb, steps, pin)))
@@ -140,12 +145,18 @@ def main() -> None:
 
         import torch
 
-        args.out.write_text(json.dumps({
+        from davinci_kernel.files import write_json
+
+        write_json(args.out, {
             "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "date": datetime.date.today().isoformat(), "problems": PROBLEMS,
             "states": {k: {"steps": list(v[0]), "env": v[1], "pinned": v[2]} for k, v in STATES.items()},
-            "runs": runs}, indent=1))
+            "runs": runs})
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("launch_overhead.py: interrupted; nothing written", file=sys.stderr)
+        sys.exit(130)
