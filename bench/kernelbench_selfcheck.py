@@ -5,7 +5,9 @@ Each call runs ``dvk bench --suite kernelbench:DIR --candidates self --device cu
 --out OUT`` (OUT is resumed: problems already in OUT/results.jsonl are skipped, so a call cut
 by the 10-minute device limit is simply repeated), records the call's wall time in
 OUT/selfcheck_calls.jsonl, then rebuilds ``bench/results/kernelbench_selfcheck_h200.json``
-from every line of OUT/results.jsonl:
+from every line of OUT/results.jsonl, merged into the committed file (a problem OUT has not
+judged keeps its committed entry; the committed calls stay counted), so a level run in an
+earlier run folder is not lost with that folder:
 
     {"gpu", "torch", "date", "calls": [{"level", "seconds", "exit", "cut", "date", "gpu", "torch"}],
      "levels": {level: per-level table row},
@@ -54,7 +56,7 @@ CALLS_FILE = "selfcheck_calls.jsonl"
 
 # --------------------------------------------------------------------------- running
 def run_level(kb: Path, level: int, out: Path, workers: Optional[int], budget_s: Optional[float] = None,
-              retry_failed: bool = False) -> dict:
+              retry_failed: bool = False, tasks: Optional[str] = None) -> dict:
     """One ``dvk bench`` call for one level; its wall time is recorded in OUT/CALLS_FILE.
     ``retry_failed``: the level's problems that did not finish are judged again.
     With ``budget_s`` the call is interrupted (SIGINT, as Ctrl-C: what finished is kept,
@@ -65,6 +67,8 @@ def run_level(kb: Path, level: int, out: Path, workers: Optional[int], budget_s:
         cmd += ["--workers", str(workers)]
     if retry_failed:
         cmd.append("--retry-failed")
+    if tasks:
+        cmd += ["--tasks", tasks]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT)
     cut = False
@@ -163,11 +167,17 @@ def build(run: Path, kb: Path, prev: Optional[dict] = None, gpu: Optional[str] =
         meta = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
     if meta.get("candidates") != "self":
         raise ValueError(f"{run} is not a self-check run (run.json candidates {meta.get('candidates')!r})")
-    problems = sorted((problem(r) for r in rows), key=lambda p: (p["level"], _natural(p["task"])))
+    prev = prev or {}
+    ran_here = {r.get("task") for r in rows}
+    # The committed record holds the problems and calls of earlier run folders: a problem this
+    # folder has not judged keeps its recorded entry, a call recorded there stays counted.
+    kept = [p for p in prev.get("problems") or [] if p.get("task") not in ran_here]
+    problems = sorted([*kept, *(problem(r) for r in rows)], key=lambda p: (p["level"], _natural(p["task"])))
     calls = []
     if (run / CALLS_FILE).is_file():
         calls = [json.loads(x) for x in (run / CALLS_FILE).read_text().splitlines() if x.strip()]
-    prev = prev or {}
+    seen = {(c.get("date"), c.get("level")) for c in calls}
+    calls = [*(c for c in prev.get("calls") or [] if (c.get("date"), c.get("level")) not in seen), *calls]
     ran = [c for c in calls if c.get("gpu")]  # the GPU machine's own record beats this machine's
     return {"gpu": gpu or (ran[-1]["gpu"] if ran else None) or _gpu_name() or prev.get("gpu"),
             "torch": (ran[-1].get("torch") if ran else None) or _torch_version() or prev.get("torch"),
@@ -258,6 +268,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     "next time); keep it under the device call's own limit")
     ap.add_argument("--retry-failed", action="store_true", help="judge the level's unfinished problems again "
                     "(dvk bench --retry-failed: each new line replaces the old one)")
+    ap.add_argument("--tasks", help="only these problems of the level (dvk bench --tasks: comma-separated "
+                    "shell patterns, e.g. 'level2/77_*')")
     ap.add_argument("--no-run", action="store_true", help="only rebuild the JSON, table and plot from --out")
     ap.add_argument("--json-out", type=Path, default=RES / "kernelbench_selfcheck_h200.json")
     ap.add_argument("--plot", type=Path, default=RES / "kernelbench_selfcheck_h200.png")
@@ -267,7 +279,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: --kb {a.kb}: not a folder (the KernelBench problems, e.g. .kb/KernelBench)", file=sys.stderr)
         return 2
     if a.level is not None and not a.no_run:
-        call = run_level(a.kb, a.level, a.out, a.workers, a.budget_s, a.retry_failed)
+        call = run_level(a.kb, a.level, a.out, a.workers, a.budget_s, a.retry_failed, a.tasks)
         print(f"level {a.level}: dvk bench exited {call['exit']} after {call['seconds']} s"
               + (" (cut at the budget: run it again to resume)" if call["cut"] else ""), file=sys.stderr)
         if call["exit"] == 2 and not call["cut"]:

@@ -160,3 +160,25 @@ def test_a_retried_task_replaces_its_line_in_place(tmp_path):
     replace_jsonl_row(p, "task", c)  # none stood: appended
     assert p.read_text().splitlines()[-1] == json.dumps(c) and p.read_text().endswith("\n")
     assert not list(tmp_path.glob(".results.jsonl.*"))  # no temporary file left
+
+
+def test_tasks_patterns_pick_problems_and_a_pattern_matching_none_is_exit_2(broken_suite, tmp_path):
+    out = tmp_path / "run"
+    p = dvk("bench", "--suite", f"kernelbench:{broken_suite}", "--candidates", "self", "--device", "cpu",
+            "--workers", "1", "--tasks", "level1/1_*, *NotTensors", "--out", out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert {r["task"] for r in lines(out)} == {"level1/1_ReLU", "level1/3_InputsNotTensors"}
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["totals"] == {"1": 3} and meta["tasks"] == 2  # the level's size still counts every problem
+    before = (out / "results.jsonl").read_bytes()
+    for bad in ("level9/*", " , "):
+        p = dvk("bench", "--suite", f"kernelbench:{broken_suite}", "--candidates", "self", "--device", "cpu",
+                "--tasks", bad, "--out", out)
+        assert p.returncode == 2 and "--tasks" in p.stderr and "Traceback" not in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+    assert (out / "results.jsonl").read_bytes() == before
+    # the rest of the suite joins the same run directory later
+    p = dvk("bench", "--suite", f"kernelbench:{broken_suite}", "--candidates", "self", "--device", "cpu",
+            "--workers", "1", "--out", out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert len(lines(out)) == 3

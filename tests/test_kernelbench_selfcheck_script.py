@@ -104,3 +104,31 @@ def test_a_level_call_is_cut_at_its_budget_and_recorded(tmp_path, monkeypatch):
     assert call["cut"] and call["exit"] == 130 and 1.0 <= call["seconds"] < 30
     recorded = [json.loads(x) for x in (out / mod.CALLS_FILE).read_text().splitlines()]
     assert recorded == [call]
+
+
+def test_a_new_run_folder_is_merged_into_the_committed_record(tmp_path):
+    """A problem the new folder has not judged keeps its committed entry and the committed
+    calls stay counted; a problem judged again takes its new line; a call is never counted twice."""
+    kb, run = _fake(tmp_path)
+    out_json, out_png = tmp_path / "sc.json", tmp_path / "sc.png"
+    old_call = {"level": 3, "seconds": 300.0, "exit": 130, "cut": True, "date": "2026-12-01T09:00:00",
+                "gpu": "NVIDIA H200", "torch": "2.11.0+cu130"}
+    same_call = {"level": 1, "seconds": 412.5, "exit": 0, "cut": False, "date": "2026-12-02T10:00:00",
+                 "gpu": "NVIDIA H200", "torch": "2.11.0+cu130"}
+    committed = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "date": "2026-12-01", "calls": [old_call, same_call],
+                 "levels": {}, "problems": [
+                     {"task": "level3/5_Old", "level": 3, "finished": True, "why": None, "speedup": 1.002,
+                      "eager_ms": 7.0, "peak_gpu_bytes": 10, "seconds": 9.0},
+                     {"task": "level1/1_A", "level": 1, "finished": False, "why": "timing: timing_mismatch",
+                      "speedup": None, "eager_ms": 2.0, "peak_gpu_bytes": 10, "seconds": 9.0}]}
+    out_json.write_text(json.dumps(committed))
+    p = subprocess.run([sys.executable, str(SCRIPT), "--kb", kb, "--out", run, "--no-run", "--json-out", out_json,
+                        "--plot", out_png], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(out_json.read_text())
+    probs = {q["task"]: q for q in doc["problems"]}
+    assert probs["level3/5_Old"] == committed["problems"][0]
+    assert probs["level1/1_A"]["finished"] and probs["level1/1_A"]["speedup"] == 1.01  # judged again: the new line
+    assert list(probs)[-1] == "level3/5_Old" and len(probs) == 5
+    assert doc["calls"] == [old_call, same_call]
+    assert doc["levels"]["3"]["finished"] == 1 and doc["levels"]["3"]["call_seconds"] == 300.0

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import fnmatch
 import json
 import queue
 import signal
@@ -59,12 +60,29 @@ _SAME_RUN_KEYS = ("suite", "candidates")
 SELF = "self"  # --candidates self: the harness self-check
 
 
-def collect(suite: str, candidates: str, level: Optional[int]):
+def pick(tasks: list, patterns: Optional[str]) -> list:
+    """The tasks whose name (``level2/77_Name``) matches one of the comma-separated
+    shell-style patterns (``level2/77_*,*ReLU*``); all of them without patterns. A pattern
+    that matches no task is bad input."""
+    if not patterns:
+        return tasks
+    pats = [p.strip() for p in patterns.split(",") if p.strip()]
+    if not pats:
+        raise UsageError(f"--tasks {patterns!r}: give task-name patterns, e.g. 'level1/19_*,*Softmax*'")
+    for pat in pats:
+        if not any(fnmatch.fnmatchcase(t.name, pat) for t in tasks):
+            raise UsageError(f"--tasks pattern {pat!r} matches no task (names look like {tasks[0].name!r})")
+    return [t for t in tasks if any(fnmatch.fnmatchcase(t.name, pat) for pat in pats)]
+
+
+def collect(suite: str, candidates: str, level: Optional[int], patterns: Optional[str] = None):
     """(tasks, [(task, candidate file)], tasks without a file, candidates folder); with
-    ``self`` every task is paired with None (its own Model) and there is no folder."""
+    ``self`` every task is paired with None (its own Model) and there is no folder.
+    ``patterns``: only the tasks ``pick`` keeps."""
     tasks = load_suite(suite, level=level)
     if not tasks:
         raise UsageError(f"suite {suite!r} has no tasks" + (f" at level {level}" if level else ""))
+    tasks = pick(tasks, patterns)
     if candidates == SELF:
         return tasks, [(t, None) for t in tasks], [], None
     cand_dir = reference_dir(suite) if candidates == "reference" else Path(candidates).expanduser()
@@ -118,7 +136,8 @@ def _open_run_dir(run_dir: Path, meta: dict) -> dict:
 
 def run_bench(suite: str, candidates: str, device: str = "auto", workers: Optional[int] = None,
               backend: str = "local", level: Optional[int] = None, out: Optional[Path] = None,
-              json_out: bool = False, cfg: Optional[EvalConfig] = None, retry_failed: bool = False) -> dict:
+              json_out: bool = False, cfg: Optional[EvalConfig] = None, retry_failed: bool = False,
+              patterns: Optional[str] = None) -> dict:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -127,7 +146,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     default_out = default_dir(f"selfcheck-{stamp}" if self_check else f"bench-{stamp}")
     run_dir = check_out_dir(Path(out) if out else default_out)
-    tasks, items, missing, cand_dir = collect(suite, candidates, level)
+    tasks, items, missing, cand_dir = collect(suite, candidates, level, patterns)
     cfg = cfg or EvalConfig(device=device)
     if self_check:
         cfg = dataclasses.replace(cfg, self_check=True)
@@ -170,13 +189,13 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
         console.print(f"resuming {run_dir}: {skipped} task(s) already in {RESULTS_FILE} skipped, "
                       f"{len(todo)} to run{again}")
 
-    all_tasks = load_suite(suite) if level is not None else tasks
+    all_tasks = load_suite(suite) if level is not None or patterns else tasks
     levels = {t.level for t in tasks} | {int(r.get("level") or 0) for r in results.values()}
     totals = {lvl: sum(1 for t in all_tasks if t.level == lvl) for lvl in sorted(levels)}
     meta.update({"device": cfg.device, "backend": backend,
                  "date": datetime.datetime.now().isoformat(timespec="seconds"), "tasks": len(tasks),
                  "missing": len(missing), "totals": {str(k): v for k, v in totals.items()},
-                 "level": level, "command": " ".join(sys.argv)})
+                 "level": level, "tasks_pattern": patterns, "command": " ".join(sys.argv)})
 
     if todo:
         # Ray's local cluster dies with the thread that started it (its processes get a

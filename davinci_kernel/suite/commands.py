@@ -111,6 +111,9 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, help="workers (default: one per GPU, 2 on CPU); several on one GPU check side by side and take turns to time"),
         backend: str = typer.Option("local", help="local | ray"),
         level: Optional[int] = typer.Option(None, help="only this level (a level the suite lacks is an error)"),
+        tasks: Optional[str] = typer.Option(None, "--tasks", help="only the tasks whose name matches one of these "
+                                            "comma-separated shell patterns, e.g. 'level2/77_*,*Softmax*' (a pattern "
+                                            "matching no task is an error)"),
         out: Optional[Path] = typer.Option(None, help="run directory, created with missing parent folders (default "
                                                       "runs/bench-<time>, runs/selfcheck-<time> with --candidates self); rerun with the same --out to resume: tasks "
                                                       "already in its results.jsonl are skipped"),
@@ -135,7 +138,8 @@ def register(app: typer.Typer) -> None:
         cfg = EvalConfig(device=_check_device(device), baseline_compile=compile_baseline, **timeout_config(timeout))
         validate(Config(eval=cfg))
         run_bench(suite=suite, candidates=candidates, device=cfg.device, workers=workers,
-                  backend=backend, level=level, out=out, json_out=json_out, cfg=cfg, retry_failed=retry_failed)
+                  backend=backend, level=level, out=out, json_out=json_out, cfg=cfg, retry_failed=retry_failed,
+                  patterns=tasks)
 
 
 def _check_device(device: str) -> str:
