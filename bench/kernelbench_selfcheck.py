@@ -111,6 +111,23 @@ def problem(row: dict) -> dict:
             "peak_gpu_bytes": peak_bytes(row), "seconds": round(float(row.get("eval_seconds") or 0.0), 2)}
 
 
+NOT_RUN = "not run: no evaluation of it is recorded yet"
+
+
+def not_run(kb: Path, judged: list[dict]) -> list[dict]:
+    """An entry for each problem of a level that has results but not this problem's, so the
+    file holds one entry per problem of every level it covers."""
+    have = {p["task"] for p in judged}
+    out = []
+    for lvl in sorted({p["level"] for p in judged}):
+        for f in sorted((kb / f"level{lvl}").glob("*.py")):
+            task = f"level{lvl}/{f.stem}"
+            if task not in have:
+                out.append({"task": task, "level": lvl, "finished": False, "why": NOT_RUN, "speedup": None,
+                            "eager_ms": None, "peak_gpu_bytes": None, "seconds": 0.0})
+    return out
+
+
 def published_times(kb: Path) -> dict[str, dict[str, float]]:
     """{"H100_Modal": {"level1/19_ReLU": ms}} from the checkout's results/timing, if any."""
     out: dict[str, dict[str, float]] = {}
@@ -146,7 +163,8 @@ def level_rows(problems: list[dict], totals: dict, published: dict, calls: Optio
         fin = [p for p in ps if p["finished"]]
         sp = [p["speedup"] for p in fin if p["speedup"]]
         eager = [p["eager_ms"] for p in ps if p["eager_ms"]]
-        row = {"problems": int(totals.get(str(lvl), len(ps))), "run": len(ps), "finished": len(fin),
+        row = {"problems": int(totals.get(str(lvl), len(ps))), "run": sum(p["why"] != NOT_RUN for p in ps),
+               "finished": len(fin),
                **{k: v for k, v in selfcheck.spread(sp).items() if k != "n"}, "timed": len(sp),
                "median_eager_ms": statistics.median(eager) if eager else None,
                "call_seconds": round(sum(float(c.get("seconds") or 0) for c in calls or [] if c.get("level") == lvl), 1),
@@ -172,7 +190,8 @@ def build(run: Path, kb: Path, prev: Optional[dict] = None, gpu: Optional[str] =
     # The committed record holds the problems and calls of earlier run folders: a problem this
     # folder has not judged keeps its recorded entry, a call recorded there stays counted.
     kept = [p for p in prev.get("problems") or [] if p.get("task") not in ran_here]
-    problems = sorted([*kept, *(problem(r) for r in rows)], key=lambda p: (p["level"], _natural(p["task"])))
+    judged = [*kept, *(problem(r) for r in rows)]
+    problems = sorted([*judged, *not_run(kb, judged)], key=lambda p: (p["level"], _natural(p["task"])))
     calls = []
     if (run / CALLS_FILE).is_file():
         calls = [json.loads(x) for x in (run / CALLS_FILE).read_text().splitlines() if x.strip()]

@@ -122,6 +122,8 @@ def test_a_new_run_folder_is_merged_into_the_committed_record(tmp_path):
                      {"task": "level1/1_A", "level": 1, "finished": False, "why": "timing: timing_mismatch",
                       "speedup": None, "eager_ms": 2.0, "peak_gpu_bytes": 10, "seconds": 9.0}]}
     out_json.write_text(json.dumps(committed))
+    (kb / "level1" / "1_A.py").write_text("# judged\n")
+    (kb / "level1" / "4_D.py").write_text("# a problem no folder has judged\n")
     p = subprocess.run([sys.executable, str(SCRIPT), "--kb", kb, "--out", run, "--no-run", "--json-out", out_json,
                         "--plot", out_png], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -129,6 +131,8 @@ def test_a_new_run_folder_is_merged_into_the_committed_record(tmp_path):
     probs = {q["task"]: q for q in doc["problems"]}
     assert probs["level3/5_Old"] == committed["problems"][0]
     assert probs["level1/1_A"]["finished"] and probs["level1/1_A"]["speedup"] == 1.01  # judged again: the new line
-    assert list(probs)[-1] == "level3/5_Old" and len(probs) == 5
+    assert list(probs)[-1] == "level3/5_Old" and len(probs) == 6
+    assert probs["level1/4_D"]["finished"] is False and probs["level1/4_D"]["why"].startswith("not run")
+    assert doc["levels"]["1"]["run"] == 3 and doc["levels"]["1"]["problems"] == 3
     assert doc["calls"] == [old_call, same_call]
     assert doc["levels"]["3"]["finished"] == 1 and doc["levels"]["3"]["call_seconds"] == 300.0
