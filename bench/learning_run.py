@@ -222,12 +222,13 @@ def phase_sft(args, d: Path) -> None:
     sft_cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", [
         f"sft.model=hf:{base}", f"sft.data=[{data}]", f"sft.epochs={args.sft_epochs}", f"sft.lr={args.sft_lr}",
         "sft.max_seq_len=16384", "sft.batch_rows=1", f"sft.bf16={bf16}", "sft.grad_checkpointing=false",
-        "sft.max_per_task=64", "sft.dedupe=false"])
+        "sft.max_per_task=64", "sft.dedupe=false", f"sft.max_seconds={args.sft_budget_s or 0}"])
     t0 = time.monotonic()
     got = train_sft(sft_cfg, out=str(d / "sft"), echo=print)
     ms = read_jsonl(d / "sft" / "metrics.jsonl")
     _write(d / "sft.json", {"examples": len(rows), "kept": got["samples"], "optimizer_steps": got["steps"],
-                            "epochs": args.sft_epochs, "lr": args.sft_lr, "seconds": time.monotonic() - t0,
+                            "epochs": got["epochs"], "epochs_asked": args.sft_epochs, "lr": args.sft_lr,
+                            "seconds": time.monotonic() - t0,
                             "loss_first": ms[0]["loss"] if ms else None, "loss_last": got["loss"],
                             "parameters": sum(p.numel() for p in _model_params(d / "sft" / "model"))})
     print(f"sft: {len(rows)} examples, {got['steps']} steps, loss {ms[0]['loss'] if ms else 0:.3f} -> "
@@ -415,6 +416,8 @@ def main() -> None:
     ap.add_argument("--gen-batch", type=int, default=128)
     ap.add_argument("--sft-epochs", type=int, default=100, help="SFT epochs (88 examples, about 250k tokens each)")
     ap.add_argument("--sft-lr", type=float, default=1e-3)
+    ap.add_argument("--sft-budget-s", type=float, help="sft: no epoch is begun that the longest so far would take "
+                    "past this many seconds (sft.max_seconds; the model is saved either way)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--results", help="where report writes (default bench/results)")
     ap.add_argument("--variants", default=str(VARIANTS), help="folder of the variants and their manifest.json")

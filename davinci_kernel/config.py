@@ -197,6 +197,8 @@ class SFTConfig:
     data: list = opt([], "JSONL conversation files, run dirs, or hf:NAME datasets")
     lr: float = opt(2e-5, "[R] learning rate")
     epochs: int = opt(4, "[R] epochs")
+    max_seconds: float = opt(0.0, "stop early rather than run past this many seconds: no epoch is begun that the "
+                             "longest epoch so far would take past it (0 = no limit); the model is saved either way")
     max_per_task: int = opt(8, "[O] diversity filter: samples kept per task and role")
     minhash_threshold: float = opt(0.85, "[O] diversity filter: Jaccard at or above this is a near duplicate "
                                 "(code, picks, or one proposed skill)")
@@ -318,6 +320,7 @@ def validate(cfg: Config) -> Config:
         ("rollout.gen_batch", cfg.rollout.gen_batch >= 1, "at least 1"),
         ("rl.gamma", 0 <= cfg.rl.gamma <= 1, "between 0 and 1"),
         ("sft.epochs", cfg.sft.epochs >= 1, "at least 1"),
+        ("sft.max_seconds", cfg.sft.max_seconds >= 0, "0 (no limit) or more"),
         ("rl.steps", cfg.rl.steps >= 1, "at least 1"),
         ("rl.minibatches", cfg.rl.minibatches >= 1, "at least 1"),
         ("rl.micro_batch_tokens", cfg.rl.micro_batch_tokens >= 16, "at least 16"),

@@ -111,6 +111,26 @@ def test_sft_training_lowers_loss(data, tmp_path):
     assert AutoModelForCausalLM.from_pretrained(info["model_dir"]) is not None
 
 
+def test_max_seconds_stops_between_epochs_and_saves_the_model(data, tmp_path):
+    """sft.max_seconds: no epoch is begun that would run past it (the first always runs);
+    the model is saved and the epochs done are reported. A negative limit is bad input."""
+    torch.set_num_threads(1)
+    jl, _, _ = data
+    yaml = tmp_path / "sft.yaml"
+    yaml.write_text(f"sft:\n  model: tiny\n  data: ['{jl}']\n  epochs: 50\n  max_seconds: 0.001\n"
+                    f"  max_seq_len: 512\n  batch_rows: 1\n  bf16: false\n  grad_checkpointing: false\n")
+    said = []
+    info = train_sft(load_config(yaml), out=tmp_path / "out", echo=said.append)
+    assert info["epochs"] == 1 and any("stopped after 1 of 50 epochs" in m for m in said), said
+    epochs = {json.loads(x)["epoch"] for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()}
+    assert epochs == {0}
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(info["model_dir"]) is not None
+    with pytest.raises(UsageError, match="sft.max_seconds"):
+        load_config(yaml, ["sft.max_seconds=-1"])
+
+
 def test_dedupe_off_keeps_one_answer_under_several_prompts(tmp_path):
     """sft.dedupe=false: a curated set that answers two prompts with the same kernel keeps
     both examples (the default drops the second as a duplicate)."""

@@ -202,6 +202,12 @@ def pack_examples(encoded: list[tuple[list[int], list[bool]]], max_len: int, lay
 
 
 # --------------------------------------------------------------------------- training
+def _out_of_time(acc, projected_s: float, limit_s: float) -> bool:
+    """Whether any rank would run past ``limit_s`` (all ranks stop together)."""
+    late = torch.tensor([1.0 if projected_s > limit_s else 0.0], device=acc.device)
+    return float(acc.reduce(late, reduction="sum").item()) > 0
+
+
 def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
     """Load, filter, pack and train; saves ``OUT/model`` and ``OUT/metrics.jsonl``."""
     from accelerate import Accelerator
@@ -241,7 +247,12 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
     rng = random.Random(s.seed)
     step, last_loss = 0, float("nan")
     world, rank = acc.num_processes, acc.process_index
+    started, longest, epochs_done = time.monotonic(), 0.0, 0
     for epoch in range(s.epochs):
+        if s.max_seconds and epoch and _out_of_time(acc, time.monotonic() - started + longest, s.max_seconds):
+            echo(f"sft: stopped after {epoch} of {s.epochs} epochs (sft.max_seconds {s.max_seconds:g})")
+            break
+        t_epoch = time.monotonic()
         order = list(range(len(rows)))
         rng.shuffle(order)
         per_step = s.batch_rows * world
@@ -268,6 +279,7 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
             if log is not None:
                 log.write(step, {"epoch": epoch, "loss": last_loss, "tokens": denom,
                                  "step_s": time.perf_counter() - t0})
+        longest, epochs_done = max(longest, time.monotonic() - t_epoch), epoch + 1
         echo(f"sft epoch {epoch + 1}/{s.epochs}: loss {last_loss:.4f}")
     model_dir = out_dir / "model"
     unwrapped = acc.unwrap_model(model)
@@ -277,5 +289,5 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
         (out_dir / "sft_filter.json").write_text(json.dumps(rep.__dict__, indent=1))
         log.close()
     acc.wait_for_everyone()
-    return {"samples": rep.kept, "rows": len(rows), "steps": step, "loss": last_loss, "model_dir": str(model_dir),
+    return {"samples": rep.kept, "rows": len(rows), "steps": step, "epochs": epochs_done, "loss": last_loss, "model_dir": str(model_dir),
             "filter": rep.__dict__}
