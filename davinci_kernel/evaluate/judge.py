@@ -172,8 +172,8 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
         res.compile_runtime_ms, res.speedup_compile = vs_compile(res.speedup, base["eager_ms"], base["compile_ms"],
                                                                  res.ref_runtime_ms)
     flag(res, guards.side_stream_flag(t, cfg.wall_event_ratio))
-    clean = (base or {}).get("eager_ms_now") or (base or {}).get("eager_ms")
-    gpu_ms = (base or {}).get("ref_gpu_ms")
+    known = base or {}
+    clean, gpu_ms = known.get("eager_ms_now") or known.get("eager_ms"), known.get("ref_gpu_ms")
     if guards.host_bound(clean, gpu_ms):
         res.timing_detail["reference_host_bound"] = {"eager_ms": clean, "gpu_ms": gpu_ms}
     flag(res, guards.reference_slowed_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance))

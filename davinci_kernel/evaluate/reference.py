@@ -36,7 +36,7 @@ def compute_reference(job: ReferenceJob) -> dict:
     if sizes is not None:
         out.update(sizes._asdict())
         room = device_memory(dev)
-        need = memplan.least_need(*sizes)
+        need = memplan.least_need(sizes.input_bytes, sizes.output_bytes, sizes.param_bytes)
         if room is not None and need > room:
             k, gib = memplan.MODEL_COPIES, memplan.GiB
             raise TooLarge(f"a worker's models and one correctness trial need {need / gib:.1f} GiB (parameters "
