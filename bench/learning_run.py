@@ -14,12 +14,14 @@ them):
                policy prompts with no skills and with the skills BM25 ranks first, and
                selection prompts answered with a well-formed pick of those skills
                                                                   -> DIR/sft/model
-    rl         ``--arm learn`` (``--lr``) or ``--arm control`` (lr = 0), both from DIR/sft/model
-               with the same seeds: the trainer's real pipeline (selection, policy and summary
-               agents on one backbone, the recipe's advantages and reward, the sandboxed
-               evaluator); per step the mean policy reward, Fast_1 and Fast_1.5 of the
-               sampled kernels, the mean speedup of correct samples, the share of each
-               variant among the samples, skills admitted         -> DIR/arm-<name>.json
+    rl         ``--arm both`` (the default: the two arms in one process, step by step in
+               turn, sharing one evaluator), ``--arm learn`` (``--lr``) or ``--arm control``
+               (lr = 0), all from DIR/sft/model with the same seeds: the trainer's real
+               pipeline (selection, policy and summary agents on one backbone, the
+               recipe's advantages and reward, the sandboxed evaluator); per step the
+               mean policy reward, Fast_1 and Fast_1.5 of the sampled kernels, the mean
+               speedup of correct samples, the share of each variant among the samples,
+               skills admitted, the model's batched generations    -> DIR/arm-<name>.json
     report     the JSON, a PNG and a table                         -> bench/results/learning_run_h200.*
 
 A source judged once keeps its verdict for the rest of the run, across calls and arms
@@ -29,8 +31,7 @@ and a step costs sampling, the update and the evaluation of sources never seen b
     python bench/learning_run.py all --dir .lrun                     # one process, every phase
     python bench/learning_run.py variants --dir .lrun                # or phase by phase
     python bench/learning_run.py sft --dir .lrun
-    python bench/learning_run.py rl --arm learn --steps 8 --dir .lrun
-    python bench/learning_run.py rl --arm control --steps 8 --dir .lrun
+    python bench/learning_run.py rl --budget-s 490 --dir .lrun       # both arms, steps that fit
     python bench/learning_run.py report --dir .lrun
     python bench/learning_run.py all --dir /tmp/lrun --tiny          # CPU smoke of the same code path
 """
@@ -108,10 +109,10 @@ def suite_dir(tasks: dict, out: Path) -> Path:
     return out
 
 
-def load_tasks(tasks: dict, d: Path):
+def load_tasks(tasks: dict, d: Path, folder: str = "suite"):
     from davinci_kernel.tasks.loader import load_suite
 
-    by_name = {t.name: t for t in load_suite(str(suite_dir(tasks, d / "suite")))}
+    by_name = {t.name: t for t in load_suite(str(suite_dir(tasks, d / folder)))}
     return [by_name[n] for n in tasks]
 
 
@@ -250,7 +251,7 @@ def run_config(args, d: Path, arm: str):
     bf16 = str(torch.cuda.is_available()).lower()
     lr = 0.0 if arm == "control" else args.lr
     return load_config(ROOT / "configs" / "tiny-cpu.yaml", [
-        f"rl.model=hf:{d / 'sft' / 'model'}", "rl.env=rollout", f"rl.suite={d / 'suite'}", f"rl.steps={args.steps}",
+        f"rl.model=hf:{d / 'sft' / 'model'}", "rl.env=rollout", f"rl.suite={d / f'suite-{arm}'}", f"rl.steps={args.steps}",
         "rl.eval_every=0", f"rl.bf16={bf16}", "rl.grad_checkpointing=false", "rl.micro_batch_tokens=32768",
         f"rl.lr={lr}", f"rl.batch_tasks={len(manifest(args.tiny))}", "rl.minibatches=1", f"rl.seed={args.seed}",
         "rl.save_every=1000", "rl.keep_checkpoints=1",
@@ -263,65 +264,125 @@ def run_config(args, d: Path, arm: str):
         "eval.workers_per_gpu=4", f"eval.cache_dir={d / 'eval-cache'}"])
 
 
+def tally(groups, srcs: dict[str, dict[str, str]]) -> tuple[dict[str, dict[str, int]], list[dict]]:
+    """A step's task groups -> (task -> {variant name | 'other' | 'none': policy turns},
+    the verdicts given this step to sources not judged before, as DIR/verdicts.jsonl rows)."""
+    shares: dict[str, dict[str, int]] = {}
+    fresh = []
+    for g in groups:
+        for e in g.episodes:
+            for turn in e.turns:
+                code = turn.parsed if isinstance(turn.parsed, str) else None  # a policy turn's code
+                kind = classify(code, srcs[g.task])
+                shares.setdefault(g.task, {}).setdefault(kind, 0)
+                shares[g.task][kind] += 1
+                if code and turn.result is not None and not turn.result.reused:
+                    fresh.append({"task": g.task, "source": code, "result": turn.result.to_dict()})
+    return shares, fresh
+
+
+class Arm:
+    """One arm's trainer (``dvk train rl``'s RLTrainer on the real pipeline) sharing the run's
+    evaluator; ``step(n)`` runs one RL step and returns its row for DIR/arm-<name>.json."""
+
+    def __init__(self, args, d: Path, arm: str, ev, srcs: dict):
+        from davinci_kernel.rl.trainer import RLTrainer
+
+        self.d, self.arm, self.srcs = d, arm, srcs
+        self.cfg = run_config(args, d, arm)
+        load_tasks(manifest(args.tiny), d, f"suite-{arm}")  # one folder per arm
+        work = d / f"rl-{arm}"
+        if work.exists():
+            shutil.rmtree(work)
+        for db in d.glob(f"skills-{arm}.db*"):
+            db.unlink()
+        self.trainer = RLTrainer(self.cfg, out=work)
+        self.trainer.env.evaluator.close()  # the run's one evaluator, seeded with every verdict so far
+        self.trainer.env.evaluator = ev
+        self.captured: list = []
+        collect = self.trainer.env.collect
+
+        def spy(ts, gen, step):
+            groups = collect(ts, gen, step)
+            self.captured[:] = groups
+            return groups
+
+        self.trainer.env.collect = spy
+        self.out = {"arm": arm, "lr": self.cfg.rl.lr, "seed": args.seed, "gpu": _gpu(), "torch": _torch(),
+                    "date": datetime.date.today().isoformat(),
+                    "settings": {"temperature": args.temperature, "rollouts": args.rollouts, "new": args.new,
+                                 "steps": args.steps, "budget_s": args.budget_s, "arms": args.arm},
+                    "steps": []}
+
+    def step(self, step: int) -> dict:
+        m = self.trainer.step(step)
+        shares, fresh = tally(self.captured, self.srcs)
+        save_verdicts(self.d, fresh)
+        row = {k: m.get(k) for k in STEP_KEYS}
+        row.update(step=step, shares=shares, new_sources_judged=len(fresh), gen_batches=BATCHES[:])
+        BATCHES.clear()
+        self.out["steps"].append(row)
+        self.save()
+        print(f"{self.arm} step {step}: reward {row['reward/policy']:.3f}  fast_1 {row['fast_1/policy']:.2f}  "
+              f"fast_1.5 {row['fast_1.5/policy']:.2f}  speedup/correct {row['speedup/correct'] or 0:.2f}  "
+              f"new sources {len(fresh)}  gen {row['gen_s']:.0f}s  step {row['step_s']:.0f}s", flush=True)
+        return row
+
+    def save(self) -> None:
+        _write(self.d / f"arm-{self.arm}.json", self.out)
+
+
+BATCHES: list[dict] = []  # the model's batched generations since the last step row
+
+
+def _time_batches() -> None:
+    """Record every batched generation (sequences, longest reply, seconds): where a step's
+    sampling time goes, beside the evaluator's."""
+    from davinci_kernel.llm.hf_backend import HFBackend
+
+    if getattr(HFBackend._batch, "_timed", False):
+        return
+    inner = HFBackend._batch
+
+    def timed(self, reqs):
+        t = time.perf_counter()
+        out = inner(self, reqs)
+        BATCHES.append({"n": len(reqs), "longest": max((len(c.token_ids or []) for c in out), default=0),
+                        "s": round(time.perf_counter() - t, 2)})
+        return out
+
+    timed._timed = True
+    HFBackend._batch = timed
+
+
 def phase_rl(args, d: Path) -> None:
+    """One arm, or ``--arm both``: the two arms in one process, step by step in turn (learn
+    step n, then control step n), sharing one evaluator (one evaluator owns a GPU's memory
+    plan) and so every verdict as soon as it is given."""
     from davinci_kernel.evaluate import Evaluator
-    from davinci_kernel.rl.trainer import RLTrainer
 
     tasks = manifest(args.tiny)
     srcs = variant_sources(tasks)
-    objs = load_tasks(tasks, d)
-    by_name = {t.name: t for t in objs}
-    arm = args.arm
-    cfg = run_config(args, d, arm)
-    work = d / f"rl-{arm}"
-    if work.exists():
-        shutil.rmtree(work)
-    for db in d.glob(f"skills-{arm}.db*"):
-        db.unlink()
-    trainer = RLTrainer(cfg, out=work)
-    trainer.env.evaluator.close()  # one evaluator, seeded with every verdict of the run so far
-    ev = trainer.env.evaluator = Evaluator(cfg.eval)
-    seeded = load_verdicts(ev, by_name, d)
-    captured: list = []
-    collect = trainer.env.collect
-
-    def spy(ts, gen, step):
-        groups = collect(ts, gen, step)
-        captured[:] = groups
-        return groups
-
-    trainer.env.collect = spy
-    out = {"arm": arm, "lr": cfg.rl.lr, "seed": args.seed, "verdicts_seeded": seeded, "steps": []}
-    t0, longest = time.monotonic(), 0.0
+    names = ("learn", "control") if args.arm == "both" else (args.arm,)
+    ev = Evaluator(run_config(args, d, names[0]).eval)
+    _time_batches()
     try:
+        seeded = load_verdicts(ev, {t.name: t for t in load_tasks(tasks, d)}, d)
+        arms = [Arm(args, d, a, ev, srcs) for a in names]
+        for a in arms:
+            a.out["verdicts_seeded"] = seeded
+        t0, longest = time.monotonic(), 0.0
         for step in range(1, args.steps + 1):
             if args.budget_s and time.monotonic() - t0 + longest > args.budget_s:
-                out["stopped"] = f"budget: {args.budget_s:g} s would not hold step {step}"
-                _write(d / f"arm-{arm}.json", out)
-                print(f"{arm}: stopped before step {step} ({out['stopped']})", flush=True)
+                for a in arms:
+                    a.out["stopped"] = f"budget: {args.budget_s:g} s would not hold step {step}"
+                    a.save()
+                print(f"stopped before step {step} (budget {args.budget_s:g} s)", flush=True)
                 break
             t_step = time.monotonic()
-            m = trainer.step(step)
+            for a in arms:
+                a.step(step)
             longest = max(longest, time.monotonic() - t_step)
-            shares: dict[str, dict[str, int]] = {}
-            fresh = []
-            for g in captured:
-                for e in g.episodes:
-                    for turn in e.turns:
-                        code = getattr(turn.parsed, "code", None)
-                        kind = classify(code, srcs[g.task])
-                        shares.setdefault(g.task, {}).setdefault(kind, 0)
-                        shares[g.task][kind] += 1
-                        if code and turn.result is not None and not turn.result.reused:
-                            fresh.append({"task": g.task, "source": code, "result": turn.result.to_dict()})
-            save_verdicts(d, fresh)
-            row = {k: m.get(k) for k in STEP_KEYS}
-            row.update(step=step, shares=shares, new_sources_judged=len(fresh))
-            out["steps"].append(row)
-            _write(d / f"arm-{arm}.json", out)
-            print(f"{arm} step {step}: reward {row['reward/policy']:.3f}  fast_1 {row['fast_1/policy']:.2f}  "
-                  f"fast_1.5 {row['fast_1.5/policy']:.2f}  speedup/correct {row['speedup/correct'] or 0:.2f}  "
-                  f"new sources {len(fresh)}  {row['step_s']:.0f}s", flush=True)
     finally:
         ev.close()
 
@@ -333,23 +394,57 @@ def phase_report(args, d: Path) -> None:
     if not arms:
         print("learning_run.py report: no arm-*.json in the run folder; run the rl phase first", file=sys.stderr)
         sys.exit(2)
-    res = {"gpu": _gpu(), "torch": _torch(), "date": datetime.date.today().isoformat(),
-           "variants": _read(d / "variants.json"), "sft": _read(d / "sft.json"), "arms": arms,
+    variants = _read(d / "variants.json")
+    kinds = _kinds(variants["variants"]) if variants else {}
+    for v in arms.values():
+        for row in v["steps"]:
+            row.update(_variant_shares(row.get("shares") or {}, kinds))
+    first = next(iter(arms.values()))
+    res = {"gpu": first.get("gpu", _gpu()), "torch": first.get("torch", _torch()),
+           "date": first.get("date", datetime.date.today().isoformat()),
+           "variants": variants, "sft": _read(d / "sft.json"), "arms": arms,
            "summary": {a: _summary(v["steps"]) for a, v in arms.items()}}
     name = "learning_run_tiny" if args.tiny else "learning_run_h200"
     out = Path(args.results) if args.results else RESULTS
     _write(out / f"{name}.json", res)
     _plot(arms, out / f"{name}.png")
-    print(f"{'arm':8s} {'metric':18s} {'first':>8s} {'last':>8s} {'max':>8s} {'step spread':>12s}")
+    print(f"{'arm':8s} {'metric':22s} {'first':>8s} {'last':>8s} {'max':>8s} {'step spread':>12s}")
     for a, s in res["summary"].items():
         for k, v in s.items():
-            print(f"{a:8s} {k:18s} {v['first']:8.3f} {v['last']:8.3f} {v['max']:8.3f} {v['spread']:12.3f}")
+            print(f"{a:8s} {k:22s} {v['first']:8.3f} {v['last']:8.3f} {v['max']:8.3f} {v['spread']:12.3f}")
     print(f"wrote {out / name}.json and .png")
+
+
+def _kinds(table: list[dict]) -> dict[str, dict]:
+    """task -> {"fastest": the correct variant the evaluator timed fastest, "wrong": the
+    variants it judged incorrect} (from DIR/variants.json)."""
+    out: dict[str, dict] = {}
+    for r in table:
+        k = out.setdefault(r["task"], {"fastest": None, "best": 0.0, "wrong": set()})
+        if not r["correct"]:
+            k["wrong"].add(r["variant"])
+        elif (r["speedup"] or 0.0) > k["best"]:
+            k["fastest"], k["best"] = r["variant"], r["speedup"]
+    return out
+
+
+def _variant_shares(shares: dict[str, dict[str, int]], kinds: dict[str, dict]) -> dict[str, float]:
+    """A step's share of policy samples that are their task's fastest variant, and that are
+    a variant judged incorrect."""
+    total = fastest = wrong = 0
+    for task, counts in shares.items():
+        k = kinds.get(task, {"fastest": None, "wrong": set()})
+        total += sum(counts.values())
+        fastest += counts.get(k["fastest"], 0)
+        wrong += sum(n for name, n in counts.items() if name in k["wrong"])
+    return {"share/fastest_variant": fastest / total if total else 0.0,
+            "share/wrong_variant": wrong / total if total else 0.0}
 
 
 def _summary(steps: list[dict]) -> dict:
     out = {}
-    for k in ("reward/policy", "fast_1/policy", "fast_1.5/policy", "speedup/correct"):
+    for k in ("reward/policy", "fast_1/policy", "fast_1.5/policy", "speedup/correct", "share/fastest_variant",
+              "share/wrong_variant"):
         xs = [s.get(k) or 0.0 for s in steps]
         diffs = [abs(b - a) for a, b in zip(xs, xs[1:])]
         out[k] = {"first": xs[0], "last": xs[-1], "max": max(xs),
@@ -363,7 +458,7 @@ def _plot(arms: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = ("reward/policy", "speedup/correct", "fast_1.5/policy")
+    keys = ("reward/policy", "speedup/correct", "fast_1.5/policy", "share/fastest_variant")
     fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.2))
     for ax, k in zip(axes, keys):
         for a, v in arms.items():
@@ -405,13 +500,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("phase", choices=("variants", "sft", "rl", "report", "all"))
     ap.add_argument("--dir", default=str(ROOT / ".lrun"), help="the run folder (carried between device calls)")
-    ap.add_argument("--arm", choices=("learn", "control"), default="learn")
-    ap.add_argument("--steps", type=int, default=8, help="RL steps per arm")
-    ap.add_argument("--lr", type=float, default=1e-4, help="learning rate of the learn arm (the control's is 0)")
+    ap.add_argument("--arm", choices=("learn", "control", "both"), default="both",
+                    help="both: the two arms in one process, step by step in turn, one evaluator")
+    ap.add_argument("--steps", type=int, default=12, help="RL steps per arm")
+    ap.add_argument("--lr", type=float, default=3e-4, help="learning rate of the learn arm (the control's is 0)")
     ap.add_argument("--rollouts", type=int, default=8, help="policy rollouts per scheme")
     ap.add_argument("--budget-s", type=float, help="rl: no step is begun that the longest step so far would take "
                     "past this many seconds (the arm's JSON then says where it stopped)")
-    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--temperature", type=float, default=0.5,
+                    help="sampling temperature; the SFT model's choice among variants is near uniform at any "
+                    "temperature, while below 1 fewer replies stray from every variant into code never judged")
     ap.add_argument("--new", type=int, default=1536, help="max new tokens per reply (the longest variant is about 1200)")
     ap.add_argument("--gen-batch", type=int, default=128)
     ap.add_argument("--sft-epochs", type=int, default=100, help="SFT epochs (88 examples, about 250k tokens each)")
@@ -434,11 +532,10 @@ def main() -> None:
         sys.exit(2)
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
-    phases = ("variants", "sft", "rl", "rl", "report") if args.phase == "all" else (args.phase,)
-    arms = iter(("learn", "control"))
+    phases = ("variants", "sft", "rl", "report") if args.phase == "all" else (args.phase,)
+    if args.phase == "all":
+        args.arm = "both"
     for ph in phases:
-        if ph == "rl" and args.phase == "all":
-            args.arm = next(arms)
         {"variants": phase_variants, "sft": phase_sft, "rl": phase_rl, "report": phase_report}[ph](args, d)
 
 

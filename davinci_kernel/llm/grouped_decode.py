@@ -12,7 +12,7 @@ that head — (B, H, 1, D) → (B, KVH, n_rep, D) — so one fused attention cal
 cache as it is, with the same mask for every head. Longer queries (encoding the prompt)
 go to transformers' ``sdpa`` unchanged.
 
-Covers: the attention function, its registration with transformers' attention and mask
+Covers: the attention function, keeping sampling's attention off cuDNN, its registration with transformers' attention and mask
 interfaces, and the context manager that switches a model (plain, peft-wrapped, FSDP) to
 it and back. Does not cover: sampling (``hf_backend.py``, ``rl/local_gen.py``) or models
 whose attention is not ``sdpa`` (they are left as they are).
@@ -79,17 +79,32 @@ def _configs(model) -> list:
     return out
 
 
+def _no_cudnn_attention():
+    """PyTorch's attention without its cuDNN backend: cuDNN builds an execution plan for
+    every new key length, and a decode step is a new key length each time (on an H200 that
+    cost ~16 ms of host time per attention call, more than the whole step's device time;
+    ``bench/results/rollout_sampling_h200.json``). Flash / memory-efficient / math attention
+    have no per-shape set-up."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # older torch: no cuDNN attention either
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 @contextlib.contextmanager
 def grouped_decode(model):
-    """Inside: the model's ``sdpa`` attention takes single-token steps through ``grouped_sdpa``."""
+    """Inside: the model's ``sdpa`` attention takes single-token steps through ``grouped_sdpa``,
+    and no attention call goes to cuDNN."""
     cfgs = [c for c in _configs(model) if c._attn_implementation == "sdpa"]
-    if not cfgs or not _register():
-        yield
-        return
-    for c in cfgs:
-        c._attn_implementation = NAME
-    try:
-        yield
-    finally:
+    with _no_cudnn_attention():
+        if not cfgs or not _register():
+            yield
+            return
         for c in cfgs:
-            c._attn_implementation = "sdpa"
+            c._attn_implementation = NAME
+        try:
+            yield
+        finally:
+            for c in cfgs:
+                c._attn_implementation = "sdpa"
