@@ -172,6 +172,28 @@ def test_grouped_decode_samples_what_sdpa_samples(tmp_path, monkeypatch):
         assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs)) < 1e-4
 
 
+def test_grouped_decode_keeps_attention_off_cudnn_and_gives_the_setting_back(tmp_path):
+    """Sampling's attention never goes to cuDNN (a new execution plan for every key length,
+    milliseconds of host time per decode step), with or without a grouped-query model; the
+    backend choice is what it was afterwards, also when the body raises."""
+    from davinci_kernel.llm.grouped_decode import grouped_decode
+    from davinci_kernel.rl.modeling import load_model
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    flash, efficient = torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled()
+    for heads in (4, 2):  # grouped (4 query / 2 key-value heads), then plain
+        model = load_model(build_tiny(tmp_path / f"m{heads}", heads=heads), bf16=False, grad_checkpointing=False)
+        model.config._attn_implementation = "sdpa"
+        with grouped_decode(model):
+            assert not torch.backends.cuda.cudnn_sdp_enabled()
+            assert torch.backends.cuda.mem_efficient_sdp_enabled() == efficient
+            assert torch.backends.cuda.flash_sdp_enabled() == flash
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before
+        with pytest.raises(RuntimeError), grouped_decode(model):
+            raise RuntimeError("a failed sample")
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before and model.config._attn_implementation == "sdpa"
+
+
 def test_hf_batch_out_of_memory_is_retried_in_halves(tmp_path, monkeypatch):
     """A generate call over more than two sequences runs out of memory: the batch is split
     until it fits, every request still gets its reply, and later batches start smaller."""

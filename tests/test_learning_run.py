@@ -1,0 +1,92 @@
+"""bench/learning_run.py: the step rows of the learning run (which variant each policy
+sample is, the verdicts to keep, the report's variant shares) and its CPU smoke end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from davinci_kernel.records import Episode, EvalResult, TaskGroup, Turn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import learning_run as lr  # noqa: E402
+
+FAST = "def kernel(x):\n    return x * 2\n"
+SLOW = "def kernel(x):\n    y = x + x\n    return y\n"
+SRCS = {"level1/a": {"fast": FAST, "slow": SLOW}}
+
+
+def _turn(parsed, result=None, role="policy"):
+    return Turn(role=role, task="level1/a", parsed=parsed, result=result)
+
+
+def test_classify_ignores_whitespace_and_tells_other_code_from_none():
+    assert lr.classify("def kernel(x):\n\n        return x * 2", SRCS["level1/a"]) == "fast"
+    assert lr.classify(SLOW.replace("+", "-"), SRCS["level1/a"]) == "other"
+    assert lr.classify(None, SRCS["level1/a"]) == lr.classify("", SRCS["level1/a"]) == "none"
+
+
+def test_tally_counts_each_policy_turn_by_its_code_and_keeps_only_fresh_verdicts():
+    """A policy turn's ``parsed`` is its code (a string): each counts once under its variant,
+    code nobody wrote as a variant under 'other', a reply without code under 'none'; a
+    verdict given this step is kept for DIR/verdicts.jsonl, a reused one is not."""
+    fresh = EvalResult(correct=True, speedup=1.5)
+    reused = EvalResult(correct=True, speedup=0.5, reused=True)
+    group = TaskGroup(task="level1/a", episodes=[
+        Episode(task="level1/a", scheme=0, rollout=0, turns=[_turn(FAST, reused)]),
+        Episode(task="level1/a", scheme=0, rollout=1, turns=[_turn("  " + FAST, reused)]),
+        Episode(task="level1/a", scheme=1, rollout=0, turns=[_turn(SLOW + "# tuned\n", fresh)]),
+        Episode(task="level1/a", scheme=1, rollout=1, turns=[_turn(None)]),
+    ])
+    shares, new = lr.tally([group], SRCS)
+    assert shares == {"level1/a": {"fast": 2, "other": 1, "none": 1}}
+    assert [(r["task"], r["source"], r["result"]["speedup"]) for r in new] == [("level1/a", SLOW + "# tuned\n", 1.5)]
+
+
+def test_variant_shares_follow_the_evaluators_verdicts_of_the_variants():
+    """The fastest variant is the correct one the evaluator timed fastest; a variant the
+    evaluator judged correct counts as correct whatever its name says."""
+    table = [{"task": "t", "variant": "fused", "correct": True, "speedup": 2.0},
+             {"task": "t", "variant": "slow", "correct": True, "speedup": 0.5},
+             {"task": "t", "variant": "wrong_but_passes", "correct": True, "speedup": 3.0},
+             {"task": "t", "variant": "wrong", "correct": False, "speedup": None}]
+    kinds = lr._kinds(table)
+    assert kinds["t"]["fastest"] == "wrong_but_passes" and kinds["t"]["wrong"] == {"wrong"}
+    got = lr._variant_shares({"t": {"fused": 2, "wrong_but_passes": 1, "wrong": 3, "other": 2}}, kinds)
+    assert got == {"share/fastest_variant": 1 / 8, "share/wrong_variant": 3 / 8}
+    assert lr._variant_shares({}, kinds) == {"share/fastest_variant": 0.0, "share/wrong_variant": 0.0}
+
+
+@pytest.mark.slow
+def test_tiny_learning_run_end_to_end_on_cpu(tmp_path):
+    """Every phase on the CPU with a tiny model (two tasks): variants judged, SFT, the two
+    arms in one process sharing one evaluator, the report's JSON and plot."""
+    run, res = tmp_path / "run", tmp_path / "res"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_run.py"), "all", "--tiny", "--dir", str(run),
+                        "--results", str(res)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads((res / "learning_run_tiny.json").read_text())
+    assert set(out["arms"]) == {"learn", "control"} and out["arms"]["control"]["lr"] == 0
+    assert out["arms"]["learn"]["settings"]["arms"] == "both"
+    for arm in out["arms"].values():
+        (row,) = arm["steps"]
+        assert set(row["shares"]) == {"level1/3_Softmax", "level1/4_LayerNorm"}
+        assert row["gen_batches"] and all(b["n"] >= 1 for b in row["gen_batches"])
+    assert {"share/fastest_variant", "speedup/correct"} <= set(out["summary"]["learn"])
+    assert (res / "learning_run_tiny.png").stat().st_size > 0
+    assert len(out["variants"]["variants"]) == 10  # five variants of each of the two tasks
+
+
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_run.py"), "rl", "--steps", "0", "--dir",
+                        str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "must be >= 1" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_run.py"), "report", "--dir", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "no arm-*.json" in p.stderr and "Traceback" not in p.stderr
