@@ -16,7 +16,7 @@ them):
                                                                   -> DIR/sft/model
     rl         ``--arm both`` (the default: the two arms in one process, step by step in
                turn, sharing one evaluator), ``--arm learn`` (``--lr``) or ``--arm control``
-               (lr = 0), all from DIR/sft/model with the same seeds: the trainer's real
+               (lr = 0), all from DIR/sft/model and the same rl.seed: the trainer's real
                pipeline (selection, policy and summary agents on one backbone, the
                recipe's advantages and reward, the sandboxed evaluator); per step the
                mean policy reward, Fast_1 and Fast_1.5 of the sampled kernels, the mean

@@ -51,6 +51,30 @@ def test_seeded_and_logprobs_match_scoring_gpu(tmp_path):
     _check(tmp_path, "cuda")
 
 
+def test_sampling_seeds_come_from_the_callers_generator_or_the_seeded_global_one():
+    """A request without its own generator (the rollout's) still samples repeatably in a run
+    seeded once: its device seed is drawn from torch's global generator, never from the OS."""
+    from davinci_kernel.rl.local_gen import draw_seed
+
+    torch.manual_seed(5)
+    a = [draw_seed(None) for _ in range(3)]
+    torch.manual_seed(5)
+    assert [draw_seed(None) for _ in range(3)] == a and len(set(a)) == 3
+    assert draw_seed(torch.Generator().manual_seed(1)) == draw_seed(torch.Generator().manual_seed(1))
+
+
+@pytest.mark.gpu
+def test_unseeded_sampling_on_the_gpu_repeats_after_a_global_seed(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    _model, gen = _setup(tmp_path, "cuda")
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(11)
+        runs.append([c.token_ids for c in gen.generate(PROMPTS, max_new_tokens=9, stop_at_eos=False)])
+    assert runs[0] == runs[1]
+
+
 @pytest.mark.parametrize("max_new", [1, 5, 8, 9, 30])
 def test_eos_ends_each_completion_after_its_eos(tmp_path, max_new):
     """With every token an end token, each completion is exactly its first token, finished,

@@ -114,18 +114,21 @@ class LocalGenerator:
 
 
 def _device_generator(generator: Optional[torch.Generator], device) -> Optional[torch.Generator]:
-    """A generator on ``device`` seeded from the caller's CPU one (one draw from it), so
-    sampling stays on the GPU and a seeded run repeats; None on the CPU (sample there with
-    the caller's generator itself)."""
+    """A generator on ``device`` seeded by one draw from the caller's CPU generator, or from
+    torch's global one where the caller gave none (so a run seeded once, as the trainer's
+    ``rl.seed`` is, samples the same on a GPU as on the CPU); None on the CPU (sample there
+    with the caller's generator itself, or the global one)."""
     device = torch.device(device)
     if device.type == "cpu":
         return None
     g = torch.Generator(device=device)
-    if generator is not None:
-        g.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
-    else:
-        g.seed()
+    g.manual_seed(draw_seed(generator))
     return g
+
+
+def draw_seed(generator: Optional[torch.Generator]) -> int:
+    """One seed drawn from ``generator``, or from torch's global generator when None."""
+    return int(torch.randint(0, 2**62, (1,), generator=generator))
 
 
 def _forward_params(model) -> set[str]:
