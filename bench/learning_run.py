@@ -117,13 +117,6 @@ def load_tasks(tasks: dict, d: Path, folder: str = "suite"):
 
 
 # ----------------------------------------------------------------------------- verdicts
-def eval_config(tiny: bool):
-    from davinci_kernel.config import EvalConfig
-
-    return EvalConfig(device="cpu" if tiny else "cuda", reuse_verdicts=True, baseline_compile=False,
-                      workers_per_gpu=4)
-
-
 def load_verdicts(ev, tasks_by_name, d: Path) -> int:
     """Seed the evaluator with every verdict this run has given so far."""
     from davinci_kernel.files import read_jsonl
@@ -152,7 +145,7 @@ def phase_variants(args, d: Path) -> None:
     objs = load_tasks(tasks, d)
     items = [(t, srcs[t.name][v["name"]]) for t in objs for v in tasks[t.name]]
     names = [(t.name, v["name"]) for t in objs for v in tasks[t.name]]
-    with Evaluator(eval_config(args.tiny)) as ev:
+    with Evaluator(run_config(args, d, "variants").eval) as ev:
         n = load_verdicts(ev, {t.name: t for t in objs}, d)
         t0 = time.monotonic()
         results = ev.evaluate_many(items)

@@ -81,13 +81,14 @@ def run_dvk(args, env=None, timeout: float = 300, cwd=None) -> subprocess.Comple
 
 
 def fixture_meta(path: Path) -> dict:
-    """`task:` and `expect:` lines from a fixture's docstring."""
+    """`task:`, `expect:` and `cpu_also:` (another acceptable outcome on the CPU) lines from a
+    fixture's docstring."""
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
     meta = {}
     for line in doc.splitlines():
         if ":" in line:
             k, v = line.split(":", 1)
-            if k.strip() in ("task", "expect"):
+            if k.strip() in ("task", "expect", "cpu_also"):
                 meta[k.strip()] = v.strip()
     return meta
 

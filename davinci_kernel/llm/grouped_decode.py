@@ -12,10 +12,11 @@ that head — (B, H, 1, D) → (B, KVH, n_rep, D) — so one fused attention cal
 cache as it is, with the same mask for every head. Longer queries (encoding the prompt)
 go to transformers' ``sdpa`` unchanged.
 
-Covers: the attention function, keeping sampling's attention off cuDNN, its registration with transformers' attention and mask
+Covers: the attention function, its registration with transformers' attention and mask
 interfaces, and the context manager that switches a model (plain, peft-wrapped, FSDP) to
-it and back. Does not cover: sampling (``hf_backend.py``, ``rl/local_gen.py``) or models
-whose attention is not ``sdpa`` (they are left as they are).
+it and back and keeps sampling's attention off cuDNN meanwhile. Does not cover: sampling
+(``hf_backend.py``, ``rl/local_gen.py``) or models whose attention is not ``sdpa`` (they
+are left as they are).
 """
 
 from __future__ import annotations
