@@ -11,8 +11,10 @@ them):
     sft        a BPE tokenizer trained on our own kernel text and a Qwen3-shaped model of
                a few million parameters (random init), SFT on each task's prompts answered
                with each of its variants (equal weight), so that it samples all of them:
-               policy prompts with no skills and with the skills BM25 ranks first, and
-               selection prompts answered with a well-formed pick of those skills
+               policy prompts with no skills and with the skills BM25 ranks first,
+               selection prompts answered with a well-formed pick of those skills, and
+               summary prompts answered with a skill naming what makes the fastest
+               variant fast (all three agents get an SFT cold start)
                                                                   -> DIR/sft/model
     rl         ``--arm both`` (the default: the two arms in one process, step by step in
                turn, sharing one evaluator), ``--arm learn`` (``--lr``) or ``--arm control``
@@ -161,16 +163,22 @@ def phase_variants(args, d: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- SFT
-def sft_examples(tasks: dict, objs, store_cfg, max_selected: int) -> list[dict]:
+def sft_examples(tasks: dict, objs, store_cfg, max_selected: int, max_new_skills: int = 2,
+                 speedups: dict | None = None) -> list[dict]:
     """Per task and variant: the policy prompt without skills and with the BM25 top skills,
     each answered with the variant; per task: the selection prompt answered with a pick of
-    the BM25 top skills."""
+    the BM25 top skills, and the summary prompt of an episode that wrote the fastest variant
+    (without skills and with the pick) answered with one skill that names what makes it
+    fast. ``speedups``: (task, variant) -> the evaluator's speedup (DIR/variants.json);
+    without it the manifest's first correct variant stands for the fastest."""
     from davinci_kernel.agents.policy import first_messages
     from davinci_kernel.agents.selection import selection_messages
+    from davinci_kernel.agents.summary import summary_messages
     from davinci_kernel.skills.select import candidates_for
     from davinci_kernel.skills.store import open_store
 
     store = open_store(store_cfg)
+    existing = store.names()
     srcs = variant_sources(tasks)
     rows = []
     for task in objs:
@@ -187,8 +195,54 @@ def sft_examples(tasks: dict, objs, store_cfg, max_selected: int) -> list[dict]:
                 rows.append({"task": task.name,
                              "messages": first_messages(task, skills, "triton") + [
                                  {"role": "assistant", "content": reply}]})
+        best = fastest_variant(tasks[task.name], task.name, speedups)
+        code, sp = srcs[task.name][best["name"]], (speedups or {}).get((task.name, best["name"]))
+        answer = "<tool_call>\n" + json.dumps(skill_call(task, best, code)) + "\n</tool_call>"
+        for skills in ((), picked):  # one turn: the summarized episode's first turn is its best
+            rows.append({"task": task.name, "role": "summary", "messages": summary_messages(
+                task, code, sp, code, sp, 1, skills, existing, max_new_skills) + [
+                    {"role": "assistant", "content": answer}]})
     store.close()
     return rows
+
+
+def fastest_variant(variants: list[dict], task: str, speedups: dict | None) -> dict:
+    """The correct variant the evaluator timed fastest (the manifest's first correct one
+    where no speedups are known)."""
+    ok = [v for v in variants if v["correct"]]
+    if speedups and any(speedups.get((task, v["name"])) for v in ok):
+        return max(ok, key=lambda v: speedups.get((task, v["name"])) or 0.0)
+    return ok[0]
+
+
+def skill_call(task, variant: dict, code: str) -> dict:
+    """The summary agent's answer for an episode that wrote ``variant``: one skill (our own
+    text, from the manifest's description of the variant) whose example is its first
+    Triton kernel."""
+    from davinci_kernel.agents.summary import TOOL_NAME, snake_case
+
+    op = task.op_type or "kernel"
+    what = variant["what"].rstrip(".")
+    module = task.name.rsplit("/", 1)[-1].split("_", 1)[-1]  # "level1/3_Softmax" -> "Softmax"
+    skill = {"name": snake_case(f"{module} {variant['name']}"),
+             "description": f"For {op} modules: {what}.",
+             "scope": f"task_specific/{snake_case(op)}", "tags": [op, "triton", *variant["name"].split("_")[:2]],
+             "content": (f"## Motivation\nA {op} module whose kernel moves more memory or launches more "
+                         f"programs than the operation needs.\n## Key Idea\n{what[0].upper() + what[1:]}.\n"
+                         f"## Example\n```python\n{first_kernel(code)}\n```")}
+    return {"name": TOOL_NAME, "arguments": {"think": f"the faster kernel does this: {what}",
+                                             "new_skills": [skill]}}
+
+
+def first_kernel(code: str) -> str:
+    """The source of the first ``@triton.jit`` function in ``code`` (decorator included)."""
+    import ast
+
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            lines = code.splitlines()
+            return "\n".join(lines[node.decorator_list[0].lineno - 1:node.end_lineno])
+    return code.strip()
 
 
 def phase_sft(args, d: Path) -> None:
@@ -203,7 +257,9 @@ def phase_sft(args, d: Path) -> None:
     tasks = manifest(args.tiny)
     objs = load_tasks(tasks, d)
     cfg = run_config(args, d, arm="sft")
-    rows = sft_examples(tasks, objs, cfg.skills, cfg.skills.max_selected)
+    measured = _read(d / "variants.json")
+    speedups = {(r["task"], r["variant"]): r["speedup"] for r in (measured or {}).get("variants", [])}
+    rows = sft_examples(tasks, objs, cfg.skills, cfg.skills.max_selected, cfg.skills.max_new_skills, speedups)
     data = d / "sft.jsonl"
     with data.open("w") as f:
         for r in rows:

@@ -90,3 +90,33 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_run.py"), "report", "--dir", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "no arm-*.json" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_summary_answers_of_the_sft_data_are_skills_the_library_would_take(tmp_path):
+    """For every task of the run, the summary agent's SFT answer parses as the summary
+    agent's tool call and its one skill passes the admission's content filter (sections, an
+    example that is a Triton kernel, no banned advice); its name differs per task."""
+    from davinci_kernel.agents.summary import parse_summary
+    from davinci_kernel.skills.admit import content_filter
+
+    tasks = lr.manifest()
+    objs = lr.load_tasks(tasks, tmp_path)
+    names = set()
+    for task in objs:
+        best = lr.fastest_variant(tasks[task.name], task.name, None)
+        code = lr.variant_sources({task.name: tasks[task.name]})[task.name][best["name"]]
+        reply = "<tool_call>\n" + json.dumps(lr.skill_call(task, best, code)) + "\n</tool_call>"
+        parsed = parse_summary(reply)
+        assert parsed.error is None and not parsed.problems and len(parsed.skills) == 1, (task.name, parsed)
+        (skill,) = parsed.skills
+        assert content_filter(skill) is None, (task.name, content_filter(skill))
+        assert "@triton.jit" in skill.content and "def " in skill.content
+        names.add(skill.name)
+    assert len(names) == len(objs)
+
+
+def test_the_fastest_variant_is_the_measured_one_else_the_first_correct():
+    vs = [{"name": "wrong", "correct": False}, {"name": "a", "correct": True}, {"name": "b", "correct": True}]
+    assert lr.fastest_variant(vs, "t", None)["name"] == "a"
+    assert lr.fastest_variant(vs, "t", {("t", "a"): 1.1, ("t", "b"): 2.0, ("t", "wrong"): 9.0})["name"] == "b"
+    assert lr.fastest_variant(vs, "t", {("t", "a"): None})["name"] == "a"
