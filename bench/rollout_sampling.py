@@ -14,6 +14,8 @@ kernel text), side by side:
 - ``hf``: ``generate`` with single-token steps through ``llm/grouped_decode.py`` (``HFBackend``);
 - ``hf_chunk``: the same with the prompt encoded 1024 tokens at a time (``prefill_chunk``);
 - ``local``: as the trainer samples (``LocalBackend``: own decode loop, sampling on the device).
+- ``local_cudnn``: the same, with PyTorch free to send attention to cuDNN (what sampling did
+  before it kept attention off cuDNN: a new cuDNN plan per decode step's key length).
 
 Per variant: wall time, generated tokens/s, failed requests with the first error, and
 peak GPU memory. Writes ``bench/results/rollout_sampling.json`` and prints a table. Not a test.
@@ -25,6 +27,7 @@ peak GPU memory. Writes ``bench/results/rollout_sampling.json`` and prints a tab
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -32,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -42,6 +46,7 @@ for p in (ROOT, ROOT / "bench"):
 
 from rl_step import QWEN3_05B, TINY, _profile, _sync, build_model_dir  # noqa: E402
 
+import davinci_kernel.llm.grouped_decode as grouped_decode_mod  # noqa: E402
 from davinci_kernel.agents.policy import first_messages  # noqa: E402
 from davinci_kernel.llm.base import GenRequest  # noqa: E402
 from davinci_kernel.llm.hf_backend import HFBackend  # noqa: E402
@@ -50,7 +55,7 @@ from davinci_kernel.rl.modeling import load_model, load_tokenizer  # noqa: E402
 from davinci_kernel.skills.seed_build import load_sources  # noqa: E402
 from davinci_kernel.tasks.loader import load_suite  # noqa: E402
 
-VARIANTS = ("hf_sdpa", "hf", "hf_chunk", "local")
+VARIANTS = ("hf_sdpa", "hf", "hf_chunk", "local", "local_cudnn")
 
 
 def policy_prompts(n: int) -> list[list[dict]]:
@@ -68,13 +73,17 @@ def run_variant(name: str, model, tok, prompts, args) -> dict:
     _sync()
     t0 = time.perf_counter()
     reqs = [GenRequest(m, temperature=1.0, max_new_tokens=args.new, seed=i) for i, m in enumerate(prompts)]
-    if name == "local":
+    if name in ("local", "local_cudnn"):
         b = LocalBackend(model, tok, max_batch=args.batch, autocast=cast)
     else:
         b = HFBackend(model=model, tokenizer=tok, max_batch=args.batch, autocast=cast,
                       prefill_chunk=1024 if name == "hf_chunk" else 0, grouped=name != "hf_sdpa")
     # in this thread (the trainer runs it in a worker thread): the profiler sees its ops
-    outs = b.generate_blocking(reqs)
+    if name == "local_cudnn":  # the same loop with PyTorch free to send attention to cuDNN again
+        with mock.patch.object(grouped_decode_mod, "_no_cudnn_attention", contextlib.nullcontext):
+            outs = b.generate_blocking(reqs)
+    else:
+        outs = b.generate_blocking(reqs)
     _sync()
     wall = time.perf_counter() - t0
     errors = [c.error for c in outs if c.error]
