@@ -26,6 +26,7 @@ them):
                skills admitted, the model's batched generations    -> DIR/arm-<name>.json
     report     the JSON, a PNG and a table                         -> bench/results/learning_run_h200.*
 
+The rl phase keeps an arm already run (its DIR/arm-<name>.json) unless ``--overwrite``.
 A source judged once keeps its verdict for the rest of the run, across calls and arms
 (``eval.reuse_verdicts``; DIR/verdicts.jsonl): the two arms are scored by the same verdicts,
 and a step costs sampling, the update and the evaluation of sources never seen before.
@@ -413,6 +414,11 @@ def phase_rl(args, d: Path) -> None:
     tasks = manifest(args.tiny)
     srcs = variant_sources(tasks)
     names = ("learn", "control") if args.arm == "both" else (args.arm,)
+    if not (d / "sft" / "model").is_dir():
+        _usage(f"no SFT model in {d / 'sft' / 'model'}; run the sft phase first")
+    done = [f"arm-{a}.json" for a in names if (d / f"arm-{a}.json").is_file()]
+    if done and not args.overwrite:
+        _usage(f"{', '.join(done)} already in {d}; --overwrite starts {'them' if len(done) > 1 else 'it'} over")
     ev = Evaluator(run_config(args, d, names[0]).eval)
     _time_batches()
     try:
@@ -441,8 +447,7 @@ def phase_report(args, d: Path) -> None:
     arms = {a: json.loads((d / f"arm-{a}.json").read_text()) for a in ("learn", "control")
             if (d / f"arm-{a}.json").is_file()}
     if not arms:
-        print("learning_run.py report: no arm-*.json in the run folder; run the rl phase first", file=sys.stderr)
-        sys.exit(2)
+        _usage("report: no arm-*.json in the run folder; run the rl phase first")
     variants = _read(d / "variants.json")
     kinds = _kinds(variants["variants"]) if variants else {}
     for v in arms.values():
@@ -522,6 +527,11 @@ def _plot(arms: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _usage(msg: str) -> None:
+    print(f"learning_run.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
 def _read(p: Path):
     return json.loads(p.read_text()) if p.is_file() else None
 
@@ -561,24 +571,23 @@ def main() -> None:
                     "temperature, while below 1 fewer replies stray from every variant into code never judged")
     ap.add_argument("--new", type=int, default=1536, help="max new tokens per reply (the longest variant is about 1200)")
     ap.add_argument("--gen-batch", type=int, default=128)
-    ap.add_argument("--sft-epochs", type=int, default=100, help="SFT epochs (88 examples, about 250k tokens each)")
+    ap.add_argument("--sft-epochs", type=int, default=100, help="SFT epochs (104 examples: 80 policy, 8 selection, 16 summary)")
     ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument("--sft-budget-s", type=float, help="sft: no epoch is begun that the longest so far would take "
                     "past this many seconds (sft.max_seconds; the model is saved either way)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--results", help="where report writes (default bench/results)")
     ap.add_argument("--variants", default=str(VARIANTS), help="folder of the variants and their manifest.json")
+    ap.add_argument("--overwrite", action="store_true", help="rl: start over an arm whose arm-<name>.json exists")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke: 2 tasks, a tiny model, a few tokens")
     args = ap.parse_args()
     if min(args.steps, args.rollouts, args.new, args.sft_epochs) < 1 or args.lr < 0:
-        print("learning_run.py: --steps, --rollouts, --new and --sft-epochs must be >= 1, --lr >= 0", file=sys.stderr)
-        sys.exit(2)
+        _usage("--steps, --rollouts, --new and --sft-epochs must be >= 1, --lr >= 0")
     if args.tiny:
         args.steps, args.rollouts, args.new, args.sft_epochs = min(args.steps, 1), 2, 16, 1
     use_variants(Path(args.variants))
     if not (VARIANTS / "manifest.json").is_file():
-        print(f"learning_run.py: no manifest.json in {VARIANTS}", file=sys.stderr)
-        sys.exit(2)
+        _usage(f"no manifest.json in {VARIANTS}")
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
     phases = ("variants", "sft", "rl", "report") if args.phase == "all" else (args.phase,)

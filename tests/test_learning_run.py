@@ -90,6 +90,20 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_run.py"), "report", "--dir", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "no arm-*.json" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_run.py"), "rl", "--dir", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "run the sft phase first" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_rerun_of_the_rl_phase_keeps_an_arm_already_run(tmp_path):
+    """An arm's results are not overwritten by running the phase again without --overwrite."""
+    (tmp_path / "sft" / "model").mkdir(parents=True)
+    arm = tmp_path / "arm-control.json"
+    arm.write_text('{"arm": "control", "steps": []}')
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_run.py"), "rl", "--dir", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "arm-control.json already in" in p.stderr and "--overwrite" in p.stderr
+    assert arm.read_text() == '{"arm": "control", "steps": []}'
 
 
 def test_summary_answers_of_the_sft_data_are_skills_the_library_would_take(tmp_path):
