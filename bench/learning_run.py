@@ -26,7 +26,8 @@ them):
                skills admitted, the model's batched generations    -> DIR/arm-<name>.json
     report     the JSON, a PNG and a table                         -> bench/results/learning_run_h200.*
 
-The rl phase keeps an arm already run (its DIR/arm-<name>.json) unless ``--overwrite``.
+A rerun keeps what is saved: the sft phase an SFT model already in DIR/sft, the rl phase an
+arm already run (its DIR/arm-<name>.json), unless ``--overwrite``.
 A source judged once keeps its verdict for the rest of the run, across calls and arms
 (``eval.reuse_verdicts``; DIR/verdicts.jsonl): the two arms are scored by the same verdicts,
 and a step costs sampling, the update and the evaluation of sources never seen before.
@@ -255,6 +256,10 @@ def phase_sft(args, d: Path) -> None:
     from davinci_kernel.llm.tiny import project_corpus, train_tokenizer
     from davinci_kernel.rl.sft import train_sft
 
+    if (d / "sft" / "model").exists():
+        if not args.overwrite:
+            _usage(f"an SFT model is already in {d / 'sft'}; --overwrite trains it anew")
+        shutil.rmtree(d / "sft")
     tasks = manifest(args.tiny)
     objs = load_tasks(tasks, d)
     cfg = run_config(args, d, arm="sft")
@@ -578,7 +583,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--results", help="where report writes (default bench/results)")
     ap.add_argument("--variants", default=str(VARIANTS), help="folder of the variants and their manifest.json")
-    ap.add_argument("--overwrite", action="store_true", help="rl: start over an arm whose arm-<name>.json exists")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="sft: train anew over DIR/sft; rl: start over an arm whose arm-<name>.json exists")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke: 2 tasks, a tiny model, a few tokens")
     args = ap.parse_args()
     if min(args.steps, args.rollouts, args.new, args.sft_epochs) < 1 or args.lr < 0:
@@ -593,8 +599,12 @@ def main() -> None:
     phases = ("variants", "sft", "rl", "report") if args.phase == "all" else (args.phase,)
     if args.phase == "all":
         args.arm = "both"
-    for ph in phases:
-        {"variants": phase_variants, "sft": phase_sft, "rl": phase_rl, "report": phase_report}[ph](args, d)
+    try:
+        for ph in phases:
+            {"variants": phase_variants, "sft": phase_sft, "rl": phase_rl, "report": phase_report}[ph](args, d)
+    except KeyboardInterrupt:  # what each step saved stays; the step under way is not recorded
+        print(f"learning_run.py: interrupted during the {ph} phase", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -134,3 +134,31 @@ def test_the_fastest_variant_is_the_measured_one_else_the_first_correct():
     assert lr.fastest_variant(vs, "t", None)["name"] == "a"
     assert lr.fastest_variant(vs, "t", {("t", "a"): 1.1, ("t", "b"): 2.0, ("t", "wrong"): 9.0})["name"] == "b"
     assert lr.fastest_variant(vs, "t", {("t", "a"): None})["name"] == "a"
+
+
+def test_a_rerun_of_the_sft_phase_keeps_the_saved_model(tmp_path):
+    model = tmp_path / "sft" / "model"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_text("weights")
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_run.py"), "sft", "--dir", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "already in" in p.stderr and "--overwrite" in p.stderr
+    assert (model / "model.safetensors").read_text() == "weights"
+
+
+def test_ctrl_c_is_one_line_and_not_success(tmp_path):
+    """SIGINT while the variants phase waits on the evaluator: one line naming the phase,
+    exit 130, and no verdicts file from the interrupted phase."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "learning_run.py"), "variants", "--tiny", "--dir",
+                             str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "suite").is_dir() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)  # the suite folder is written just before the evaluator starts
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted during the variants phase" in err and "Traceback" not in err
+    assert not (tmp_path / "verdicts.jsonl").exists() and not (tmp_path / "variants.json").exists()
