@@ -252,7 +252,7 @@ def phase_sft(args, d: Path) -> None:
     from rl_step import build_model_dir
 
     from davinci_kernel.config import load_config
-    from davinci_kernel.files import read_jsonl
+    from davinci_kernel.files import jsonl_text, read_jsonl, write_atomic
     from davinci_kernel.llm.tiny import project_corpus, train_tokenizer
     from davinci_kernel.rl.sft import train_sft
 
@@ -266,10 +266,7 @@ def phase_sft(args, d: Path) -> None:
     measured = _read(d / "variants.json")
     speedups = {(r["task"], r["variant"]): r["speedup"] for r in (measured or {}).get("variants", [])}
     rows = sft_examples(tasks, objs, cfg.skills, cfg.skills.max_selected, cfg.skills.max_new_skills, speedups)
-    data = d / "sft.jsonl"
-    with data.open("w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+    data = write_atomic(d / "sft.jsonl", jsonl_text(rows))
     shape = TINY if args.tiny else SHAPE
     base = d / "base"
     corpus = project_corpus() + [s for v in variant_sources(tasks).values() for s in v.values()]
@@ -345,7 +342,7 @@ class Arm:
 
         self.d, self.arm, self.srcs = d, arm, srcs
         self.cfg = run_config(args, d, arm)
-        load_tasks(manifest(args.tiny), d, f"suite-{arm}")  # one folder per arm
+        suite_dir(manifest(args.tiny), d / f"suite-{arm}")  # one folder per arm (the trainer loads it)
         work = d / f"rl-{arm}"
         if work.exists():
             shutil.rmtree(work)
