@@ -79,10 +79,9 @@ def run_variant(name: str, model, tok, prompts, args) -> dict:
         b = HFBackend(model=model, tokenizer=tok, max_batch=args.batch, autocast=cast,
                       prefill_chunk=1024 if name == "hf_chunk" else 0, grouped=name != "hf_sdpa")
     # in this thread (the trainer runs it in a worker thread): the profiler sees its ops
-    if name == "local_cudnn":  # the same loop with PyTorch free to send attention to cuDNN again
-        with mock.patch.object(grouped_decode_mod, "_no_cudnn_attention", contextlib.nullcontext):
-            outs = b.generate_blocking(reqs)
-    else:
+    cudnn = name == "local_cudnn"  # the same loop with PyTorch free to send attention to cuDNN again
+    with mock.patch.object(grouped_decode_mod, "_no_cudnn_attention", contextlib.nullcontext) if cudnn \
+            else contextlib.nullcontext():
         outs = b.generate_blocking(reqs)
     _sync()
     wall = time.perf_counter() - t0
