@@ -333,6 +333,25 @@ def tally(groups, srcs: dict[str, dict[str, str]]) -> tuple[dict[str, dict[str, 
     return shares, fresh
 
 
+def summary_counts(groups) -> dict[str, int]:
+    """A step's summary agent at work: episodes summarized (the trigger fired), summaries
+    sampled, summaries whose reply parsed as a tool call, skills they proposed, skills
+    that passed the content filter and were re-generated greedily, skills the
+    verification staged (at most one a task is admitted)."""
+    out = dict.fromkeys(("triggered", "sampled", "parsed", "proposed", "regenerated", "staged"), 0)
+    for g in groups:
+        out["triggered"] += bool(g.summaries)
+        out["sampled"] += len(g.summaries)
+        for t in g.summaries:
+            if not t.parse_error:
+                out["parsed"] += 1
+                out["proposed"] += len((t.parsed or {}).get("skills", []))
+        for v in g.verifications:
+            out["regenerated"] += v.completion is not None
+            out["staged"] += bool((v.parsed or {}).get("staged"))
+    return out
+
+
 class Arm:
     """One arm's trainer (``dvk train rl``'s RLTrainer on the real pipeline) sharing the run's
     evaluator; ``step(n)`` runs one RL step and returns its row for DIR/arm-<name>.json."""
@@ -371,12 +390,15 @@ class Arm:
         shares, fresh = tally(self.captured, self.srcs)
         save_verdicts(self.d, fresh)
         row = {k: m.get(k) for k in STEP_KEYS}
-        row.update(step=step, shares=shares, new_sources_judged=len(fresh), gen_batches=BATCHES[:])
+        row.update(step=step, shares=shares, summaries=summary_counts(self.captured), new_sources_judged=len(fresh),
+                   gen_batches=BATCHES[:])
         BATCHES.clear()
         self.out["steps"].append(row)
         self.save()
         print(f"{self.arm} step {step}: reward {row['reward/policy']:.3f}  fast_1 {row['fast_1/policy']:.2f}  "
               f"fast_1.5 {row['fast_1.5/policy']:.2f}  speedup/correct {row['speedup/correct'] or 0:.2f}  "
+              f"summaries parsed {row['summaries']['parsed']}/{row['summaries']['sampled']}  "
+              f"skills admitted {row['skills_admitted'] or 0:g}  "
               f"new sources {len(fresh)}  gen {row['gen_s']:.0f}s  step {row['step_s']:.0f}s", flush=True)
         return row
 

@@ -49,6 +49,26 @@ def test_tally_counts_each_policy_turn_by_its_code_and_keeps_only_fresh_verdicts
     assert [(r["task"], r["source"], r["result"]["speedup"]) for r in new] == [("level1/a", SLOW + "# tuned\n", 1.5)]
 
 
+def test_summary_counts_follow_each_summary_from_reply_to_stage():
+    """A group whose trigger fired: of three summaries one failed to parse, two proposed
+    three skills; one skill was stopped by the content filter (no re-generation), two were
+    re-generated, one of them staged. A group without summaries adds nothing."""
+    from davinci_kernel.records import Completion
+
+    def summ(error=None, n=0):
+        return Turn(role="summary", task="level1/a", parse_error=error, parsed={"skills": [{}] * n})
+
+    def ver(regenerated, staged):
+        return Turn(role="verify", task="level1/a", completion=Completion(text="x") if regenerated else None,
+                    parsed={"skill": "s", "staged": staged})
+
+    fired = TaskGroup(task="level1/a", summaries=[summ("no tool call"), summ(n=2), summ(n=1)],
+                      verifications=[ver(False, False), ver(True, True), ver(True, False)])
+    quiet = TaskGroup(task="level1/b")
+    assert lr.summary_counts([fired, quiet]) == {"triggered": 1, "sampled": 3, "parsed": 2, "proposed": 3,
+                                                 "regenerated": 2, "staged": 1}
+
+
 def test_variant_shares_follow_the_evaluators_verdicts_of_the_variants():
     """The fastest variant is the correct one the evaluator timed fastest; a variant the
     evaluator judged correct counts as correct whatever its name says."""
@@ -78,6 +98,7 @@ def test_tiny_learning_run_end_to_end_on_cpu(tmp_path):
         (row,) = arm["steps"]
         assert set(row["shares"]) == {"level1/3_Softmax", "level1/4_LayerNorm"}
         assert row["gen_batches"] and all(b["n"] >= 1 for b in row["gen_batches"])
+        assert set(row["summaries"]) == {"triggered", "sampled", "parsed", "proposed", "regenerated", "staged"}
     assert {"share/fastest_variant", "speedup/correct"} <= set(out["summary"]["learn"])
     assert (res / "learning_run_tiny.png").stat().st_size > 0
     assert len(out["variants"]["variants"]) == 10  # five variants of each of the two tasks
