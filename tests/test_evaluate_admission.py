@@ -315,7 +315,7 @@ def test_a_models_weights_count_in_its_sizes_and_admission(cpu_evaluator, tmp_pa
     assert ev.trusted.sizes(task.source, "cpu") == (8 * 96 * 4, 8 * 40 * 4, (96 * 40 + 40) * 4 + 40 * 8)
     assert memplan.bound(100, 50, fixed=7, param_bytes=1000) == 4 * 150 + 3 * 1000 + 7
     # one trial of 10 B in, 10 B out: 30 B; three model copies beside it
-    assert memplan.too_large(10, 10, 1000, param_bytes=324) and not memplan.too_large(10, 10, 1000, param_bytes=323)
+    assert memplan.least_need(10, 10, param_bytes=324) == 1002 and memplan.least_need(10, 10, param_bytes=323) == 999
     assert ev.evaluate(task).correct
 
     huge = _task(tmp_path, "huge", _HUGE)

@@ -94,10 +94,6 @@ def least_need(input_bytes: int, output_bytes: int, param_bytes: int = 0) -> int
     return MODEL_COPIES * param_bytes + check_peak(input_bytes, output_bytes)
 
 
-def too_large(input_bytes: int, output_bytes: int, available_bytes: int, param_bytes: int = 0) -> bool:
-    """Even a worker's models and one correctness trial do not fit."""
-    return least_need(input_bytes, output_bytes, param_bytes) > available_bytes
-
 
 def model_bytes(torch, model) -> int:
     """Bytes of a module's parameters and buffers (meta or fake tensors count too)."""
