@@ -160,3 +160,32 @@ def test_optimize_takes_the_same_no_seed(runs, tmp_path):
     assert log.read_text().split() == ["policy", "policy"]
     q = dvk(["skills", "list", "--db", str(tmp_path / "new.db"), "--json"], dict(os.environ), timeout=120)
     assert q.returncode == 0 and json.loads(q.stdout) == []
+
+
+@pytest.mark.parametrize("select,calls,skills_per_scheme", [
+    ("bm25", ["policy", "policy"], [3, 0]),  # one BM25 scheme (no rerank call) plus the null scheme
+    ("none", ["policy"], [0]),  # the null scheme alone
+])
+def test_optimize_takes_the_same_select(runs, tmp_path, select, calls, skills_per_scheme):
+    log = tmp_path / "calls.log"
+    p = dvk(["optimize", str(runs["tmp"] / "suite" / "level1" / "1_ReLU.py"), "--model",
+             f"script:{runs['tmp'] / 'model.py'}", "--select", select, "--db", str(tmp_path / "lib.db"),
+             "--turns", "1", "--rollouts", "1", "--schemes", "1", "--summaries", "1", "--device", "cpu",
+             "--workers", "1", "--out", str(tmp_path / "opt")], script_env(log))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert log.read_text().split() == calls
+    group = json.loads((tmp_path / "opt" / "groups.jsonl").read_text().splitlines()[0])
+    assert [len(s) for s in group["schemes"]] == skills_per_scheme and group["selections"] == []
+    assert json.loads((tmp_path / "opt" / "run.json").read_text())["select"] == select
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--select", "rerank"], "--select rerank: use llm, bm25 or none"),
+    (["--skills", "off", "--select", "llm"], "--select llm needs --skills on"),
+])
+def test_optimize_bad_select_is_one_line_exit_2(runs, tmp_path, args, fragment):
+    p = dvk(["optimize", str(runs["tmp"] / "suite" / "level1" / "1_ReLU.py"), "--model", "script:x.py", *args,
+             "--out", str(tmp_path / "opt")], dict(os.environ), timeout=60)
+    assert p.returncode == 2 and fragment in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert not (tmp_path / "opt").exists()

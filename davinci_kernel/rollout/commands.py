@@ -149,6 +149,8 @@ def register(app: typer.Typer) -> None:
         turns: int = typer.Option(_RC.turns, "--turns", help="policy turns per rollout"),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
         skills: str = typer.Option("on", "--skills", help=SKILLS_HELP),
+        select: Optional[str] = typer.Option(None, "--select", help=SELECT_HELP + "; summaries and admission "
+                                             "still run with --skills on", show_default=False),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         seed: bool = typer.Option(True, "--seed/--no-seed", help=SEED_HELP),
         out: Optional[Path] = typer.Option(None, "--out", help="run directory, created with missing parent folders "
@@ -165,7 +167,8 @@ def register(app: typer.Typer) -> None:
         """Optimize one PyTorch module with the agent loop; writes RUN_DIR/best.py.
 
         By default all three agents run on the default library: skill selection, the policy
-        and skill summaries (--skills off: the policy agent alone)."""
+        and skill summaries (--skills off: the policy agent alone; --select bm25|none: the
+        selection ablations, summaries still on)."""
         from ..tasks import check_problem_source, load_task_file
         from .optimize import OptimizeSettings, optimize
         from .progress import live
@@ -175,6 +178,7 @@ def register(app: typer.Typer) -> None:
         if problem_error:
             raise UsageError(f"{problem}: not a KernelBench-format problem ({problem_error})")
         use_skills = _check_skills(skills)
+        select_mode = _check_select(select, use_skills)
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
         rundir = RunDir(check_out_dir(out or default_dir(f"optimize-{_slug(problem.stem)}")))
         if db is not None and use_skills:
@@ -183,7 +187,7 @@ def register(app: typer.Typer) -> None:
             check_library_path(Path(db).expanduser())
         _note_seed(db, seed, use_skills)
         settings = OptimizeSettings(model=model, device=device, workers=workers, skills=use_skills, skills_db=db,
-                                    rollout=rc, seed_library=seed)
+                                    rollout=rc, seed_library=seed, select=select_mode)
         try:
             with live(rc.turns, "turn", f"optimize {task.title}") as progress:
                 result = optimize(task, settings, rundir, progress=progress)

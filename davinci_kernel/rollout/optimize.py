@@ -2,7 +2,9 @@
 
 Covers: one task group on the problem file (k selection samples plus the null scheme
 when skills are on, the default, n rollouts, T turns, summaries and verification; with
-skills off the policy agent alone), committing a
+skills off the policy agent alone; ``select`` as ``skills.select_mode``: ``bm25`` takes the
+BM25 top skills for each scheme without asking the model, ``none`` runs the null scheme
+alone while summaries still grow the library), committing a
 verified new skill to the library, and writing ``RUN_DIR/best.py`` (the best candidate:
 correct and fastest; else the one that got furthest), ``best.json`` (its EvalResult),
 ``groups.jsonl`` (every model call), ``results.jsonl`` and ``skills.jsonl`` (newly
@@ -34,6 +36,7 @@ class OptimizeSettings:
     skills_db: Optional[str] = None  # the library; None: the default (SkillsConfig().db)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     seed_library: bool = True  # a new, empty library gets the bundled seed skills (False: --no-seed)
+    select: str = "llm"  # skills.select_mode: llm | bm25 | none (with skills on)
 
 
 def _rank(res: Optional[EvalResult]) -> tuple:
@@ -64,9 +67,11 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
     use_skills = settings.skills
     meta = {"kind": "optimize", "model": settings.model, "problem": task.path or task.name,
             "turns": rc.turns, "skills": "on" if use_skills else "off",
+            "select": settings.select if use_skills else "none",
             "db": (settings.skills_db or SkillsConfig().db) if use_skills else None, "k_schemes": rc.k_schemes,
             "n_rollouts": rc.n_rollouts, "language": rc.language, "totals": {str(task.level): 1}}
-    plan = GroupPlan(k_schemes=rc.k_schemes if use_skills else 0, null_scheme=True, n_rollouts=rc.n_rollouts,
+    selects = use_skills and settings.select != "none"
+    plan = GroupPlan(k_schemes=rc.k_schemes if selects else 0, null_scheme=True, n_rollouts=rc.n_rollouts,
                      turns=rc.turns, summaries=use_skills, record_usage=use_skills)
 
     async def main() -> tuple[TaskGroup, list]:
@@ -74,7 +79,9 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
                                 use_skills=use_skills, seed_library=settings.seed_library,
                                 **(session_kw or {})) as s:
             rundir.start(meta)
-            ctx = Context(s.backend, s.evaluator, rc, RewardConfig(), SkillsConfig(), progress=progress)
+            skills_cfg = SkillsConfig(select_mode=settings.select if use_skills else "none",
+                                      seed_library=settings.seed_library)
+            ctx = Context(s.backend, s.evaluator, rc, RewardConfig(), skills_cfg, progress=progress)
             adm = Admission()
             group = await run_group(ctx, task, plan, store=s.store, admission=adm)
             written = adm.commit(s.store, step=s.store.current_step() + 1) if s.store is not None and adm.staged else []
