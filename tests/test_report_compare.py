@@ -176,6 +176,25 @@ def test_runs_that_cannot_be_compared_are_one_line_exit_2(dvk, two_runs, tmp_pat
     assert not (tmp_path / "cmp").exists()
 
 
+def test_one_suite_spelled_two_ways_is_compared(dvk, two_runs, tmp_path, monkeypatch):
+    """A KernelBench folder named relatively in one run and absolutely, with a trailing slash
+    and without the prefix, in the other is one suite; another folder is not."""
+    a, _, b, _ = two_runs
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (tmp_path / "kb2").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for run, suite in ((a, "kernelbench:./kb"), (b, f"{kb}/")):
+        meta = json.loads((run / "run.json").read_text())
+        (run / "run.json").write_text(json.dumps({**meta, "suite": suite}))
+    code, _, err = dvk("report", str(a), str(b), "--json", "--out", str(tmp_path / "cmp"))
+    assert code == 0, err
+    meta = json.loads((b / "run.json").read_text())
+    (b / "run.json").write_text(json.dumps({**meta, "suite": "kernelbench:kb2"}))
+    code, _, err = dvk("report", str(a), str(b), "--out", str(tmp_path / "cmp2"))
+    assert code == 2 and "runs of different suites cannot be compared" in err
+
+
 def test_out_with_one_run_is_refused(dvk, two_runs, tmp_path):
     a, _, _, _ = two_runs
     code, out, err = dvk("report", str(a), "--out", str(tmp_path / "cmp"))

@@ -32,3 +32,18 @@ def test_checkout_layout_skips_superseded_and_foreign_files(tmp_path):
     tasks = load_suite(f"kernelbench:{tmp_path}")
     assert [t.name for t in tasks] == ["level1/1_Relu", "level1/2_Relu_Again", "level2/7_Conv_ReLU", "level3/52_easy"]
     assert [t.level for t in load_suite(f"kernelbench:{tmp_path}", level=2)] == [2]
+
+
+def test_suite_id_gives_one_spelling_per_suite(tmp_path, monkeypatch):
+    from davinci_kernel.tasks import suite_id
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    want = f"kernelbench:{kb.resolve()}"
+    assert {suite_id(s) for s in ("kernelbench:kb", "kernelbench:./kb/", "kernelbench:~/kb", str(kb), "kb/")} == {want}
+    assert suite_id(want) == want  # what run.json records is already its own spelling
+    assert suite_id("builtin") == "builtin"
+    assert suite_id("hf:ScalingIntelligence/KernelBench") == "hf:ScalingIntelligence/KernelBench"
+    assert suite_id("hf:kb") == f"hf:{kb.resolve()}"  # a dataset saved to disk is a folder

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import UsageError
+from ..tasks import suite_id
 from .fastp import DEFAULT_PS, fastp_table
 from .rundata import SELF_CHECK_GROUP, RunData, load_run
 
@@ -64,7 +65,8 @@ def load_runs(paths: list[str]) -> list[RunData]:
             raise UsageError(f"{run.path} has no evaluation results (results.jsonl) to compare; "
                              "compare runs of dvk run or dvk bench")
         runs.append(run)
-    suites = {str(r.meta["suite"]) for r in runs if r.meta.get("suite")}
+    # one spelling per suite (an older run.json may hold the suite as it was typed)
+    suites = {suite_id(str(r.meta["suite"])) for r in runs if r.meta.get("suite")}
     if len(suites) > 1:
         which = ", ".join(f"{r.path.name}: {r.meta.get('suite', '?')}" for r in runs)
         raise UsageError(f"runs of different suites cannot be compared ({which})")

@@ -24,6 +24,7 @@ from ..config import RewardConfig, RolloutConfig, SkillsConfig
 from ..records import Task
 from ..report.fastp import fastp_table
 from ..rundir import GROUPS_FILE, RESULTS_FILE, SUMMARY_FILE, WHICH, RunDir
+from ..tasks import suite_id
 from .context import Context
 from .episodes import best_result, last_result
 from .group import GroupPlan, run_group
@@ -54,7 +55,8 @@ class RunSettings:
         totals: dict[str, int] = {}
         for t in tasks:
             totals[str(t.level)] = totals.get(str(t.level), 0) + 1
-        return {"kind": "run", "model": self.model, "suite": self.suite, "skills": "on" if self.skills else "off",
+        return {"kind": "run", "model": self.model, "suite": suite_id(self.suite),
+                "skills": "on" if self.skills else "off",
                 "select": self.select if self.skills else "none", "turns": self.turns,
                 "language": self.rollout.language, "temperature": self.rollout.temperature,
                 "max_new_tokens": self.rollout.max_new_tokens, "totals": totals}

@@ -53,7 +53,7 @@ from ..records import EvalResult
 from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
 from ..report.terminal import fastp_rich_table
 from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, default_dir
-from ..tasks import candidate_path, load_suite, reference_dir
+from ..tasks import candidate_path, load_suite, reference_dir, suite_id
 from . import selfcheck
 
 _SAME_RUN_KEYS = ("suite", "candidates")
@@ -155,7 +155,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     lock = threading.Lock()
 
     named = candidates if candidates in ("reference", SELF) else str(cand_dir.resolve())
-    meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite, "candidates": named})
+    meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite_id(suite), "candidates": named})
     if self_check:
         meta["self_check"] = True
     drop_cut_line(results_path)

@@ -11,7 +11,9 @@ from .loader import (
                      load_suite,
                      load_task_file,
                      reference_dir,
+                     suite_id,
 )
 
 __all__ = ["BUILTIN_DIR", "REFERENCE_DIR", "SuiteError", "candidate_path", "check_problem_source",
-           "load_dir", "load_hf", "load_suite", "load_task_file", "reference_dir"]
+           "load_dir", "load_hf", "load_suite", "load_task_file", "reference_dir",
+           "suite_id"]

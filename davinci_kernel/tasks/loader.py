@@ -147,6 +147,25 @@ def _load_suite(spec: str, level: Optional[int]) -> list[Task]:
     raise SuiteError(f"unknown suite '{spec}': use builtin, kernelbench:DIR or hf:NAME")
 
 
+def suite_id(spec: str) -> str:
+    """One spelling per suite, as run.json records it and as runs are matched by: ``builtin``;
+    ``kernelbench:`` and the folder's absolute path for a KernelBench folder however it was
+    named (relative, ``~``, a trailing ``/``, or a plain folder without the prefix); ``hf:``
+    and the absolute path of a dataset saved to disk, or the hub name as given. A relative
+    path is taken from the current folder."""
+    def folder(d: str) -> str:
+        return str(Path(d).expanduser().resolve())
+
+    if spec.startswith("kernelbench:"):
+        return "kernelbench:" + folder(spec.split(":", 1)[1])
+    if spec.startswith("hf:"):
+        name = spec[3:]
+        return "hf:" + (folder(name) if Path(name).expanduser().is_dir() else name)
+    if spec != "builtin" and Path(spec).expanduser().is_dir():
+        return "kernelbench:" + folder(spec)
+    return spec
+
+
 def reference_dir(spec: str) -> Path:
     """Where a suite's own solutions live (only the built-in suite ships them)."""
     if spec != "builtin":
