@@ -405,6 +405,46 @@ def test_torch_library_registration_is_rejected(snippet):
     assert "monkey_patch" in _hard(snippet)
 
 
+@pytest.mark.parametrize("snippet", [
+    "def f(x):\n    return x.untyped_storage()",
+    "def f(x):\n    return x._typed_storage()",
+    "def f(x):\n    return x.__dlpack__()",
+    "import numpy as np\ndef f(x):\n    return np.from_dlpack(x)",
+    "from torch.utils.dlpack import to_dlpack",
+    "y = torch.from_dlpack",
+    "def f(x):\n    return getattr(x, 'apply_')(abs)",
+    "def f(x):\n    x.map_(x, lambda a, b: a)",
+    "import numpy\np = numpy.ctypeslib.as_array",
+    "from numpy.ctypeslib import as_array",
+], ids=["untyped_storage", "typed_storage", "__dlpack__", "np.from_dlpack", "to_dlpack", "torch.from_dlpack",
+        "getattr-apply_", "map_", "numpy.ctypeslib", "from-ctypeslib"])
+def test_handing_a_tensors_memory_to_host_code_is_rejected(snippet):
+    assert "forbidden_import" in _hard(snippet)
+
+
+@pytest.mark.parametrize("snippet", [
+    "import os\nf = os.fork",
+    "from os import fork",
+    "from os import posix_spawn as go",
+    "import os as o\nrun = o.execv",
+    "import os\nf = getattr(os, 'fork')",
+    "import os\ndef f():\n    os.system('true')",
+    "import pty\nspawn = pty.spawn",
+], ids=["alias", "from", "from-as", "module-alias", "getattr", "call", "pty"])
+def test_naming_a_process_starting_function_is_rejected(snippet):
+    assert "subprocess" in _hard(snippet)
+
+
+def test_names_near_the_rejected_ones_pass():
+    snippet = (
+        "import os\n"
+        "P = os.path.join(os.getcwd(), 'x')\n"
+        "E = os.environ.get('HOME')\n"
+        "def f(x, y):\n"
+        "    return x.storage_offset() + x.data_ptr() + y.apply(1)\n")
+    assert _hard(snippet) == []
+
+
 def test_torch_library_in_a_cuda_source_is_rejected():
     src = '''
 import torch

@@ -3,7 +3,9 @@ did, how many Triton kernels were launched, and whether the worker's own objects
 
 Covers: torch's C++-level op profiler over a call (which aten compute ops ran, their FLOPs
 and input sizes; a Triton launch shows as memory ops only; it still sees ops run with every
-Python dispatch mode switched off, and ``Tensor.numpy()`` hand-offs), a launch counter wrapped
+Python dispatch mode switched off, ops under a user scope (``record_function``) or inside a
+TorchScript function, and ``Tensor.numpy()`` hand-offs; with ``all_threads``, the CPU
+candidate's case, ops run on every thread of the process too), a launch counter wrapped
 around Triton's ``JITFunction.run`` (compiled and interpreted), and an identity snapshot of
 torch, timers, builtins and the harness modules. Used by the reference process (the
 reference's work, for coverage estimates) and by candidate workers. Does not cover: trust.
@@ -28,39 +30,79 @@ MEMORY_OPS = {
 }
 
 
-def audited_call(torch, fn, args):
+def audited_call(torch, fn, args, all_threads: bool = False):
     """``fn(*args)`` under torch's C++-level op profiler (the legacy one: it starts in
     milliseconds, where a Python dispatch mode imports dynamo for seconds in every fresh
     worker; it also sees ops run with every Python dispatch mode switched off, and
-    ``Tensor.numpy()`` hand-offs). Returns (output, {"ops": {name: calls}, "work": see
-    ``profiled_work``})."""
-    with torch.no_grad(), torch.autograd.profiler.profile(use_kineto=False, record_shapes=True,
-                                                          with_flops=True) as prof:
+    ``Tensor.numpy()`` hand-offs). The legacy profiler sees the calling thread only; with
+    ``all_threads`` the call runs under the kineto profiler recording every thread (work
+    handed to a thread, raw ``_thread`` ones included, stays work), where this torch has
+    it. Returns (output, {"ops": {name: calls}, "work": see ``profiled_work``})."""
+    with torch.no_grad(), _profiler(torch, all_threads) as prof:
         out = fn(*args)
     events = prof.function_events
     ops: dict = {}
-    for e in events:
-        if e.name.startswith("aten::") and e.cpu_parent is None and e.name[6:] not in MEMORY_OPS:
-            ops[e.name[6:]] = ops.get(e.name[6:], 0) + 1
+    for e in outermost_compute(events):
+        ops[e.name[6:]] = ops.get(e.name[6:], 0) + 1
     return out, {"ops": ops, "work": profiled_work(events)}
 
 
-def profiled_work(events) -> float:
-    """Work of the top-level aten compute ops among profiler events: each op's FLOPs (its
-    own and its callees', e.g. matmul's mm) or, where it reports none, its largest input's
-    elements. A top-level ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` runs:
-    a tensor handed to numpy, whose work no torch-level view sees, counts as work done
-    outside custom kernels."""
-    total = 0.0
+def _profiler(torch, all_threads: bool):
+    prof = torch.autograd.profiler
+    if all_threads:
+        try:
+            from torch._C._profiler import _ExperimentalConfig
+
+            cfg = _ExperimentalConfig(profile_all_threads=True)
+        except (ImportError, TypeError):  # an older torch: the calling thread only
+            pass
+        else:
+            return prof.profile(use_kineto=True, record_shapes=True, with_flops=True, experimental_config=cfg)
+    return prof.profile(use_kineto=False, record_shapes=True, with_flops=True)
+
+
+def outermost_compute(events):
+    """The aten compute ops no other aten op called: each is work the caller asked for.
+    A user scope (``record_function``) or a TorchScript function between an op and the
+    top does not hide it; an op called by another aten op (matmul's mm) is that op's work."""
     for e in events:
         name = getattr(e, "name", "")
-        if not name.startswith("aten::") or getattr(e, "cpu_parent", None) is not None:
+        if not name.startswith("aten::") or name[6:] in MEMORY_OPS:
             continue
-        if name[6:] in MEMORY_OPS:
-            continue
-        sizes = [1] + [_numel(s) for s in (getattr(e, "input_shapes", None) or []) if s]
+        up = getattr(e, "cpu_parent", None)
+        while up is not None and not getattr(up, "name", "").startswith("aten::"):
+            up = getattr(up, "cpu_parent", None)
+        if up is None:
+            yield e
+
+
+def profiled_work(events) -> float:
+    """Work of the outermost aten compute ops among profiler events: each op's FLOPs (its
+    own and its callees', e.g. matmul's mm) or, where it reports none, the elements of its
+    inputs broadcast together (a reduction over broadcast views does the work of the full
+    shape) or of its largest input. A top-level ``resolve_conj``/``resolve_neg`` is what
+    ``Tensor.numpy()`` runs: a tensor handed to numpy, whose work no torch-level view sees,
+    counts as work done outside custom kernels."""
+    total = 0.0
+    for e in outermost_compute(events):
+        shapes = [s for s in (getattr(e, "input_shapes", None) or []) if s]
+        sizes = [1, broadcast_numel(shapes)] + [_numel(s) for s in shapes]
         total += max(max(sizes), _flops(e))
     return total
+
+
+def broadcast_numel(shapes) -> int:
+    """Elements of the shape the given shapes broadcast to (1 if they do not broadcast)."""
+    shapes = [list(s) for s in shapes if all(isinstance(d, int) for d in s)]
+    if not shapes:
+        return 1
+    out = []
+    for i in range(1, max(len(s) for s in shapes) + 1):
+        dims = {s[-i] for s in shapes if len(s) >= i} - {1}
+        if len(dims) > 1:
+            return 1
+        out.append(dims.pop() if dims else 1)
+    return _numel(out)
 
 
 def _flops(e) -> float:
@@ -109,10 +151,11 @@ def install_launch_counter() -> None:
         cls.run = run
 
 
-def settle(torch, device: str) -> None:
+def settle(torch, device: str, all_threads: bool = False) -> None:
     """Run one audited call now, so lazily loaded machinery is in place before anything is
     snapshotted and the first audited call costs what the others do."""
-    audited_call(torch, lambda: torch.relu(torch.ones(2, device=device) @ torch.ones(2, 2, device=device)), [])
+    audited_call(torch, lambda: torch.relu(torch.ones(2, device=device) @ torch.ones(2, 2, device=device)), [],
+                 all_threads)
 
 
 # --------------------------------------------------------------------------- identity snapshot

@@ -5,6 +5,9 @@ the harness's seeds (allocator poisoned with NaN first, so unwritten output show
 refill of the same buffers (result caching), a second run under other poison
 (uninitialized memory), a run at the perturbed size the reference process chose, and, if
 the harness asks, timing interleaved with the problem's own Model plus a profiler pass.
+On the CPU (no timing, no GPU profile) every compared call is audited, on every thread,
+so behaving only while watched gains nothing, and a child process that ran and was
+reaped within a call is flagged (one still alive at the end of a phase is, everywhere).
 Every output is written as raw bytes to the worker's scratch folder and announced; the
 worker then waits while the harness stops it and reads the file, so the whole output is
 committed before the harness picks which elements to compare. What this process
@@ -19,6 +22,7 @@ it serves exactly one job.
 from __future__ import annotations
 
 import os
+import resource
 import sys
 import threading
 
@@ -106,15 +110,19 @@ class CandidateRunner:
         call is counted and some are profiled, so a candidate that behaves only while it is
         watched shows calls without its kernels."""
         before = LaunchCounter.count
+        on_cpu = self.dev.type == "cpu"
+        reaped = _reaped_children()
         rt.seed_call(seed)
-        if audit and self.j.audit:
-            out, a = audited_call(self.torch, model, args)
+        if (audit or on_cpu) and self.j.audit:
+            out, a = audited_call(self.torch, model, args, all_threads=on_cpu)
             self.audits.append({"ops": a["ops"], "work": a["work"], "launches": LaunchCounter.count - before})
         else:
             with rt.C.no_grad():
                 out = model(*args)
             self.audits.append({"launches": LaunchCounter.count - before})
         self.sync()
+        if on_cpu and _reaped_children() != reaped:  # on a GPU, Triton's first launches run ptxas
+            self.flag("subprocess", "a child process ran and was waited for during a forward call")
         for leaf in rt.tensor_leaves(out) if _isinstance(out, (list, tuple, dict)) else [out]:
             if _isinstance(leaf, rt.C.Tensor) and type(leaf) is not rt.C.Tensor:
                 self.flag("tensor_subclass", f"output is a {type(leaf).__name__}, not a plain torch.Tensor")
@@ -271,6 +279,12 @@ class CandidateRunner:
             self.flag("subprocess", "the candidate started child processes")
 
 
+def _reaped_children() -> tuple:
+    """The resource use of this process's children that have ended and been waited for:
+    it changes whenever one more has."""
+    return tuple(resource.getrusage(resource.RUSAGE_CHILDREN))
+
+
 def _children() -> set:
     try:
         pid = os.getpid()
@@ -336,7 +350,7 @@ def main(argv: list[str]) -> None:
     install_launch_counter()
     from .audit import settle
 
-    settle(rt.C.torch, device)
+    settle(rt.C.torch, device, all_threads=not device.startswith("cuda"))
     if device.startswith("cuda"):
         warm_gpu_tools(device)
     out_dir = os.path.join(os.getcwd(), "out")

@@ -38,7 +38,8 @@ FLAGS = {
     "monkey_patch": "torch, timers, builtins or the harness were modified (dispatcher registration included)",
     "introspection": "walks the heap, frames or sys.modules (can find the harness's objects)",
     "forbidden_import": "imports or reaches what no kernel needs: the harness package, torch._C, "
-                        "torch.utils._python_dispatch, ctypes/cffi",
+                        "torch.utils._python_dispatch, ctypes/cffi, a tensor's memory handed to host code "
+                        "(DLPack, raw storages, apply_)",
     "proc_access": "names a /proc path (other processes' memory, environment or command line)",
     "result_caching": "returns a result cached across calls (same buffers, new values gave the old answer)",
     "input_mutation": "the inputs were modified",

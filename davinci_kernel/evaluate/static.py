@@ -6,9 +6,12 @@ try/except fallbacks, subclassing the reference, torch.compile, side streams, th
 and processes, ``__torch_function__``/``__torch_dispatch__`` overrides, assignments
 into torch/time/builtins (monkey-patching), dispatcher registration (``torch.library``,
 or ``TORCH_LIBRARY`` in a ``load_inline`` source: ``monkey_patch``), frame/heap
-introspection, and reaching what no kernel needs (``forbidden_import``: the harness
-package, ``torch._C``, ``torch.utils._python_dispatch``, ``ctypes``/``cffi``, also through
-``__import__``/``importlib.import_module`` with a constant name; ``proc_access``: a string
+introspection, process creation however the function is reached (``os.fork`` called,
+aliased or passed on), and reaching what no kernel needs (``forbidden_import``: the harness
+package, ``torch._C``, ``torch.utils._python_dispatch``, ``ctypes``/``cffi``/``numpy.ctypeslib``,
+also through ``__import__``/``importlib.import_module`` with a constant name, and the
+methods that hand a tensor's memory to host code: DLPack, raw storages, ``apply_``/``map_``;
+``proc_access``: a string
 constant naming a ``/proc`` path). Module aliases (``import torch as t``, ``from torch
 import library``) and ``getattr`` with a constant name resolve to the dotted names they
 stand for. Works on the syntax tree, never on regexes over text, so comments and strings
@@ -39,7 +42,21 @@ _FORBIDDEN = {
     "torch.utils._python_dispatch": "torch's dispatch-mode internals (can intercept every torch op)",
     "ctypes": "raw memory access and C calls", "_ctypes": "raw memory access and C calls",
     "cffi": "raw memory access and C calls", "_cffi_backend": "raw memory access and C calls",
+    "numpy.ctypeslib": "raw memory access and C calls",
 }
+# Methods that hand a tensor's memory to code outside torch (DLPack capsules, raw
+# storages, a Python function per element): work done there is seen by no torch-level
+# audit and no GPU profile, and no kernel needs them. Reaching one is ``forbidden_import``.
+_HOST_HANDOFF = {"__dlpack__": "a DLPack capsule of a tensor's memory", "from_dlpack": "DLPack import",
+                 "to_dlpack": "DLPack export", "_to_dlpack": "DLPack export", "_to_dlpack_versioned": "DLPack export",
+                 "untyped_storage": "a tensor's raw storage", "_typed_storage": "a tensor's raw storage",
+                 "apply_": "a Python function applied per element", "map_": "a Python function applied per element",
+                 "map2_": "a Python function applied per element"}
+# Functions that start processes, however they are reached (called, aliased, passed on).
+_PROCESS_FUNCTIONS = {f"os.{n}" for n in ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_spawnp",
+                                          "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp",
+                                          "spawnvpe", "execl", "execle", "execlp", "execlpe", "execv", "execve",
+                                          "execvp", "execvpe")} | {"pty.spawn", "pty.fork"}
 # Dispatcher registration: an override of an ATen op lives in C++, outside every Python
 # snapshot, and changes the reference's own results. Flagged as ``monkey_patch``.
 _DISPATCHER = ("torch.library", "torch._library", "torch._custom_ops", "torch._custom_op",
@@ -170,8 +187,6 @@ def check(source: str) -> StaticReport:
                 rep.flag("torch_compile", f"calls {name} at line {node.lineno}")
             if last in ("Stream", "ExternalStream") and "cuda" in name or name in ("torch.cuda.stream", "torch.cuda.set_stream"):
                 rep.flag("side_stream", f"uses {name} at line {node.lineno}; all work must run on the current stream")
-            if name in ("os.fork", "os.system", "os.popen", "os.spawnv", "os.execv", "pty.spawn"):
-                rep.flag("subprocess", f"calls {name}")
             if name == "setattr" and node.args and _root(node.args[0]) in _PATCHABLE_ROOTS:
                 rep.flag("monkey_patch", f"setattr on {_dotted(node.args[0])} at line {node.lineno}")
             if name in ("torch.set_default_dtype", "torch.set_float32_matmul_precision", "torch.use_deterministic_algorithms"):
@@ -245,6 +260,13 @@ def _forbidden_checks(tree: ast.AST, rep: StaticReport, cuda_source: bool) -> No
             rep.flag("forbidden_import", f"uses {name} at line {line}: {_FORBIDDEN['torch._C']}")
         else:
             module_hit(name, "uses", line)
+        if name in _PROCESS_FUNCTIONS:
+            rep.flag("subprocess", f"uses {name} at line {line}")
+
+    def attr_hit(attr: str, line: int) -> None:
+        if attr in _HOST_HANDOFF:
+            rep.flag("forbidden_import", f"uses .{attr} at line {line}: {_HOST_HANDOFF[attr]} hands a tensor's "
+                     "memory to code outside torch, where no audit sees the work")
 
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
@@ -255,8 +277,11 @@ def _forbidden_checks(tree: ast.AST, rep: StaticReport, cuda_source: bool) -> No
             module_hit(node.module, "imports", line)
             for a in node.names:
                 module_hit(f"{node.module}.{a.name}", "imports", line)
+                name_hit(f"{node.module}.{a.name}", line)
+                attr_hit(a.name, line)
         elif isinstance(node, ast.Attribute):
             name_hit(resolved(node), line)
+            attr_hit(node.attr, line)
         elif isinstance(node, ast.Constant):
             if _is_proc_path(node.value) or (cuda_source and isinstance(node.value, str) and '"/proc' in node.value):
                 rep.flag("proc_access", f"names the /proc path {str(node.value)[:40]!r} at line {line}: "
@@ -267,8 +292,10 @@ def _forbidden_checks(tree: ast.AST, rep: StaticReport, cuda_source: bool) -> No
             continue
         fn = resolved(node.func)
         if fn in ("getattr", "builtins.getattr") and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
-                and isinstance(node.args[1].value, str) and resolved(node.args[0]):
-            name_hit(f"{resolved(node.args[0])}.{node.args[1].value}", line)
+                and isinstance(node.args[1].value, str):
+            attr_hit(node.args[1].value, line)
+            if resolved(node.args[0]):
+                name_hit(f"{resolved(node.args[0])}.{node.args[1].value}", line)
         elif fn in _DYNAMIC_IMPORT and node.args and isinstance(node.args[0], ast.Constant) \
                 and isinstance(node.args[0].value, str):
             module_hit(node.args[0].value, "imports", line)
