@@ -111,7 +111,7 @@ class CandidateRunner:
         watched shows calls without its kernels."""
         before = LaunchCounter.count
         on_cpu = self.dev.type == "cpu"
-        reaped = _reaped_children()
+        reaped = _reaped_children() if on_cpu else None
         rt.seed_call(seed)
         if (audit or on_cpu) and self.j.audit:
             out, a = audited_call(self.torch, model, args, all_threads=on_cpu)

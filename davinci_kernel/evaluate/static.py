@@ -260,6 +260,9 @@ def _forbidden_checks(tree: ast.AST, rep: StaticReport, cuda_source: bool) -> No
             rep.flag("forbidden_import", f"uses {name} at line {line}: {_FORBIDDEN['torch._C']}")
         else:
             module_hit(name, "uses", line)
+        process_hit(name, line)
+
+    def process_hit(name: str, line: int) -> None:
         if name in _PROCESS_FUNCTIONS:
             rep.flag("subprocess", f"uses {name} at line {line}")
 
@@ -277,7 +280,7 @@ def _forbidden_checks(tree: ast.AST, rep: StaticReport, cuda_source: bool) -> No
             module_hit(node.module, "imports", line)
             for a in node.names:
                 module_hit(f"{node.module}.{a.name}", "imports", line)
-                name_hit(f"{node.module}.{a.name}", line)
+                process_hit(f"{node.module}.{a.name}", line)
                 attr_hit(a.name, line)
         elif isinstance(node, ast.Attribute):
             name_hit(resolved(node), line)
