@@ -39,7 +39,11 @@ class EvalConfig:
     trials: int = opt(5, "correctness trials, each with fresh inputs from its own seed")
     atol: float = opt(1e-2, "absolute tolerance of the allclose check")
     rtol: float = opt(1e-2, "relative tolerance of the allclose check")
-    seed: int = opt(42, "base seed: model init seed and first input seed")
+    seed: int = opt(42, "model init seed (the problem's Model and ModelNew get the same weights)")
+    input_seed: Optional[int] = opt(None, "draw the judged inputs (trial seeds, the perturbed size and its seed, the "
+                                    "timed checks) from this seed, to replay a verdict (each result's judged_inputs "
+                                    "records them); unset = drawn from the OS once per evaluator and task, secret "
+                                    "until each call that uses them")
     timing: bool = opt(True, "time candidates (GPU only)")
     timing_iters: int = opt(50, "timed iterations per side (reference and candidate interleaved)")
     timing_max_iters: int = opt(1000, "most timed iterations per side; short kernels get more than timing_iters")
@@ -49,7 +53,7 @@ class EvalConfig:
                                 "(microseconds): the host has then launched the whole call before timing starts, so "
                                 "launch jitter stays out of the event time; 0 = off; -1 = auto (1.5x the host's launch "
                                 "time of the slower side, measured in warm-up, at most 250)")
-    timing_lead_from: str = opt("slower", "what sizes the automatic lead: 'slower' = the slower side's host launch "
+    timing_lead_from: str = opt("reference", "what sizes the automatic lead: 'slower' = the slower side's host launch "
                                 "time; 'reference' = the reference's alone, so host work a candidate does before "
                                 "its launches returns is timed beyond that lead", choices=("slower", "reference"))
     timing_flush: str = opt("hold", "how the L2 flush and the lead run: 'hold' = one kernel filling every SM, so no "
@@ -92,6 +96,9 @@ class EvalConfig:
                                "many times; the same text then always earns the same reward); verdicts of harness "
                                "failures and timeouts are never reused")
     cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")
+    code_policy: str = opt("allowlist", "the static code policy candidates are held to: 'allowlist' = the declared "
+                           "subset of Python (docs/policy.md); 'off' = only the runtime defences, to test them in "
+                           "depth (never for judging untrusted code)", choices=("allowlist", "off"))
 
 
 # --------------------------------------------------------------------------- skills
@@ -229,6 +236,10 @@ class Config:
 
 # --------------------------------------------------------------------------- loading
 def _coerce(value: Any, typ: Any, where: str) -> Any:
+    if isinstance(typ, str) and typ.startswith("Optional[") and typ.endswith("]"):
+        if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "")):
+            return None
+        return _coerce(value, typ[len("Optional["):-1], where)
     origin = typing.get_origin(typ)
     if typ is bool or typ == "bool":
         if isinstance(value, bool):

@@ -197,6 +197,8 @@ class EvalResult(_Record):
     # where eval_seconds went, by phase ("worker.*": the worker's own split of the transfer and timing phases)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     timing_detail: dict[str, Any] = field(default_factory=dict)  # iters, placements, per-placement speedups, wall checks
+    # what the harness drew to judge on (trial seeds, perturbed size and its seed, timed checks): a verdict's replay
+    judged_inputs: dict[str, Any] = field(default_factory=dict)
     feedback: str = ""
 
 

@@ -356,13 +356,16 @@ def test_a_perturbed_size_whose_weights_outgrow_the_task_is_passed_over(tmp_path
     takes the next variant (smaller) instead of a model the task's admission never counted."""
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.evaluate.draws import draw
     from davinci_kernel.evaluate.evaluator import _variant
 
     task = _task(tmp_path, "grows", _GROWS)
     overrides, variant, perturb = _variant(task.source, False, True)
     assert perturb["judged"][0] == {"dim": 12288}
+    drawn = draw(task.hash, 1, variant, [], input_seed=3)
+    assert drawn.perturb[0]["dim"] in (12288, 20480, 28672)  # 4096 x 3, 5 or 7: drawn
     cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path / "cache"), cpu_small_shapes=False, trials=1)
     with Evaluator(cfg, workers=1) as ev:
-        entry = ev.trusted.reference(task, variant, overrides, [1], perturb, "cpu")
+        entry = ev.trusted.reference(task, variant, overrides, drawn, "cpu")
     assert "error" not in entry, entry.get("error")
-    assert entry["perturb_used"] == {"dim": 3072}
+    assert entry["perturb_used"] == drawn.perturb[-1] and entry["perturb_used"]["dim"] in (3072, 2560, 3584)

@@ -528,25 +528,18 @@ def test_a_lone_timing_disagreement_stands_only_if_a_fresh_evaluation_repeats_it
     """The harness's re-timing rule: a correct candidate flagged only for timings that
     disagree is evaluated once more, its reference timed afresh too; a clean second
     evaluation replaces the timing, a flagged one keeps the first."""
-    from davinci_kernel.evaluate.evaluator import Evaluator
+    from davinci_kernel.evaluate import retry
 
     again = _timed(1.9, [flag], f"{flag}: again") if again_flagged else _timed(1.31)
     remeasured = []
 
-    class Trusted:
-        def remeasure(self, task):
-            remeasured.append(task)
-
-    class Harness:
-        trusted = Trusted()
-
-        def _again(self, task, source, seed_offset):
-            assert seed_offset != 0  # new inputs
-            assert remeasured == ["task"]  # the reference's clean time is taken again first
-            return again
+    def fresh(salt):
+        assert salt != 0  # new inputs, drawn afresh
+        assert remeasured == ["task"]  # the reference's clean time is taken again first
+        return again
 
     res = _timed(1.3, [flag], f"{flag}: the first evaluation's message")
-    Evaluator._retime(Harness(), "task", "src", res)
+    retry.second_opinions(res, fresh, implausible=10.0, remeasure=lambda: remeasured.append("task"))
     if again_flagged:
         assert res.flags == [flag] and res.speedup == 1.3
         assert "again in a fresh sandbox" in res.error_msg
@@ -615,15 +608,15 @@ def test_a_self_check_is_re_timed_once_its_waived_flags_are_gone(tmp_path):
     class Harness:
         cfg = EvalConfig(device="cpu", self_check=True)
         trusted = Trusted()
-        _judged, _retime, _again = Evaluator._judged, Evaluator._retime, Evaluator._again
+        _judged = Evaluator._judged
 
-        def _evaluate(self, task, source, seed_offset):
-            calls.append(seed_offset)
-            flags = ["no_custom_kernel", "low_coverage"] + (["timing_mismatch"] if seed_offset == 0 else [])
-            return _timed(1.0 if seed_offset else 0.98, flags, "; ".join(f"{f}: why" for f in flags))
+        def _evaluate(self, task, source, salt):
+            calls.append(salt)
+            flags = ["no_custom_kernel", "low_coverage"] + (["timing_mismatch"] if salt == 0 else [])
+            return _timed(1.0 if salt else 0.98, flags, "; ".join(f"{f}: why" for f in flags))
 
     res = Harness()._judged(SimpleNamespace(name="t", level=1), "src", 0.0)
-    assert calls == [0, "remeasure", 29]
+    assert calls == [0, "remeasure", 1]
     assert res.correct and res.flags == [] and res.speedup == 1.0 and res.self_check
     assert any("did not recur" in w for w in res.warnings)
 

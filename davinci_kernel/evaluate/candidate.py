@@ -1,10 +1,13 @@
 """A candidate worker: one candidate, run inside the OS sandbox, then discarded.
 
 Covers: loading the candidate (compile stage), correctness trials on fresh inputs from
-the harness's seeds (allocator poisoned with NaN first, so unwritten output shows), a
+the harness's seeds, each asked for when its trial starts, never before (allocator
+poisoned with NaN first, so unwritten output shows), a
 refill of the same buffers (result caching), a second run under other poison
-(uninitialized memory), a run at the perturbed size the reference process chose, and, if
-the harness asks, timing interleaved with the problem's own Model plus a profiler pass.
+(uninitialized memory), a run at the perturbed size the harness names when that call
+starts, and, if the harness asks, timing interleaved with the problem's own Model plus a
+profiler pass, with the harness's timed checks (which rounds' outputs it compares) told at
+the start of the timed phase.
 On the CPU (no timing, no GPU profile) every compared call is audited, on every thread,
 so behaving only while watched gains nothing, and a child process that ran and was
 reaped within a call is flagged (one still alive at the end of a phase is, everywhere).
@@ -28,7 +31,8 @@ import threading
 
 from . import runtime as rt
 from .audit import LaunchCounter, audited_call, changed, install_launch_counter, snapshot
-from .protocol import CandidateJob
+from .draws import TIMED_CHECKS
+from .protocol import CandidateJob, fit
 
 _isinstance = isinstance
 
@@ -43,6 +47,21 @@ class CandidateRunner:
         self.notes: list[str] = []
         self.out: dict = {"flags": self.flags, "notes": self.notes}
         self.cand_file: str | None = None  # set by load()
+        self.seeds: dict[int, int] = {}  # trial seeds, as the harness gave them
+
+    def ask(self, event: dict, cmd: str) -> dict:
+        """One question to the harness (a seed, a size), answered by ``cmd``."""
+        self.ch.send(event)
+        reply = self.ch.recv()
+        if reply.get("cmd") != cmd:
+            raise SystemExit(0)
+        return reply
+
+    def seed(self, i: int) -> int:
+        """Trial ``i``'s seed, asked of the harness the first time it is needed."""
+        if i not in self.seeds:
+            self.seeds[i] = int(self.ask({"event": "seed", "i": i}, "seed")["seed"])
+        return self.seeds[i]
 
     def flag(self, name: str, why: str) -> None:
         if name not in self.flags:
@@ -73,8 +92,8 @@ class CandidateRunner:
         self.children_before = _children()
         self.ref_forward = type(self.ref_model).forward
         if self.dev.type == "cuda":  # libraries it calls load now (cuDNN, cuBLAS), not in the timed warm-up
-            with rt.C.no_grad():
-                self.ref_model(*self.inputs(0))
+            with rt.C.no_grad():  # on inputs of no judged seed: those are not known yet
+                self.ref_model(*rt.gen_inputs(self.ref_mod, j.init_seed + 1, self.dev))
             self.sync()
         self.before = snapshot(self.torch, [self.ref_mod, type(self.ref_model)])
 
@@ -123,14 +142,14 @@ class CandidateRunner:
         self.sync()
         if on_cpu and _reaped_children() != reaped:  # on a GPU, Triton's first launches run ptxas
             self.flag("subprocess", "a child process ran and was waited for during a forward call")
-        for leaf in rt.tensor_leaves(out) if _isinstance(out, (list, tuple, dict)) else [out]:
-            if _isinstance(leaf, rt.C.Tensor) and type(leaf) is not rt.C.Tensor:
-                self.flag("tensor_subclass", f"output is a {type(leaf).__name__}, not a plain torch.Tensor")
+        for leaf in rt.tensor_leaves(out):
+            if type(leaf) is not rt.C.Tensor and type(leaf) is not rt.C.torch.nn.Parameter:
+                self.flag("tensor_subclass", "an output is a subclass of torch.Tensor, not a plain torch.Tensor")
         return out
 
     def inputs(self, i: int):
         """Trial ``i``'s input set, made from its seed when needed (never all kept at once)."""
-        return rt.gen_inputs(self.ref_mod, self.j.seeds[i], self.dev)
+        return rt.gen_inputs(self.ref_mod, self.seed(i), self.dev)
 
     def trial(self, i: int, keep: bool = False):
         """One correctness trial on fresh clones of trial ``i``'s inputs (NaN-poisoned
@@ -138,7 +157,7 @@ class CandidateRunner:
         inputs = self.inputs(i)
         args = rt.clone_args(inputs)
         rt.poison(self.j.out_meta, float("nan"), self.dev)
-        out = self.call(self.cand_model, args, audit=i % 2 == 0, seed=self.j.seeds[i])
+        out = self.call(self.cand_model, args, audit=i % 2 == 0, seed=self.seed(i))
         if rt.mutated(args, inputs):
             self.out["cand_mutates"] = True
         if rt.aliases(out, args):
@@ -154,7 +173,7 @@ class CandidateRunner:
         j = self.j
         self.out["stage"] = "correctness"
         self.audits: list[dict] = []
-        n = len(j.seeds)
+        n = j.trials
         for i in range(1, n):
             self.trial(i)
         a0 = self.trial(0, keep=n >= 2)
@@ -166,11 +185,11 @@ class CandidateRunner:
                     if _isinstance(x, rt.C.Tensor):
                         rt.C.copy_(x, y)
                 del p1
-                self.emit("recheck1", self.call(self.cand_model, a0, audit=False, seed=j.seeds[1]))
+                self.emit("recheck1", self.call(self.cand_model, a0, audit=False, seed=self.seed(1)))
             del a0
         args = rt.clone_args(self.inputs(0))  # same inputs, other poison: uninitialized memory differs
         rt.poison(j.out_meta, 12345.0, self.dev)
-        self.emit("determinism0", self.call(self.cand_model, args, audit=True, seed=j.seeds[0]))
+        self.emit("determinism0", self.call(self.cand_model, args, audit=True, seed=self.seed(0)))
         del args
         self.perturbed()
         self.out["audits"] = self.audits
@@ -179,14 +198,16 @@ class CandidateRunner:
             rt.C.empty_cache()
 
     def perturbed(self) -> None:
-        """The candidate at the size the reference process chose (judged) and at odd sizes
+        """The candidate at the size the harness names now (judged) and at odd sizes
         (information for the feedback)."""
         j = self.j
-        if not (j.perturb or j.odd):
+        if not j.other_sizes:
             return
         self.ch.send({"event": "phase", "phase": "perturbation"})
-        for key, overrides, err in (("pcand", j.perturb, "perturb_error"), ("ocand", j.odd, "odd_error")):
-            if not overrides:
+        for key, err in (("pcand", "perturb_error"), ("ocand", "odd_error")):
+            got = self.ask({"event": "sizes", "key": key}, "sizes")
+            overrides, seed = got.get("overrides"), got.get("seed")
+            if not overrides or not isinstance(seed, int):
                 continue
             from ..tasks.shapes import apply_overrides
 
@@ -194,9 +215,9 @@ class CandidateRunner:
             try:
                 pmod = rt.exec_source(apply_overrides(j.task_source, overrides), f"dvk_problem_{key}")
                 init = rt.init_args(pmod, j.init_seed, self.dev)
-                inputs = rt.gen_inputs(pmod, j.perturb_seed, self.dev)
+                inputs = rt.gen_inputs(pmod, seed, self.dev)
                 model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
-                out = self.call(model, rt.clone_args(inputs), audit=key == "pcand", seed=j.perturb_seed)
+                out = self.call(model, rt.clone_args(inputs), audit=key == "pcand", seed=seed)
             except BaseException as e:  # noqa: BLE001
                 if rt.is_cuda_error(e):
                     raise
@@ -218,17 +239,20 @@ class CandidateRunner:
         plan = self.plan()
         sets = [self.inputs(i) for i in range(plan.sets)]
         self.ch.send({"event": "timing_ready"})  # the harness gives this process the GPU alone
-        if self.ch.recv().get("cmd") != "go":
+        go = self.ch.recv()
+        if go.get("cmd") != "go":
             raise SystemExit(0)
+        checks = [(float(u), int(s)) for u, s in go.get("checks") or []]
         marks.append(rt.C.perf())
         res = timing.interleaved(rt.C, self.dev, self.ref_model, self.cand_model, sets, warmup=j.timing.warmup_iters,
                                  **j.timing.kw(), placements=plan.placements, reclone=rt.clone_args,
                                  poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
-                                 before_compared=lambda k: rt.seed_call(j.seeds[k]),
-                                 on_timed=lambda: self.ch.send({"event": "timed_start"}))
+                                 before_compared=lambda k, s=None: rt.seed_call(self.seed(k) if s is None else s),
+                                 on_timed=lambda: self.ch.send({"event": "timed_start"}), checks=checks)
         self.ch.send({"event": "timed_end"})
         marks.append(rt.C.perf())
         last = res.pop("last_outputs")
+        kept = res.pop("checked_outputs")
         res["plan"] = {**plan.as_dict(), "measured_peak_bytes": rt.C.torch.cuda.max_memory_allocated(self.dev)}
         self.out["timing"] = res
         self.out["kernels"] = profile.profile_kernels(rt.C, self.dev, self.cand_model, sets[0])
@@ -237,6 +261,8 @@ class CandidateRunner:
         del sets
         for i, o in last.items():
             self.emit(f"timed{i}", o)
+        for i, o in kept.items():
+            self.emit(f"check{i}", o)
         marks.append(rt.C.perf())
         res["phase_ms"] = {k: round(1e3 * (b - a), 1) for k, a, b in
                            zip(("prepare", "timed", "profile", "outputs"), marks, marks[1:])}
@@ -266,7 +292,8 @@ class CandidateRunner:
         if self.j.memory_bytes:  # what the harness admitted this evaluation with (admission.py)
             budget = min(budget, self.j.memory_bytes)
         flush = self.j.timing.l2_flush_mb << 20
-        return memplan.plan_timing(in_bytes, self.j.output_bytes, budget, flush, len(self.j.seeds),
+        kept = TIMED_CHECKS * self.j.output_bytes  # the timed checks' outputs live until handed over
+        return memplan.plan_timing(in_bytes, self.j.output_bytes, budget, flush + kept, self.j.trials,
                                    self.j.timing.timing_placements)
 
     def leftovers(self) -> None:
@@ -302,21 +329,22 @@ def run(job: CandidateJob, ch, out_dir: str) -> None:
     try:
         r.prepare()
     except BaseException as e:  # noqa: BLE001 - the problem failed here: not the candidate's fault
-        ch.send({"event": "checked", "result": {"stage": "reference", "error_kind": "reference_error",
-                                                "error_msg": rt.trim_traceback(e, None), "flags": [], "notes": []}})
+        ch.send(fit({"event": "checked", "result": {"stage": "reference", "error_kind": "reference_error",
+                                                    "error_msg": rt.trim_traceback(e, None), "flags": [],
+                                                    "notes": []}}))
         return
     ok = r.load()
     ch.send({"event": "loaded", "ok": ok})
     if ok:
         _phase(r, "correctness", r.check)
-    ch.send({"event": "checked", "result": r.out})
+    ch.send(fit({"event": "checked", "result": r.out}))
     if not ok or r.out.get("cuda_broken") or r.out.get("error_kind"):
         return
     cmd = ch.recv()
     if cmd.get("cmd") != "time":
         return
     _phase(r, "timing", r.time)
-    ch.send({"event": "timed", "result": r.out})
+    ch.send(fit({"event": "timed", "result": r.out}))
 
 
 def _phase(r: CandidateRunner, stage: str, fn) -> None:

@@ -29,9 +29,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import math
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -43,11 +41,12 @@ from typing import Optional
 from ..config import EvalConfig
 from ..records import EvalResult, Task
 from ..tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbations
-from . import admission, judge, kernelcache, memplan, sandbox, static
+from . import admission, draws, judge, kernelcache, memplan, retry, sandbox, static
 from . import feedback as feedback_mod
 from .baselines import BaselineCache
+from .conversation import Conversation, worker_failure
+from .draws import Draw
 from .gate import Gates
-from .intake import read_leaves
 from .pool import LocalPool, default_slots, resolve_device
 from .procs import CPU_THREADS, Limits, WorkerProcess
 from .protocol import CandidateJob, ProtocolError, TimingSettings, WorkerDied, WorkerTimeout
@@ -55,10 +54,7 @@ from .refcache import ReferenceCache
 from .transfer import shm_root
 from .trusted import TrustedSide
 
-_OUTPUT_KEY = re.compile(r"^(cand[0-9]{1,2}|recheck1|determinism0|pcand|ocand|timed[0-9]{1,2})$")
 _NOT_REUSED = {"harness_error", "no_worker", "timeout", "protocol_error", "worker_crash"}  # may go otherwise next time
-_WORKER_ERRORS = {"syntax_error", "import_error", "compile_error", "no_modelnew", "runtime_error", "cuda_error"}
-_WORKER_STAGES = {"compile", "load", "correctness", "timing"}
 
 
 class Evaluator:
@@ -98,6 +94,8 @@ class Evaluator:
         self._verdicts: dict[tuple[str, str], EvalResult] = {}  # eval.reuse_verdicts: (task hash, source hash)
         self._verdict_locks: dict[tuple[str, str], threading.Lock] = {}
         self._verdicts_lock = threading.Lock()
+        self._draws: dict[tuple, Draw] = {}  # the judged inputs of each task, drawn once per evaluator
+        self._draw_count = 0
 
     def _capacity(self, device: str) -> int:
         """What evaluations on ``device`` may be promised: its free memory as a reference
@@ -152,22 +150,19 @@ class Evaluator:
             self._verdicts[_verdict_key(task, source)] = copy.deepcopy(result)
 
     def _judged(self, task: Task, source: str, t0: float) -> EvalResult:
-        try:
-            res = self._evaluate(task, source, seed_offset=0)
-        except Exception as e:  # noqa: BLE001 - a harness bug must not kill a training run
-            res = EvalResult(task=task.name, level=task.level, device=self.device, stage="harness",
-                             error_kind="harness_error", error_msg=f"{type(e).__name__}: {e}")
-        if self.cfg.self_check:  # waived first: what is left decides a re-timing and a re-verification
-            res.self_check = True
-            _waive(res)
-        if res.flags and set(res.flags) <= _RETIMED and res.timing_available:
-            t1 = time.monotonic()
-            self._retime(task, source, res)
-            res.phase_seconds["retime"] = round(time.monotonic() - t1, 4)
-        if res.speedup is not None and not res.flags and res.speedup > self.cfg.implausible_speedup:
-            t1 = time.monotonic()
-            self._reverify(task, source, res)
-            res.phase_seconds["reverify"] = round(time.monotonic() - t1, 4)
+        def once(salt: int) -> EvalResult:
+            try:
+                r = self._evaluate(task, source, salt)
+            except Exception as e:  # noqa: BLE001 - a harness bug must not kill a training run
+                r = EvalResult(task=task.name, level=task.level, device=self.device, stage="harness",
+                               error_kind="harness_error", error_msg=f"{type(e).__name__}: {e}")
+            if self.cfg.self_check:  # waived first: what is left decides a re-timing and a re-verification
+                r.self_check = True
+                _waive(r)
+            return r
+
+        res = once(0)
+        retry.second_opinions(res, once, self.cfg.implausible_speedup, lambda: self.trusted.remeasure(task))
         res.correct = (res.trials > 0 and res.trials_passed == res.trials and not res.error_kind
                        and not res.flags and res.verifiable)
         res.eval_seconds = time.monotonic() - t0
@@ -189,10 +184,12 @@ class Evaluator:
         return results  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ core
-    def _evaluate(self, task: Task, source: str, seed_offset: int) -> EvalResult:
+    def _evaluate(self, task: Task, source: str, salt: int) -> EvalResult:
+        """One evaluation on inputs drawn for it (``salt`` 0: the task's draw for this
+        evaluator, shared by its candidates; others: a fresh draw for a second opinion)."""
         cfg = self.cfg
         res = EvalResult(task=task.name, level=task.level, device=self.device)
-        rep = static.check(source)
+        rep = static.check(source, policy=cfg.code_policy != "off" and not cfg.self_check)
         res.backend = rep.backend
         if not rep.ok:
             res.stage, res.error_kind, res.error_msg = "static", rep.error_kind, rep.error_msg
@@ -208,22 +205,33 @@ class Evaluator:
             res.stage, res.error_kind = "compile", "unsupported_on_cpu"
             res.error_msg = "CUDA C++ candidates (load_inline) need a GPU: run with --device cuda"
             return res
-
         overrides, variant, perturb = _variant(task.source, not self.on_gpu and cfg.cpu_small_shapes,
                                                cfg.perturb_shapes)
-        seeds = [cfg.seed + 1000 * (i + 1) + seed_offset for i in range(cfg.trials)]
-        shared = self._admitted(task, variant, source, overrides, seeds, perturb, rep, res, alone=False)
-        if shared and _out_of_memory(res):
-            # Memory no plan counts (a model's weights and intermediates, library workspaces, a
-            # process still tearing down) ran out beside other evaluations: judged again alone,
-            # so an out-of-memory verdict is the task's or the candidate's own.
-            first = (res.error_msg or "").splitlines()[0][:200]
-            res = EvalResult(task=task.name, level=task.level, device=self.device, backend=rep.backend)
-            self._admitted(task, variant, source, overrides, seeds, perturb, rep, res, alone=True)
-            res.warnings.append(f"out_of_memory_beside_others: {first}; judged again alone on the device")
-        return res
+        drawn = self._draw(task, variant, perturb, salt)
 
-    def _admitted(self, task: Task, variant: str, source: str, overrides: dict, seeds: list[int], perturb: dict,
+        def attempt(alone: bool) -> tuple[EvalResult, bool]:
+            r = EvalResult(task=task.name, level=task.level, device=self.device, backend=rep.backend)
+            shared = self._admitted(task, variant, source, overrides, drawn, rep, r, alone)
+            return r, shared
+
+        first, shared = attempt(False)
+        return retry.alone_if_out_of_memory(first, shared, lambda: attempt(True)[0])
+
+    def _draw(self, task: Task, variant: str, perturb: dict, salt: int) -> Draw:
+        """The judged inputs: one draw per task and evaluator (its candidates share the
+        references), a fresh one for each second opinion."""
+        key = (task.hash, hashlib.sha256(variant.encode()).hexdigest(), salt)
+        with self._verdicts_lock:
+            if salt == 0 and key in self._draws:
+                return self._draws[key]
+            self._draw_count += 1
+            got = draws.draw(task.hash, self.cfg.trials, variant if perturb["judged"] else None, perturb["odd"],
+                             self.cfg.input_seed, salt=salt if salt == 0 else salt * 1000 + self._draw_count)
+            if salt == 0:
+                self._draws[key] = got
+            return got
+
+    def _admitted(self, task: Task, variant: str, source: str, overrides: dict, drawn: Draw,
                   rep: static.StaticReport, res: EvalResult, alone: bool) -> bool:
         """A fresh worker, the task's memory admission (or the whole device, ``alone``), then
         the judging. True when other evaluations could hold memory of the device meanwhile."""
@@ -254,7 +262,7 @@ class Evaluator:
                 clock.mark("admission")
                 try:
                     data = max(1, granted - 2 * params)  # what timing may plan for: its two models are already there
-                    self._judge(task, variant, source, overrides, seeds, perturb, w, res, rep, clock,
+                    self._judge(task, variant, source, overrides, drawn, w, res, rep, clock,
                                 data if self.on_gpu else 0, learn_sizes=sizes is None)
                 finally:
                     self._let_go(slot, w, kernels if res.compiled else None, source)
@@ -275,32 +283,34 @@ class Evaluator:
         finally:
             self.pool.release(slot, w)
 
-    def _judge(self, task: Task, variant: str, source: str, overrides: dict, seeds: list[int], perturb: dict,
-               w: WorkerProcess, res: EvalResult, rep: static.StaticReport, clock: _Clock, memory_bytes: int,
-               learn_sizes: bool) -> None:
+    def _judge(self, task: Task, variant: str, source: str, overrides: dict, drawn: Draw, w: WorkerProcess,
+               res: EvalResult, rep: static.StaticReport, clock: _Clock, memory_bytes: int, learn_sizes: bool) -> None:
         """Reference, baseline, then the candidate's own check and timing, inside its admission."""
         cfg = self.cfg
         try:
-            ref = self.trusted.reference(task, variant, overrides, seeds, perturb, w.device)
+            ref = self.trusted.reference(task, variant, overrides, drawn, w.device)
             clock.mark("reference")
             if "error" in ref:
                 res.stage, res.error_kind, res.error_msg = "reference", ref.get("error_kind", "reference_error"), ref["error"]
                 return
+            res.judged_inputs = drawn.record(ref.get("perturb_used"))
             if learn_sizes:
                 self.trusted.learn_sizes(variant, w.device, ref)
-            base = self.trusted.baseline(task, variant, overrides, seeds, w.device) if (self.on_gpu and cfg.timing) else None
+            base = (self.trusted.baseline(task, variant, overrides, list(drawn.trial_seeds), w.device)
+                    if (self.on_gpu and cfg.timing) else None)
             clock.mark("baseline")
-            job = CandidateJob(task_source=variant, candidate_source=source, seeds=seeds, init_seed=cfg.seed,
-                               device=w.device, out_meta=ref.get("out_meta") or [], perturb=ref.get("perturb_used"),
-                               odd=ref.get("odd_used"),
-                               perturb_seed=cfg.seed + 7, input_bytes=int(ref.get("input_bytes") or 0),
+            job = CandidateJob(task_source=variant, candidate_source=source, trials=len(drawn.trial_seeds),
+                               init_seed=cfg.seed, device=w.device, out_meta=ref.get("out_meta") or [],
+                               other_sizes=bool(ref.get("perturb_used") or ref.get("odd_used")),
+                               input_bytes=int(ref.get("input_bytes") or 0),
                                output_bytes=int(ref.get("output_bytes") or 0), memory_bytes=memory_bytes,
                                timing=self.timing_settings)
-            self._run(w, job, res, rep, ref, base, clock)
+            self._run(Conversation(self, w, res, drawn, ref, clock), job, rep, base)
         except WorkerTimeout as e:
             res.error_kind = "timeout"
             res.error_msg = (f"{res.stage} did not finish: {e} (limits: eval.compile_timeout_s={cfg.compile_timeout_s:g} "
-                             f"for loading and building, eval.run_timeout_s={cfg.run_timeout_s:g} for each later step)")
+                             f"for loading and building, eval.run_timeout_s={cfg.run_timeout_s:g} for each later "
+                             f"step, and their sum for the whole evaluation)")
         except ProtocolError as e:
             res.error_kind, res.error_msg = "protocol_error", f"the worker broke the protocol: {e}"
         except WorkerDied as e:
@@ -309,35 +319,11 @@ class Evaluator:
             if res.stage == "perturbation":
                 judge.flag(res, [("shape_hardcoding", "the worker crashed at perturbed sizes (out-of-bounds access?)")])
                 res.stage = "correctness"
-        return res
 
-    # ------------------------------------------------------------------ trusted side
-    # ------------------------------------------------------------------ one candidate worker
-    def _run(self, w: WorkerProcess, job: CandidateJob, res: EvalResult, rep: static.StaticReport, ref: dict,
-             base: Optional[dict], clock: _Clock) -> None:
-        cfg = self.cfg
-        gate = self._gates(w.device)
-        cand: dict = {}
-        seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
-        with gate.shared(w):  # checking: other workers on this GPU may check too; a timer stops them
-            clock.mark("gate")
-            w.send({"cmd": "job", "job": job.to_dict()})
-            res.stage = "compile"
-
-            def progress(ev: str) -> bool:
-                if ev == "loaded":
-                    clock.mark("compile")
-                    res.stage = "correctness"
-                elif ev == "phase" and res.stage == "correctness":
-                    clock.mark("correctness")  # the trials, refill and poison runs; then other sizes
-                    res.stage = "perturbation"
-                return ev in ("loaded", "phase")
-
-            out = self._serve(w, cand, seed, "checked",
-                              lambda: cfg.compile_timeout_s if res.stage == "compile" else cfg.run_timeout_s, progress)
-            clock.mark(res.stage)
-        if not isinstance(out, dict):
-            raise ProtocolError("the check report is not an object")
+    def _run(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport, base: Optional[dict]) -> None:
+        """The candidate's checks, then (GPU, all correct) its timing; the verdict's facts into ``talk.res``."""
+        cfg, res, ref = self.cfg, talk.res, talk.ref
+        out = talk.check(job)
         if res.stage == "perturbation":
             res.stage = "correctness"
         if out.get("stage") == "reference":
@@ -345,159 +331,24 @@ class Evaluator:
             res.error_msg = str(out.get("error_msg", ""))[:3000]
             return
         res.compiled = bool(out.get("compiled"))
-        if out.get("error_kind"):
-            stage = out.get("stage")
-            res.stage = stage if stage in _WORKER_STAGES else res.stage
-            kind = out["error_kind"]
-            res.error_kind = kind if kind in _WORKER_ERRORS else "runtime_error"
-            res.error_msg = str(out.get("error_msg", ""))[:3000]
-            if out.get("cuda_broken") is True:
-                res.error_kind = "cuda_error"
-            judge.add_worker_flags(res, out)
+        if worker_failure(res, out):
             return
-        judge.correctness(res, out, cand, ref, rep.backend, rep.kernels, cfg, self.on_gpu)
+        judge.correctness(res, out, talk.cand, ref, rep.backend, rep.kernels, cfg, self.on_gpu)
         if cfg.self_check:  # the reference has no custom kernel: those flags must not stop its timing
             _waive(res)
-        clock.mark("compare")
+        talk.clock.mark("compare")
         if not (self.on_gpu and cfg.timing and res.trials_passed == res.trials and not res.flags
                 and not res.error_kind):
             if not res.error_kind and not res.flags:
                 res.stage = "done"
             return
         res.stage = "timing"
-        tout, wall_ms = self._time(w, gate, cand, seed, clock)
-        if not isinstance(tout, dict):
-            raise ProtocolError("the timing report is not an object")
-        if tout.get("error_kind"):
-            kind = tout["error_kind"]
-            res.error_kind = kind if kind in _WORKER_ERRORS else "runtime_error"
-            res.error_msg = str(tout.get("error_msg", ""))[:3000]
+        tout, wall_ms = talk.time()
+        if worker_failure(res, tout):
             return
         judge.add_worker_flags(res, tout)
-        judge.timing(res, tout, cand, ref, rep.backend, rep.kernels, base, wall_ms, cfg)
+        judge.timing(res, tout, talk.cand, ref, rep.backend, rep.kernels, base, wall_ms, cfg)
         res.stage = "done"
-
-    def _time(self, w: WorkerProcess, gate, cand: dict, seed: int, clock: _Clock) -> tuple:
-        """The timing phase: the worker makes its inputs beside other checks, times with the
-        GPU to itself (other checking processes stopped), and hands over the last round's
-        outputs beside other checks again. Returns (its report, the wall milliseconds this
-        process measured around the timed pairs, or None)."""
-        cfg = self.cfg
-        t_start = t_end = None
-        with gate.shared(w):  # the worker makes its timing inputs beside other checks
-            w.send({"cmd": "time"})
-            msg = w.recv(cfg.run_timeout_s)
-        clock.mark("timing")
-        if msg.get("event") == "timed":  # it failed before it was ready
-            tout = msg.get("result")
-        elif msg.get("event") != "timing_ready":
-            raise ProtocolError(f"unexpected event {str(msg.get('event'))[:40]!r}")
-        else:
-            tout = None
-            with gate.exclusive():  # timing: this GPU runs nothing else of ours meanwhile
-                clock.mark("gate")
-                w.send({"cmd": "go"})
-                while True:
-                    msg = w.recv(cfg.run_timeout_s)
-                    ev = msg.get("event")
-                    if ev == "timed_start":
-                        t_start = time.monotonic()
-                    elif ev == "timed_end":
-                        t_end = time.monotonic()
-                    elif ev == "timed":  # it failed while timed
-                        tout = msg.get("result")
-                        break
-                    elif ev == "profiled":
-                        break
-                    else:
-                        raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
-                clock.mark("timing")
-            if tout is None:
-                with gate.shared(w):  # the last timed round's outputs, read beside other checks
-                    tout = self._serve(w, cand, seed, "timed", lambda: cfg.run_timeout_s)
-                clock.mark("timing_outputs")
-        wall_ms = (t_end - t_start) * 1e3 if t_start is not None and t_end is not None and t_end > t_start else None
-        return tout, wall_ms
-
-    def _serve(self, w: WorkerProcess, cand: dict, seed: int, end: str, timeout: Callable[[], float],
-               progress: Callable[[str], bool] = lambda ev: False):
-        """The worker's messages until ``end``, whose result it returns: outputs are read as
-        they are announced, other events go to ``progress`` (False: not expected here)."""
-        while True:
-            msg = w.recv(timeout())
-            ev = msg.get("event")
-            if ev == end:
-                return msg.get("result")
-            if ev == "output":
-                self._intake(w, msg, cand, seed)
-            elif not progress(ev):
-                raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
-
-    def _intake(self, w: WorkerProcess, msg: dict, cand: dict, seed: int) -> None:
-        """Read one announced output while the worker's processes are stopped, then let it go on."""
-        key = msg.get("key")
-        if not isinstance(key, str) or not _OUTPUT_KEY.match(key) or key in cand:
-            raise ProtocolError(f"unexpected output {str(key)[:40]!r}")
-        w.freeze()
-        try:
-            cand[key] = read_leaves(os.path.join(w.scratch, "out"), msg.get("leaves"), w.uid, seed)
-        finally:
-            w.thaw()
-        w.send({"cmd": "ack"})
-
-    def _retime(self, task: Task, source: str, res: EvalResult) -> None:
-        """A correct candidate whose only flags are timing disagreements (``_RETIMED``) is
-        evaluated once more in a fresh sandbox with new inputs, its reference timed afresh in
-        the reference process too: host hiccups outside a worker's reach (another process's
-        start-up, the machine's own load) can push an honest timed phase past the wall-time
-        allowance once, and a host-bound reference's time (the host's launch speed) can differ
-        between two processes once; time hidden from the events on purpose, or a reference
-        slowed on purpose, shows again. The flags stand unless the second evaluation is clean;
-        then its timing is the result."""
-        self.trusted.remeasure(task)
-        again = self._again(task, source, seed_offset=29)
-        first = res.error_msg or ", ".join(res.flags)
-        if not (again.trials_passed == again.trials > 0 and not again.error_kind and not again.flags
-                and again.timing_available):
-            got = again.error_kind or ",".join(again.flags) or "no timing"
-            res.error_msg = f"{first} (again in a fresh sandbox with new inputs: {got})"
-            return
-        for name in ("runtime_ms", "ref_runtime_ms", "runtime_spread", "speedup", "speedup_compile",
-                     "compile_runtime_ms", "coverage", "custom_launches", "kernels", "timing_detail"):
-            setattr(res, name, getattr(again, name))
-        res.flags, res.error_msg = [], None
-        res.warnings.append(f"{first}; it did not recur in a fresh sandbox with new inputs, whose timing this is")
-
-    def _again(self, task: Task, source: str, seed_offset: int) -> EvalResult:
-        """A second evaluation in a fresh sandbox with new inputs (self-check flags waived alike)."""
-        again = self._evaluate(task, source, seed_offset=seed_offset)
-        if self.cfg.self_check:
-            _waive(again)
-        return again
-
-    def _reverify(self, task: Task, source: str, res: EvalResult) -> None:
-        again = self._again(task, source, seed_offset=17)
-        ok = (again.trials_passed == again.trials > 0 and not again.error_kind and not again.flags
-              and again.speedup is not None)
-        if ok and abs(math.log(again.speedup / res.speedup)) <= math.log(1.25):
-            res.warnings.append(f"implausible_speedup: {res.speedup:.1f}x re-verified in a fresh sandbox with new "
-                                f"inputs ({again.speedup:.1f}x)")
-        else:
-            got = f"{again.speedup:.2f}x" if again.speedup else (again.error_kind or ",".join(again.flags) or "failed")
-            judge.flag(res, [("unreproducible_speedup", f"{res.speedup:.1f}x did not reproduce in a fresh sandbox "
-                              f"with new inputs ({got})")])
-
-
-# flags that say two timings disagree (the candidate's claim and the wall time, the reference
-# beside it and alone): measured once more before they stand
-_RETIMED = {"timing_mismatch", "reference_slowed"}
-
-_OOM = re.compile(r"out of memory|OutOfMemoryError|out of host memory|MemoryError")
-
-
-def _out_of_memory(res: EvalResult) -> bool:
-    """The evaluation failed for want of device or host memory (the reference's or the candidate's)."""
-    return bool(res.error_kind) and (res.error_kind == "too_large" or bool(_OOM.search(res.error_msg or "")))
 
 
 def _verdict_key(task: Task, source: str) -> tuple[str, str]:

@@ -147,11 +147,7 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
     t = out.get("timing")
     if not isinstance(t, dict):
         return
-    for k, leaves in cand.items():
-        if k.startswith("timed") and k[5:].isdigit() and int(k[5:]) < len(ref["refs"]):
-            c = compare(*aligned(ref["refs"][int(k[5:])], leaves), cfg.atol, cfg.rtol)
-            if not c.ok:
-                flag(res, [("inconsistent_under_timing", c.message)])
+    flag(res, timed_outputs(t, cand, ref, cfg))
     try:
         res.runtime_ms = float(t["cand"]["median"])
         res.ref_runtime_ms = float(t["ref"]["median"])
@@ -193,6 +189,41 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
             flag(res, guards.kernel_flags(res.custom_launches, static_kernels, backend, True))
         if "no_custom_kernel" not in res.flags:
             flag(res, guards.coverage_flag(res.coverage, cfg.min_coverage, "custom-kernel time coverage"))
+
+
+def timed_outputs(t: dict, cand: dict, ref: dict, cfg) -> list[tuple[str, str]]:
+    """The outputs of the timed phase: the last round's (the trials' inputs as they are) and
+    the timed checks' (rounds the harness picked and told the worker only when its timed
+    phase began, on inputs varied from seeds the reference process used too). Every check
+    the claimed rounds allow must be there (a worker that claims fewer rounds than the
+    configured minimum is not believed)."""
+    from .timing import check_positions
+
+    hits: list[tuple[str, str]] = []
+    for k, leaves in cand.items():
+        if k.startswith("timed") and k[5:].isdigit() and int(k[5:]) < len(ref["refs"]):
+            c = compare(*aligned(ref["refs"][int(k[5:])], leaves), cfg.atol, cfg.rtol)
+            if not c.ok:
+                hits.append(("inconsistent_under_timing", c.message))
+    vrefs = ref.get("vrefs") or []
+    if not vrefs:
+        return hits
+    try:
+        iters, sets = int(t["iters"]), int(t["sets"])
+    except (KeyError, TypeError, ValueError):
+        return hits + [("timing_mismatch", "the worker's timing report lacks its rounds")]
+    if iters < cfg.timing_iters:
+        return hits + [("timing_mismatch", f"{iters} timed rounds reported, fewer than the {cfg.timing_iters} "
+                        "every timing runs")]
+    for j in range(len(check_positions([(0.0, 0)] * len(vrefs), iters, sets))):
+        got = cand.get(f"check{j}")
+        if got is None:
+            hits.append(("inconsistent_under_timing", f"timed check {j + 1}'s output was not handed over"))
+            continue
+        c = compare(*aligned(vrefs[j], got), cfg.atol, cfg.rtol)
+        if not c.ok:
+            hits.append(("inconsistent_under_timing", f"timed check {j + 1}: {c.message}"))
+    return hits
 
 
 def wall_check(res: EvalResult, t: dict, base: Optional[dict], wall_ms: Optional[float], cfg) -> list[tuple[str, str]]:

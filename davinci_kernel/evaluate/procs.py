@@ -25,7 +25,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from . import sandbox
-from .protocol import Channel, WorkerDied, WorkerTimeout
+from .protocol import MAX_MESSAGE, MAX_REPORT, Channel, WorkerDied, WorkerTimeout
 
 _SPAWNED = itertools.count()
 
@@ -107,7 +107,7 @@ class WorkerProcess:
         finally:
             log.close()
             theirs.close()
-        self.ch = Channel(mine)
+        self.ch = Channel(mine, MAX_MESSAGE if kind == "reference" else MAX_REPORT)  # a candidate's: capped
 
     # ------------------------------------------------------------------ messages
     def alive(self) -> bool:

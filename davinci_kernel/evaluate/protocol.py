@@ -19,7 +19,12 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
-MAX_MESSAGE = 64 << 20  # a reply larger than this is a protocol violation
+MAX_MESSAGE = 64 << 20  # what a trusted process (the harness, a reference process) may send
+# What a candidate worker may send in one message: its reports are a few short fields,
+# output descriptions and a capped kernel table; anything larger is a protocol violation
+# before a byte of it is buffered, so a worker cannot grow the harness with messages.
+MAX_REPORT = 32 << 10
+_MAX_DEPTH = 32  # nesting of a worker's JSON (a 100 000-deep one is a protocol error, not a crash)
 
 
 class WorkerTimeout(Exception):
@@ -35,15 +40,17 @@ class ProtocolError(WorkerDied):
 
 
 class Channel:
-    """Length-prefixed JSON messages over a connected stream socket."""
+    """Length-prefixed JSON messages over a connected stream socket. ``limit``: the largest
+    message this end accepts (``MAX_REPORT`` where the other end is a candidate worker)."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, limit: int = MAX_REPORT):
         self.sock = sock
+        self.limit = limit
         self._buf = b""
 
     @classmethod
-    def from_fd(cls, fd: int) -> Channel:
-        return cls(socket.socket(fileno=fd))
+    def from_fd(cls, fd: int, limit: int = MAX_MESSAGE) -> Channel:
+        return cls(socket.socket(fileno=fd), limit)
 
     def send(self, msg: dict) -> None:
         data = json.dumps(msg, default=_plain).encode()
@@ -74,14 +81,16 @@ class Channel:
         deadline = None if timeout is None else time.monotonic() + timeout
         self._fill(4, deadline, alive)
         (n,) = struct.unpack(">I", self._buf[:4])
-        if n > MAX_MESSAGE:
-            raise ProtocolError(f"message of {n} bytes exceeds the limit")
+        if n > self.limit:
+            raise ProtocolError(f"a message of {n} bytes exceeds the limit of {self.limit}")
         self._fill(4 + n, deadline, alive)
         data, self._buf = self._buf[4:4 + n], self._buf[4 + n:]
+        if self.limit <= MAX_REPORT and _too_deep(data):
+            raise ProtocolError(f"a message nested deeper than {_MAX_DEPTH} levels")
         try:
             msg = json.loads(data)
-        except ValueError as e:
-            raise ProtocolError(f"malformed message: {e}") from None
+        except (ValueError, RecursionError) as e:
+            raise ProtocolError(f"malformed message: {str(e)[:200]}") from None
         if not isinstance(msg, dict):
             raise ProtocolError("a message must be a JSON object")
         return msg
@@ -91,6 +100,52 @@ class Channel:
             self.sock.close()
         except OSError:
             pass
+
+
+def _too_deep(data: bytes) -> bool:
+    """True when brackets outside strings nest deeper than ``_MAX_DEPTH`` (checked before parsing)."""
+    depth, in_str, esc = 0, False, False
+    for b in data:
+        if in_str:
+            if esc:
+                esc = False
+            elif b == 0x5C:  # backslash
+                esc = True
+            elif b == 0x22:
+                in_str = False
+        elif b == 0x22:
+            in_str = True
+        elif b in (0x5B, 0x7B):
+            depth += 1
+            if depth > _MAX_DEPTH:
+                return True
+        elif b in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+def fit(report: dict, limit: int = MAX_REPORT - 512) -> dict:
+    """``report`` cut down until its JSON fits ``limit`` bytes: long strings shortened, long
+    lists and dicts trimmed (a worker's own report must never exceed what the harness takes)."""
+    def size(x) -> int:
+        return len(json.dumps(x, default=_plain).encode())
+
+    cap = 4000
+    while size(report) > limit and cap >= 50:
+        report = _trim(report, cap, max(4, cap // 100))
+        cap //= 2
+    return report if size(report) <= limit else {k: report[k] for k in ("event", "stage", "error_kind")
+                                                 if k in report}
+
+
+def _trim(x, chars: int, items: int):
+    if isinstance(x, str):
+        return x[:chars]
+    if isinstance(x, (list, tuple)):
+        return [_trim(v, chars, items) for v in list(x)[:items * 8]]
+    if isinstance(x, dict):
+        return {str(k)[:200]: _trim(v, chars, items) for k, v in list(x.items())[:items * 8]}
+    return x
 
 
 def _plain(x):
@@ -158,23 +213,24 @@ class ReferenceJob(_Job):
     odd: list[dict] = field(default_factory=list)  # odd sizes to try (informational generality check)
     perturb_seed: int = 0
     sample_seed: Optional[int] = None  # large outputs kept as their values at this seed's indices (secret)
+    timed_checks: list[int] = field(default_factory=list)  # variation seeds of the timed checks (GPU: outputs)
     timing: TimingSettings = field(default_factory=TimingSettings)
 
 
 
 @dataclass
 class CandidateJob(_Job):
-    """For a candidate worker: run this candidate on these inputs, report outputs as files."""
+    """For a candidate worker: run this candidate, report outputs as files. No judged input is
+    in it: the worker asks for each trial's seed and for the other sizes when it needs them
+    (``draws.py``), so nothing in the job lets a candidate precompute at import."""
 
     task_source: str
     candidate_source: str
-    seeds: list[int]
+    trials: int
     init_seed: int
     device: str = "cpu"
     out_meta: list[dict] = field(default_factory=list)  # the reference's output shapes (allocator poison)
-    perturb: Optional[dict] = None  # the size overrides the reference ran at, if any
-    odd: Optional[dict] = None  # the odd sizes the reference ran at, if any
-    perturb_seed: int = 0
+    other_sizes: bool = False  # the harness has a perturbed or odd size to judge at (asked for when it starts)
     audit: bool = True  # op profiler on some correctness calls, launch counts on all (custom-kernel evidence)
     input_bytes: int = 0  # one input set, as the reference process measured it (memory plan; 0: measure)
     output_bytes: int = 0  # one call's outputs, likewise

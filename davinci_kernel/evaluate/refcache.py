@@ -56,6 +56,7 @@ class ReferenceCache:
             "ref_nondeterministic": bool(result.get("ref_nondeterministic")),
             "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),
             "param_bytes": result.get("param_bytes"),
+            "vrefs": [read_reference(home, leaves[k]) for k in sorted(leaves) if k.startswith("vref")],
         }
 
     def put(self, key: tuple, entry: dict) -> None:

@@ -71,12 +71,32 @@ def compute_reference(job: ReferenceJob) -> dict:
                        output_bytes=memplan.tensor_bytes(C.torch, y))
         out["leaves"][f"ref{i}"] = writer.write(y, job.sample_seed)
         del y, args, inputs
+    timed_checks(job, mod, model, writer, dev, out)
     del model  # one model at a time: the perturbed sizes build their own
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, sizes, writer, dev, out)
         if got is not None:
             out["perturb_used" if key == "pref" else "odd_used"] = got
     return out
+
+
+def timed_checks(job: ReferenceJob, mod, model, writer, dev, out: dict) -> None:
+    """The outputs of the harness's timed checks (GPU only: the CPU is not timed): the first
+    trial's inputs varied from each check's seed (``timing.vary_seeded``), as the worker
+    varies them in the timed round the check picks."""
+    if dev.type != "cuda" or not job.timed_checks or not job.seeds:
+        return
+    from .timing import vary_seeded
+
+    inputs = rt.gen_inputs(mod, job.seeds[0], dev)
+    for j, seed in enumerate(job.timed_checks):
+        args = vary_seeded(rt.C, inputs, seed)
+        rt.seed_call(seed)
+        with rt.C.no_grad():
+            y = model(*args)
+        sync(dev)
+        out["leaves"][f"vref{j}"] = writer.write(y, job.sample_seed)
+        del y, args
 
 
 def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memplan.Sizes], writer, dev, out: dict):

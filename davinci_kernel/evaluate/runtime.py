@@ -151,7 +151,7 @@ def clone_args(args):
 def tensor_leaves(x):
     from .transfer import flatten
 
-    return [v for v in flatten(x) if _isinstance(v, C.Tensor)]
+    return [v for v in flatten(x) if issubclass(type(v), C.Tensor)]
 
 
 def gen_inputs(mod, seed: int, dev):
@@ -224,7 +224,7 @@ def aliases(out, args) -> bool:
             st = C.untyped_storage(a)
             ranges.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
     for t in tensor_leaves(out):
-        if t.numel() == 0:
+        if type(t) is not C.Tensor or t.numel() == 0:  # a subclass is flagged as such; its methods are its own code
             continue
         p = C.data_ptr(t)
         if any(lo <= p < hi for lo, hi in ranges):
@@ -257,7 +257,7 @@ class OutputWriter:
         for i, leaf in enumerate(flatten(output)):
             self.n += 1
             name = f"{i}.bin" if self.maps is not None else f"{self.n}.bin"
-            sampled = sample_seed is not None and _isinstance(leaf, C.Tensor) and leaf.numel() > SAMPLE_MIN
+            sampled = sample_seed is not None and issubclass(type(leaf), C.Tensor) and leaf.numel() > SAMPLE_MIN
             if sampled:
                 idx = sample_indices(C.torch, leaf.numel(), sample_seed).to(leaf.device)
                 meta = write_leaf(C.torch, leaf.reshape(-1)[idx], os.path.join(self.folder, name))

@@ -116,7 +116,7 @@ def _cuda_kernel_names(source: str) -> list[str]:
     return names
 
 
-def check(source: str) -> StaticReport:
+def check(source: str, policy: bool = True) -> StaticReport:
     rep = StaticReport()
     try:
         tree = parse_source(source)

@@ -213,7 +213,7 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
                 max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None,
                 lead_us: float = 0.0, warmup_ms: float = 0.0, hold: bool = True, lead_from_ref: bool = False,
-                on_timed=None, fresh: bool = True, before_compared=None) -> dict:
+                on_timed=None, fresh: bool = True, before_compared=None, checks=None) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks.
 
     ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
@@ -225,10 +225,14 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     (otherwise from the slower side's). ``on_timed`` is called just before the timed pairs
     start (the worker tells the harness, which measures their wall time from outside).
     ``fresh``: every timed pair but the last round runs on new values (``vary``), so an
-    output memoized on its inputs' values is never served while timed. ``before_compared(k)``
+    output memoized on its inputs' values is never served while timed. ``before_compared(k, None)``
     runs just before the candidate's call in the last round on set ``k`` (the call whose
     output is compared; outside its timed window): the worker starts that call's random
-    stream there, as for its correctness calls."""
+    stream there, as for its correctness calls. ``checks``: the harness's timed checks,
+    (position in [0, 1), seed) each: the round at that position among the rounds on set 0
+    (the last excepted) runs on set 0 varied from that seed (``vary_seeded``, which the
+    reference process repeats) and its output is kept; ``before_compared(0, seed)``
+    starts its random stream. The candidate cannot tell these rounds from the others."""
     _perf = C.perf
 
     torch = C.torch
@@ -260,27 +264,34 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         if on_timed is not None:
             on_timed()
         ref_ev, ref_wall, cand_ev, cand_wall, ratios = [], [], [], [], []
-        last_outputs = {}
+        last_outputs, checked_outputs = {}, {}
+        check_rounds = check_positions(checks or [], iters, n_sets)
         block = -(-iters // max(1, placements)) if reclone is not None else iters
         for i in range(iters):
             if i and i % block == 0:  # the new copies are allocated while the old ones live
                 input_sets = [reclone(a) for a in input_sets]
             k = i % n_sets
             last_round = i >= iters - n_sets  # its outputs are compared with the reference's: the sets as they are
-            args = input_sets[k] if last_round or not fresh else vary(C, input_sets[k])
+            check = check_rounds.get(i)  # (index, seed) of a timed check, or None
+            if check is not None:
+                args = vary_seeded(C, input_sets[0], check[1])
+            else:
+                args = input_sets[k] if last_round or not fresh else vary(C, input_sets[k])
             for who in ((0, 1) if i % 2 == 0 else (1, 0)):
                 if who == 0:
                     e, w = run_ref(args)
                     ref_ev.append(e)
                     ref_wall.append(w)
                 else:
-                    if last_round and before_compared is not None:
-                        before_compared(k)
+                    if before_compared is not None and (last_round or check is not None):
+                        before_compared(k, None if check is None else check[1])
                     e, w, out = run_cand(args)
                     cand_ev.append(e)
                     cand_wall.append(w)
                     if last_round:
                         last_outputs[k] = out
+                    elif check is not None:
+                        checked_outputs[check[0]] = out
                     del out
             del args
             ratios.append(ref_ev[-1] / cand_ev[-1] if cand_ev[-1] > 0 else float("inf"))
@@ -300,9 +311,26 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         "wall_excess_vs_ref_ms": statistics.median(excess),
         "speedup": placement_mean(blocks, [len(c) for c in chunks]), "sync_overhead_ms": overhead,
         "iters": iters, "placements": len(blocks), "last_outputs": last_outputs, "warmup_ms": warmup_ms,
+        "checked_outputs": checked_outputs,
         "ref_sum_ms": sum(ref_ev), "cand_sum_ms": sum(cand_ev), "fresh_values": bool(fresh), "sets": n_sets,
         "clock_mhz": [round(x) if x else None for x in (clock_start, clock_end)],
     }
+
+
+def check_positions(checks, iters: int, n_sets: int) -> dict[int, tuple[int, int]]:
+    """Round -> (check index, seed) for the timed checks: check j's position u in [0, 1)
+    picks among the rounds on set 0 before the last round, a taken round passing to the
+    next free one. Fewer rounds than checks: the first ones only."""
+    rounds = [i for i in range(max(0, iters - n_sets)) if i % max(1, n_sets) == 0]
+    out: dict[int, tuple[int, int]] = {}
+    for j, (u, seed) in enumerate(checks):
+        if len(out) >= len(rounds):
+            break
+        at = min(len(rounds) - 1, int(float(u) * len(rounds)))
+        while rounds[at] in out:
+            at = (at + 1) % len(rounds)
+        out[rounds[at]] = (j, int(seed))
+    return out
 
 
 def placement_mean(block_speedups: list[float], sizes: list[int]) -> float:
@@ -373,6 +401,24 @@ def vary(C, args):
     for a in args:
         if isinstance(a, C.Tensor) and a.is_floating_point() and a.numel():
             out.append(C.torch.empty_like(a).uniform_(0.9, 1.0).mul_(a))
+        else:
+            out.append(a)
+    return out
+
+
+def vary_seeded(C, args, seed: int):
+    """``vary`` with the factors drawn from ``seed`` on the inputs' device: the same values
+    in a worker and in the reference process (a timed check's inputs, which the reference
+    process computes its outputs for)."""
+    out = []
+    gens: dict = {}
+    for a in args:
+        if isinstance(a, C.Tensor) and a.is_floating_point() and a.numel():
+            g = gens.get(a.device)
+            if g is None:
+                g = gens[a.device] = C.torch.Generator(device=a.device)
+                g.manual_seed(seed)
+            out.append(C.torch.empty_like(a).uniform_(0.9, 1.0, generator=g).mul_(a))
         else:
             out.append(a)
     return out

@@ -49,18 +49,39 @@ def _unsupported(torch, t) -> str | None:
 
 
 def flatten(out: Any) -> list[Any]:
-    """Leaves of an output in a fixed order (dict keys sorted)."""
-    if isinstance(out, (list, tuple)):
+    """Leaves of an output in a fixed order (dict keys sorted), without running any code of
+    the output's own: only exact lists, tuples and dicts (and torch's structseq results such
+    as ``torch.return_types.max``) are walked, through the built-in methods of their base
+    types, and only dicts whose keys are exact ``str``/``int``; any other container (a list
+    subclass whose ``__iter__`` computes, a key whose ``__str__`` does) is one leaf, which
+    crosses as "unsupported". Types are read with ``type()``, never ``isinstance`` (which
+    asks an object's own ``__class__``)."""
+    t = type(out)
+    if t is list or t is tuple or _structseq(t):
         leaves = []
-        for o in out:
+        for o in (list.__iter__(out) if t is list else tuple.__iter__(out)):
             leaves += flatten(o)
         return leaves
-    if isinstance(out, dict):
+    if t is dict:
+        keys = list(dict.keys(out))
+        if not all(type(k) in (str, int) for k in keys):
+            return [out]
         leaves = []
-        for k in sorted(out, key=str):
-            leaves += flatten(out[k])
+        for k in sorted(keys, key=str):
+            leaves += flatten(dict.__getitem__(out, k))
         return leaves
     return [out]
+
+
+def _structseq(t: type) -> bool:
+    """A result type of torch's own ops (``torch.return_types.*``): a tuple subclass made in C."""
+    return tuple in t.__mro__ and t.__module__ == "torch.return_types"
+
+
+def plain_tensor(torch, x) -> bool:
+    """``x`` is exactly a ``torch.Tensor`` (or an ``nn.Parameter``): no subclass whose methods
+    could run a candidate's code."""
+    return type(x) is torch.Tensor or type(x) is torch.nn.Parameter
 
 
 def write_leaf(torch, leaf, path: str, maps: dict | None = None) -> dict:
@@ -71,8 +92,12 @@ def write_leaf(torch, leaf, path: str, maps: dict | None = None) -> dict:
     that are already there. A fresh page of /dev/shm costs a fault and zeroing, which held
     the device-to-file copy to about 1.1 GB/s on the H200 (bench/results/transfer_h200.json):
     9 s for each trial of a 10 GB output."""
-    if not isinstance(leaf, torch.Tensor):
-        return {"kind": "scalar", "value": leaf if isinstance(leaf, (int, float, bool)) or leaf is None else repr(leaf)}
+    if not issubclass(type(leaf), torch.Tensor):
+        if leaf is None or type(leaf) in (int, float, bool):
+            return {"kind": "scalar", "value": leaf}
+        return {"kind": "unsupported", "type": _type_name(leaf)}
+    if not plain_tensor(torch, leaf):  # its methods (detach, copy_) would run its own code
+        return {"kind": "unsupported", "type": _type_name(leaf), "why": "a tensor subclass, not a plain torch.Tensor"}
     t = torch.Tensor.detach(leaf)
     name = str(t.dtype).replace("torch.", "")
     why = _unsupported(torch, t)
@@ -99,6 +124,12 @@ def write_leaf(torch, leaf, path: str, maps: dict | None = None) -> dict:
     with open(path, "wb") as fh:
         arr.tofile(fh)
     return meta
+
+
+def _type_name(x) -> str:
+    """The name of ``x``'s type, read from the type object itself (no code of ``x`` runs)."""
+    name = type.__dict__["__name__"].__get__(type(x))
+    return name[:60] if type(name) is str else "?"
 
 
 def _mapped(torch, path: str, n: int, dtype, maps: dict | None):

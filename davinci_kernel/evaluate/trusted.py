@@ -24,6 +24,7 @@ from ..config import EvalConfig
 from ..records import Task
 from . import memplan
 from .baselines import BaselineCache
+from .draws import Draw
 from .gate import Gates
 from .protocol import ReferenceJob, TimingSettings, WorkerDied, WorkerTimeout
 from .refcache import ReferenceCache
@@ -89,12 +90,10 @@ class TrustedSide:
                 if self._sizes.get(key) is None:
                     self._sizes[key] = _sizes_of(entry)
 
-    def reference(self, task: Task, variant: str, overrides: dict, seeds: list[int], perturb: dict,
-                   device: str) -> dict:
-        """The reference entry for these inputs: cached, or computed by a reference process."""
+    def reference(self, task: Task, variant: str, overrides: dict, drawn: Draw, device: str) -> dict:
+        """The reference entry for the drawn inputs: cached, or computed by a reference process."""
         cfg = self.cfg
-        key = (task.hash, json.dumps(overrides, sort_keys=True), device.split(":")[0], tuple(seeds),
-               json.dumps(perturb, sort_keys=True), cfg.seed)
+        key = (task.hash, json.dumps(overrides, sort_keys=True), device.split(":")[0], drawn.key(), cfg.seed)
         got = self.refs.get(key)
         if got is not None:
             return got
@@ -104,15 +103,15 @@ class TrustedSide:
                 return got
             home = self.refs.new_home()
             sample_seed = secrets.randbits(62)  # which elements of large outputs count: never sent to a candidate
-            job = ReferenceJob(task_source=variant, seeds=seeds, init_seed=cfg.seed, out_dir=home, device=device,
-                               perturb=perturb["judged"], odd=perturb["odd"], perturb_seed=cfg.seed + 7,
-                               sample_seed=sample_seed,
-                               timing=self.timing_settings)
+            job = ReferenceJob(task_source=variant, seeds=list(drawn.trial_seeds), init_seed=cfg.seed, out_dir=home,
+                               device=device, perturb=list(drawn.perturb), odd=list(drawn.odd),
+                               perturb_seed=drawn.perturb_seed, sample_seed=sample_seed,
+                               timed_checks=[s for _, s in drawn.timed_checks], timing=self.timing_settings)
             result = self.ask(device, "reference", job)
             if "error" in result:
                 shutil.rmtree(home, ignore_errors=True)
                 return {"error": result["error"], "error_kind": result.get("error_kind", "reference_error")}
-            entry = self.refs.build(home, result, len(seeds))
+            entry = self.refs.build(home, result, len(drawn.trial_seeds))
             entry["sample_seed"] = sample_seed
             self.refs.put(key, entry)
             return entry

@@ -79,17 +79,25 @@ def _perturb_value(v: int, up: bool = True) -> int:
     return max(2, v - v // 4 - 1)
 
 
-def keep_pow2(v: int, up: bool = True) -> int:
+def keep_pow2(v: int, up: bool = True, step: int = 1) -> int:
     """Another size with every power-of-two factor of ``v`` kept (v = 2^k * m, m odd): a
     kernel specialised to the task's tile multiples still fits it, one with ``v`` itself
-    hard-coded does not. Larger: 2^k * (m + 2). Smaller: 2^k * (m - 2), or 3 * 2^(k-2)
-    where m = 1 (three quarters of v, still a multiple of 2^(k-2))."""
+    hard-coded does not. Larger: 2^k * (m + 2 step). Smaller: 2^k * (m - 2 step) where
+    that stays positive, else (m = 1, v a power of two) 3/4, 5/8 or 7/8 of v by ``step``
+    (1, 2, 3), still a multiple of 2^(k-2) or 2^(k-3). ``step`` is drawn by the harness, so
+    the size judged is not a function of the problem file."""
     k = (v & -v).bit_length() - 1 if v > 0 else 0
     m = v >> k if v > 0 else 0
+    step = max(1, step)
     if up:
-        return (1 << k) * (m + 2)
+        return (1 << k) * (m + 2 * step)
+    if m > 2 * step:
+        return (1 << k) * (m - 2 * step)
     if m >= 3:
         return (1 << k) * (m - 2)
+    num, shift = ((3, 2), (5, 3), (7, 3))[min(step, 3) - 1]
+    if k >= shift:
+        return num << (k - shift)
     return 3 << (k - 2) if k >= 2 else v + 1
 
 
@@ -103,23 +111,31 @@ def _names(source: str, base: Optional[dict[str, int]]) -> tuple[dict[str, int],
     return consts, [n for n, v in consts.items() if v >= 2 and not any(s in n.lower() for s in _STRUCTURAL)]
 
 
-def perturbations(source: str, base: Optional[dict[str, int]] = None) -> list[dict[str, int]]:
+def perturbations(source: str, base: Optional[dict[str, int]] = None, steps: Optional[dict[str, int]] = None
+                  ) -> list[dict[str, int]]:
     """Candidate overrides for the shape re-check (judged), most informative first.
 
     A task may name the sizes to change (``PERTURB = ["batch_size", "dim"]``); else
     every non-structural integer constant ≥ 2 is a candidate. Each size keeps its
-    power-of-two factors (``keep_pow2``). The first variant makes them all larger (a
-    baked-in grid or loop bound then leaves output elements unwritten, which the comparison
-    sees for certain), the following ones one at a time, then all smaller (used when the
-    reference rejects the earlier or they do not fit the device)."""
+    power-of-two factors (``keep_pow2``, by the size's step in ``steps``, drawn by the
+    harness; 1 where not given). The first variant makes them all larger (a baked-in grid
+    or loop bound then leaves output elements unwritten, which the comparison sees for
+    certain), the following ones one at a time, then all smaller (used when the reference
+    rejects the earlier or they do not fit the device)."""
     consts, names = _names(source, base)
     if not names:
         return []
-    variants = [{n: keep_pow2(consts[n]) for n in names}]
+    step = {n: (steps or {}).get(n, 1) for n in names}
+    variants = [{n: keep_pow2(consts[n], step=step[n]) for n in names}]
     if len(names) > 1:
-        variants += [{n: keep_pow2(consts[n])} for n in names]
-    variants.append({n: keep_pow2(consts[n], up=False) for n in names})
+        variants += [{n: keep_pow2(consts[n], step=step[n])} for n in names]
+    variants.append({n: keep_pow2(consts[n], up=False, step=step[n]) for n in names})
     return variants
+
+
+def perturbed_names(source: str, base: Optional[dict[str, int]] = None) -> list[str]:
+    """The sizes the shape re-check changes (see ``perturbations``)."""
+    return _names(source, base)[1]
 
 
 def odd_sizes(source: str, base: Optional[dict[str, int]] = None) -> list[dict[str, int]]:

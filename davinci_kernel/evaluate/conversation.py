@@ -1,0 +1,202 @@
+"""The harness's side of the conversation with one candidate worker.
+
+Covers, in the harness process: sending the job (no judged input in it), answering the
+worker's questions for a trial's seed or the perturbed size only when that call starts,
+reading each announced output while the worker's processes are stopped, the timed phase
+(the GPU to this worker alone; the timed checks told at its start; the wall time
+measured here between the start and the end the worker announces: announcing either
+late shortens it below the claimed event times, which ``judge.wall_check`` flags as it
+flags time left unexplained), and one
+deadline for the whole conversation beside each stage's own (a message never resets
+either). The worker may only report; a report is checked against the protocol
+(``protocol.py``: size and nesting capped, malformed is ``protocol_error``), and what it
+claims is judged in ``judge.py``. Does not cover: the verdict, the retry rules
+(``retry.py``) or starting and stopping workers (``pool.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from typing import Optional
+
+from ..records import EvalResult
+from . import judge
+from .draws import Draw
+from .intake import read_leaves
+from .procs import WorkerProcess
+from .protocol import CandidateJob, ProtocolError, WorkerTimeout
+
+_OUTPUT_KEY = re.compile(r"^(cand[0-9]{1,2}|recheck1|determinism0|pcand|ocand|timed[0-9]{1,2}|check[0-9])$")
+_WORKER_ERRORS = {"syntax_error", "import_error", "compile_error", "no_modelnew", "runtime_error", "cuda_error"}
+_WORKER_STAGES = {"compile", "load", "correctness", "timing"}
+
+
+class Deadline:
+    """One limit for the whole conversation and one per stage, fixed when each begins."""
+
+    def __init__(self, total_s: float):
+        self.end = time.monotonic() + total_s
+        self.stage_end = self.end
+
+    def stage(self, seconds: float) -> None:
+        self.stage_end = min(self.end, time.monotonic() + seconds)
+
+    def left(self) -> float:
+        left = self.stage_end - time.monotonic()
+        if left <= 0:
+            raise WorkerTimeout("the stage's time ran out")
+        return left
+
+
+class Conversation:
+    """One candidate worker's evaluation, driven from the harness."""
+
+    def __init__(self, evaluator, w: WorkerProcess, res: EvalResult, drawn: Draw, ref: dict, clock):
+        self.ev, self.cfg, self.w, self.res, self.drawn, self.ref, self.clock = (
+            evaluator, evaluator.cfg, w, res, drawn, ref, clock)
+        self.cand: dict = {}
+        self.seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
+        cfg = self.cfg
+        self.deadline = Deadline(cfg.compile_timeout_s + 2 * cfg.run_timeout_s + 30.0)
+
+    # ------------------------------------------------------------------ checks
+    def check(self, job: CandidateJob) -> Optional[dict]:
+        """Load, correctness and other sizes; returns the worker's report (or None after an error)."""
+        cfg, res, w = self.cfg, self.res, self.w
+        gate = self.ev._gates(w.device)
+        with gate.shared(w):  # checking: other workers on this GPU may check too; a timer stops them
+            self.clock.mark("gate")
+            self.deadline.stage(cfg.compile_timeout_s)
+            w.send({"cmd": "job", "job": job.to_dict()})
+            res.stage = "compile"
+
+            def progress(ev: str) -> bool:
+                if ev == "loaded":
+                    self.clock.mark("compile")
+                    res.stage = "correctness"
+                    self.deadline.stage(cfg.run_timeout_s)  # the trials and the other sizes together
+                elif ev == "phase" and res.stage == "correctness":
+                    self.clock.mark("correctness")
+                    res.stage = "perturbation"
+                return ev in ("loaded", "phase")
+
+            out = self.serve("checked", progress)
+            self.clock.mark(res.stage)
+        if not isinstance(out, dict):
+            raise ProtocolError("the check report is not an object")
+        return out
+
+    def time(self) -> tuple[dict, Optional[float]]:
+        """The timing phase: the worker makes its inputs beside other checks, times with the
+        GPU to itself (other checking processes stopped), and hands over the last round's and
+        the timed checks' outputs beside other checks again. Returns (its report, the wall
+        milliseconds measured here around the timed pairs, or None)."""
+        cfg, w = self.cfg, self.w
+        gate = self.ev._gates(w.device)
+        t_start = t_end = None
+        self.deadline.stage(cfg.run_timeout_s)
+        with gate.shared(w):  # the worker makes its timing inputs beside other checks
+            w.send({"cmd": "time"})
+            msg = w.recv(self.deadline.left())
+            if msg.get("event") == "seed":
+                msg = self._answer_until_ready(msg)
+        self.clock.mark("timing")
+        if msg.get("event") == "timed":  # it failed before it was ready
+            tout = msg.get("result")
+        elif msg.get("event") != "timing_ready":
+            raise ProtocolError(f"unexpected event {str(msg.get('event'))[:40]!r}")
+        else:
+            tout = None
+            with gate.exclusive():  # timing: this GPU runs nothing else of ours meanwhile
+                self.clock.mark("gate")
+                w.send({"cmd": "go", "checks": [list(c) for c in self.drawn.timed_checks]})
+                while True:
+                    msg = w.recv(self.deadline.left())
+                    ev = msg.get("event")
+                    if ev == "timed_start" and t_start is None:
+                        t_start = time.monotonic()
+                    elif ev == "timed_end" and t_start is not None and t_end is None:
+                        t_end = time.monotonic()
+                    elif ev == "timed":  # it failed while timed
+                        tout = msg.get("result")
+                        break
+                    elif ev == "profiled":
+                        break
+                    else:
+                        raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
+                self.clock.mark("timing")
+            if tout is None:
+                with gate.shared(w):  # the kept outputs, read beside other checks
+                    tout = self.serve("timed")
+                self.clock.mark("timing_outputs")
+        wall_ms = (t_end - t_start) * 1e3 if t_start is not None and t_end is not None else None
+        if not isinstance(tout, dict):
+            raise ProtocolError("the timing report is not an object")
+        return tout, wall_ms
+
+    def _answer_until_ready(self, msg: dict) -> dict:
+        while msg.get("event") == "seed":
+            self._answer(msg)
+            msg = self.w.recv(self.deadline.left())
+        return msg
+
+    # ------------------------------------------------------------------ messages
+    def serve(self, end: str, progress: Callable[[str], bool] = lambda ev: False):
+        """The worker's messages until ``end``, whose result it returns: outputs are read as
+        they are announced, questions answered, other events go to ``progress``."""
+        while True:
+            msg = self.w.recv(self.deadline.left())
+            ev = msg.get("event")
+            if ev == end:
+                return msg.get("result")
+            if ev == "output":
+                self._intake(msg)
+            elif ev in ("seed", "sizes"):
+                self._answer(msg)
+            elif not progress(ev):
+                raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
+
+    def _answer(self, msg: dict) -> None:
+        """A trial's seed, or the size the worker is to run at next (with its inputs' seed)."""
+        d = self.drawn
+        if msg.get("event") == "seed":
+            i = msg.get("i")
+            if type(i) is not int or not 0 <= i < len(d.trial_seeds):
+                raise ProtocolError("a seed asked for a trial that does not exist")
+            self.w.send({"cmd": "seed", "seed": d.trial_seeds[i]})
+            return
+        key = msg.get("key")
+        used = {"pcand": self.ref.get("perturb_used"), "ocand": self.ref.get("odd_used")}
+        if key not in used:
+            raise ProtocolError("sizes asked for an unknown call")
+        self.w.send({"cmd": "sizes", "overrides": used[key], "seed": d.perturb_seed})
+
+    def _intake(self, msg: dict) -> None:
+        """Read one announced output while the worker's processes are stopped, then let it go on."""
+        key, w = msg.get("key"), self.w
+        if not isinstance(key, str) or not _OUTPUT_KEY.match(key) or key in self.cand:
+            raise ProtocolError(f"unexpected output {str(key)[:40]!r}")
+        w.freeze()
+        try:
+            self.cand[key] = read_leaves(os.path.join(w.scratch, "out"), msg.get("leaves"), w.uid, self.seed)
+        finally:
+            w.thaw()
+        w.send({"cmd": "ack"})
+
+
+def worker_failure(res: EvalResult, out: dict) -> bool:
+    """Fill ``res`` from a report that says the candidate failed (True), else leave it."""
+    if not out.get("error_kind"):
+        return False
+    stage = out.get("stage")
+    res.stage = stage if stage in _WORKER_STAGES else res.stage
+    kind = out["error_kind"]
+    res.error_kind = kind if kind in _WORKER_ERRORS else "runtime_error"
+    res.error_msg = str(out.get("error_msg", ""))[:3000]
+    if out.get("cuda_broken") is True:
+        res.error_kind = "cuda_error"
+    judge.add_worker_flags(res, out)
+    return True
