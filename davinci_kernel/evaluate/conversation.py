@@ -60,6 +60,9 @@ class Conversation:
         self.cand: dict = {}
         self.seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
         cfg = self.cfg
+        out_bytes = ref.get("output_bytes")
+        # no output may hold much more than the reference's (other sizes stay within 1.25x or 64 MiB of it)
+        self.max_bytes = 2 * int(out_bytes) + (64 << 20) if out_bytes else None
         self.deadline = Deadline(cfg.compile_timeout_s + 2 * cfg.run_timeout_s + 30.0)
 
     # ------------------------------------------------------------------ checks
@@ -181,7 +184,8 @@ class Conversation:
             raise ProtocolError(f"unexpected output {str(key)[:40]!r}")
         w.freeze()
         try:
-            self.cand[key] = read_leaves(os.path.join(w.scratch, "out"), msg.get("leaves"), w.uid, self.seed)
+            self.cand[key] = read_leaves(os.path.join(w.scratch, "out"), msg.get("leaves"), w.uid, self.seed,
+                                         self.max_bytes)
         finally:
             w.thaw()
         w.send({"cmd": "ack"})

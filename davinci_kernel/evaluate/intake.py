@@ -2,8 +2,13 @@
 
 Covers: checking each announced leaf (known dtype, a shape of non-negative integers, a
 plain file name in the worker's output folder, a regular file with one link, owned by
-the worker's uid, of exactly the announced size; never a symlink), reading it while the
-worker's whole process tree is stopped, and removing it. Outputs larger than
+the worker's uid, of exactly the announced size, no larger than the reference's output
+allows, and not sparse; never a symlink: the folder and the file are opened by this
+process with ``O_NOFOLLOW``, the file relative to the folder's descriptor, and every
+check is made on the open descriptor), reading it with ``pread`` (or, for a sample, a
+private read-only mapping of that descriptor) while the worker's whole process tree is
+stopped. A sparse file would make this process fault in pages for holes the worker never
+paid for; a file larger than the reference's output, memory the worker never computed. Outputs larger than
 ``SAMPLE_MIN`` elements are compared on a stratified sample whose seed the harness drew
 and never sent: the worker has committed to the whole file before anyone knows which
 elements count (the seed belongs to the reference entry: the reference process keeps only
@@ -41,14 +46,16 @@ def _shape(shape) -> Optional[tuple]:
     return tuple(shape)
 
 
-def check_leaf(folder: str, meta, owner_uid: Optional[int]) -> tuple[Optional[dict], Optional[str]]:
-    """(meta with a checked ``path``, None) or (None, why it is refused)."""
+def check_leaf(folder: str, meta, owner_uid: Optional[int], dir_fd: Optional[int] = None
+               ) -> tuple[Optional[dict], Optional[str]]:
+    """(meta with a checked ``path``, or with an open ``fd`` when ``dir_fd`` is given; None)
+    or (None, why it is refused). The caller closes a returned ``fd``."""
     if not isinstance(meta, dict):
         return None, "not a leaf description"
     kind = meta.get("kind")
     if kind == "scalar":
         v = meta.get("value")
-        if v is None or isinstance(v, (bool, int, float, str)):
+        if v is None or type(v) in (bool, int, float):
             return {"kind": "scalar", "value": v}, None
         return None, "a scalar of an unknown type"
     if kind == "unsupported":
@@ -64,18 +71,61 @@ def check_leaf(folder: str, meta, owner_uid: Optional[int]) -> tuple[Optional[di
     if not isinstance(name, str) or not _NAME.match(name):
         return None, "an output file name outside the worker's folder"
     path = os.path.join(folder, name)
+    fd = None
     try:
-        st = os.lstat(path)
+        if dir_fd is not None:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+            st = os.fstat(fd)
+        else:
+            st = os.lstat(path)
     except OSError:
-        return None, "an announced output file is missing"
+        return None, "an announced output file is missing (or is a link)"
     want = math.prod(shape) * dt.itemsize
+    why = None
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        return None, "an output file that is not a plain file"
-    if owner_uid is not None and st.st_uid != owner_uid:
-        return None, "an output file the worker does not own"
-    if st.st_size != want:
-        return None, f"an output file of {st.st_size} bytes where {want} were announced"
-    return {"kind": "tensor", "dtype": dt, "shape": shape, "path": path}, None
+        why = "an output file that is not a plain file"
+    elif owner_uid is not None and st.st_uid != owner_uid:
+        why = "an output file the worker does not own"
+    elif st.st_size != want:
+        why = f"an output file of {st.st_size} bytes where {want} were announced"
+    elif st.st_blocks * 512 < st.st_size:
+        why = "a sparse output file (holes where values should be)"
+    if why is not None:
+        if fd is not None:
+            os.close(fd)
+        return None, why
+    return {"kind": "tensor", "dtype": dt, "shape": shape, "path": path, "fd": fd}, None
+
+
+def _pread_tensor(fd: int, dtype: torch.dtype, shape: tuple, indices=None):
+    """The tensor in an open raw-byte file: whole, read with ``pread``; or the elements at
+    ``indices``, through a private read-only mapping (only their pages are touched)."""
+    import mmap
+
+    import numpy as np
+
+    n = math.prod(shape)
+    if n == 0:
+        return torch.empty(shape, dtype=dtype)
+    nbytes = n * dtype.itemsize
+    if indices is None:
+        buf = bytearray(nbytes)
+        view, got = memoryview(buf), 0
+        while got < nbytes:
+            k = os.preadv(fd, [view[got:]], got)
+            if k <= 0:
+                raise OSError("short read")
+            got += k
+        return torch.frombuffer(buf, dtype=dtype).reshape(shape)
+    mm = mmap.mmap(fd, nbytes, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    try:
+        raw = np.frombuffer(mm, dtype=np.uint8)
+        flat = torch.from_numpy(raw).view(dtype)  # no copy: the mapping's pages
+        out = flat[indices].clone()
+        del flat, raw
+    finally:
+        mm.close()
+    return out
 
 
 def read_file_tensor(path: str, dtype: torch.dtype, shape: tuple, indices=None, mapped: bool = False):
@@ -90,28 +140,52 @@ def read_file_tensor(path: str, dtype: torch.dtype, shape: tuple, indices=None, 
     return flat.reshape(shape) if mapped else flat.clone().reshape(shape)
 
 
-def read_leaves(folder: str, metas, owner_uid: Optional[int], sample_seed: int) -> list:
+def read_leaves(folder: str, metas, owner_uid: Optional[int], sample_seed: int,
+                max_bytes: Optional[int] = None) -> list:
     """A worker's announced leaves as plain CPU tensors, samples or descriptions (copies:
-    the worker writes its next output into the same files, which go with its scratch)."""
+    the worker writes its next output into the same files). ``max_bytes``: the most this
+    output may hold (from the reference's output); a larger announcement is refused unread."""
     if not isinstance(metas, list) or len(metas) > 4096:
         return [{"kind": "invalid", "why": "the output list is malformed"}]
+    if max_bytes is not None:
+        total = 0
+        for m in metas:
+            if not isinstance(m, dict):
+                continue
+            dt, shape = _dtype(m.get("dtype")), _shape(m.get("shape"))
+            if m.get("kind") == "tensor" and dt is not None and shape is not None:
+                total += math.prod(shape) * dt.itemsize
+        if total > max_bytes:
+            return [{"kind": "invalid", "why": f"an output of {total} bytes, far more than the reference's"}]
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return [{"kind": "invalid", "why": "the worker's output folder is missing or a link"}]
     leaves = []
-    for meta in metas:
-        checked, why = check_leaf(folder, meta, owner_uid)
-        if checked is None:
-            leaves.append({"kind": "invalid", "why": why})
-            continue
-        if checked["kind"] != "tensor":
-            leaves.append(checked)
-            continue
-        dt, shape, path = checked["dtype"], checked["shape"], checked["path"]
-        n = math.prod(shape)
-        if n > SAMPLE_MIN:
-            idx = sample_indices(torch, n, sample_seed)
-            leaves.append({"values": read_file_tensor(path, dt, shape, idx), "seed": sample_seed,
-                           "full_shape": list(shape)})
-        else:
-            leaves.append(read_file_tensor(path, dt, shape))
+    try:
+        for meta in metas:
+            checked, why = check_leaf(folder, meta, owner_uid, dir_fd)
+            if checked is None:
+                leaves.append({"kind": "invalid", "why": why})
+                continue
+            if checked["kind"] != "tensor":
+                leaves.append(checked)
+                continue
+            dt, shape, fd = checked["dtype"], checked["shape"], checked["fd"]
+            try:
+                n = math.prod(shape)
+                if n > SAMPLE_MIN:
+                    idx = sample_indices(torch, n, sample_seed)
+                    leaves.append({"values": _pread_tensor(fd, dt, shape, idx), "seed": sample_seed,
+                                   "full_shape": list(shape)})
+                else:
+                    leaves.append(_pread_tensor(fd, dt, shape))
+            except (OSError, ValueError) as e:
+                leaves.append({"kind": "invalid", "why": f"an output file could not be read: {e}"})
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dir_fd)
     return leaves
 
 

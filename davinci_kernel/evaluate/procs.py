@@ -25,7 +25,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from . import sandbox
-from .protocol import MAX_MESSAGE, MAX_REPORT, Channel, WorkerDied, WorkerTimeout
+from .protocol import MAX_MESSAGE, MAX_REPORT, Channel, ProtocolError, WorkerDied, WorkerTimeout
 
 _SPAWNED = itertools.count()
 
@@ -132,6 +132,8 @@ class WorkerProcess:
             return self.ch.recv(timeout, alive=self.alive)
         except WorkerTimeout:
             raise WorkerTimeout(f"no answer within {timeout:.0f} s") from None
+        except ProtocolError:
+            raise  # the worker's own doing: a verdict, not a death
         except WorkerDied as e:
             raise WorkerDied(self._death_note(str(e))) from None
 
