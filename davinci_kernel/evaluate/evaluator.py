@@ -192,7 +192,7 @@ class Evaluator:
     def _evaluate(self, task: Task, source: str, seed_offset: int) -> EvalResult:
         cfg = self.cfg
         res = EvalResult(task=task.name, level=task.level, device=self.device)
-        rep = static.check(source)
+        rep = static.check(source, policy=cfg.code_policy != "off" and not cfg.self_check)
         res.backend = rep.backend
         if not rep.ok:
             res.stage, res.error_kind, res.error_msg = "static", rep.error_kind, rep.error_msg

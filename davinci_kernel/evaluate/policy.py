@@ -28,6 +28,7 @@ IMPORTS: dict[str, tuple[str, Optional[frozenset]]] = {
     "torch.nn": ("nn.Module and layers", None),
     "torch.nn.functional": ("functional ops", None),
     "torch.nn.init": ("parameter initialisation", None),
+    "torch.autograd": ("custom backward passes", frozenset({"Function"})),
     "torch.utils.cpp_extension": ("building CUDA sources", frozenset({"load_inline"})),
     "triton": ("jit, autotune, heuristics, Config, cdiv, next_power_of_2", None),
     "triton.language.*": ("the kernel language, libdevice (triton.language.extra...) included", None),
@@ -48,20 +49,16 @@ TORCH_DENY: dict[str, str] = {
     "torch.compile": "compiles kernels the candidate did not write",
     "torch.compiler": "compiles kernels the candidate did not write",
     "torch.jit": "scripts or traces code into other kernels",
-    "torch.fx": "traces and regenerates code",
-    "torch.export": "traces and regenerates code",
+    "torch.fx": "traces and regenerates code", "torch.export": "traces and regenerates code",
     "torch.package": "loads code from archives",
     "torch.library": "registers dispatcher ops (changes what torch computes)",
     "torch.ops": "reaches dispatcher ops by name",
     "torch.classes": "reaches registered C++ classes by name",
-    "torch.profiler": "the profiler the audit uses",
-    "torch.autograd.profiler": "the profiler the audit uses",
-    "torch.autograd.profiler_util": "the profiler the audit uses",
+    **{n: "the profiler the audit uses" for n in ("torch.profiler", "torch.autograd.profiler",
+                                                   "torch.autograd.profiler_util")},
     "torch.autograd.graph": "saved-tensor and graph hooks",
-    "torch.cuda.graph": "CUDA graphs replay work outside the launches seen",
-    "torch.cuda.graphs": "CUDA graphs replay work outside the launches seen",
-    "torch.cuda.CUDAGraph": "CUDA graphs replay work outside the launches seen",
-    "torch.cuda.make_graphed_callables": "CUDA graphs replay work outside the launches seen",
+    **{f"torch.cuda.{n}": "CUDA graphs replay work outside the launches seen"
+       for n in ("graph", "graphs", "CUDAGraph", "make_graphed_callables")},
     "torch.cuda.jiterator": "compiles kernels from strings at run time",
     "torch.cuda.memory": "allocator hooks and history",
     "torch.cuda.profiler": "the profiler the audit uses",
@@ -148,8 +145,7 @@ def allowed_import(module: str) -> bool:
 
 
 def _import_names(module: str) -> Optional[frozenset]:
-    entry = IMPORTS.get(module)
-    return entry[1] if entry else None
+    return IMPORTS[module][1] if module in IMPORTS else None
 
 
 def path_problem(path: str, partial: bool = False) -> Optional[tuple[str, str]]:
@@ -159,16 +155,21 @@ def path_problem(path: str, partial: bool = False) -> Optional[tuple[str, str]]:
     for i, seg in enumerate(parts[1:], 1):
         if seg.startswith("_") and not (seg in DUNDER_ATTRS and i == len(parts) - 1):
             return "private", f"'{path}' reaches the private name '{seg}'"
-        prefix = ".".join(parts[:i + 1])
-        if seg in _REEXPORTED and prefix not in REEXPORT_OK:
+    exempt = path in TORCH_ALLOWED_UNDER_DENIED or any(a.startswith(path + ".") for a in TORCH_ALLOWED_UNDER_DENIED)
+    for deny, why in TORCH_DENY.items():
+        if (path == deny or path.startswith(deny + ".")) and not exempt:
+            return "torch", f"'{path}' is refused: {why}"
+    if parts[-1].endswith("Storage"):
+        return "torch", f"'{path}' is refused: raw storages"
+    for i, seg in enumerate(parts[1:], 1):
+        if seg in _REEXPORTED and ".".join(parts[:i + 1]) not in REEXPORT_OK:
             return "reexport", f"'{path}' reaches the module '{seg}' through another module"
     if parts[0] == "triton" and len(parts) > 1 and parts[1] not in TRITON_TOP:
         return "triton", f"'{path}' is not one of triton's allowed names ({', '.join(sorted(TRITON_TOP))})"
     if parts[0] == "os" and len(parts) > 1 and path not in OS_ALLOWED \
             and not (partial and any(a.startswith(path + ".") for a in OS_ALLOWED)):
         return "os", f"'{path}' is not allowed (of os only {', '.join(sorted(OS_ALLOWED))})"
-    if path in TORCH_ALLOWED_UNDER_DENIED or any(a.startswith(path + ".") for a in TORCH_ALLOWED_UNDER_DENIED):
-        return None
+    return None
     for deny, why in TORCH_DENY.items():
         if path == deny or path.startswith(deny + "."):
             return "torch", f"'{path}' is refused: {why}"
@@ -245,7 +246,7 @@ class _Visitor:
         self.jit_names = {n.name for n in ast.walk(self.tree) if isinstance(n, ast.FunctionDef) and self._is_jit(n)}
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Attribute):
-                self._attribute(node)
+                self._attr_name(node, node.attr, node.value)
             elif isinstance(node, ast.Name):
                 self._name(node)
             elif isinstance(node, ast.Call):
@@ -316,12 +317,9 @@ class _Visitor:
         ctx = getattr(node, "ctx", ast.Load())
         if isinstance(ctx, (ast.Store, ast.Del)) and isinstance(node, ast.Attribute):
             self.add(node, "monkey_patch", f"assigns or deletes '{path}', an attribute of an imported module")
-        elif isinstance(ctx, ast.Load) and self._is_module(node, path) \
+        elif isinstance(ctx, ast.Load) and (path in KNOWN_MODULES or getattr(node, "id", None) in self.modules) \
                 and not (isinstance(parent, ast.Call) and parent.func is node):
             self.add(node, "module_value", f"the module '{path}' is used as a value (only its attributes may be used)")
-
-    def _is_module(self, node: ast.AST, path: str) -> bool:
-        return path in KNOWN_MODULES or (isinstance(node, ast.Name) and node.id in self.modules)
 
     # ------------------------------------------------------------------ names, attributes, calls
     def _name(self, node: ast.Name) -> None:
@@ -344,9 +342,6 @@ class _Visitor:
                     self.add(call, "monkey_patch", f"{node.id} on '{path}', an imported module or its attribute")
             else:
                 self._attr_name(call, call.args[1].value, call.args[0])
-
-    def _attribute(self, node: ast.Attribute) -> None:
-        self._attr_name(node, node.attr, node.value)
 
     def _attr_name(self, node: ast.AST, attr: str, base: ast.AST) -> None:
         if _is_dunder(attr):
@@ -421,3 +416,34 @@ class _Visitor:
         if isinstance(func, ast.Attribute):
             return func.attr in JIT_METHODS
         return False
+
+
+def render_markdown() -> str:
+    """The allowlist as markdown (the generated part of docs/policy.md)."""
+    rows = ["| module | for | from-import names |", "|---|---|---|"]
+    rows += [f"| `{m}` | {why} | {', '.join(f'`{n}`' for n in sorted(names)) if names else 'any public name'} |"
+             for m, (why, names) in IMPORTS.items()]
+    deny = [f"- `{k}`: {why}" for k, why in TORCH_DENY.items()]
+    attrs = [f"- `.{k}`: {why}" for k, why in ATTRS_DENIED.items()]
+    builtins = [f"- `{k}`: {why}" for k, why in BUILTINS_DENIED.items()]
+    return "\n".join([
+        "### Imports", "", *rows, "",
+        f"Of `os`, only: {', '.join(f'`{n}`' for n in sorted(OS_ALLOWED))}.", "",
+        f"Of `triton`'s top level, only: {', '.join(f'`{n}`' for n in sorted(TRITON_TOP))}.", "",
+        "### torch names refused (each with everything under it)", "", *deny,
+        f"- any name ending in `Storage`; under `torch.utils` only {', '.join(sorted(TORCH_ALLOWED_UNDER_DENIED))}",
+        "", "### Attributes refused on any object", "", *attrs,
+        f"- frame, code, generator and traceback internals: {', '.join(f'`{n}`' for n in sorted(FRAME_ATTRS))}",
+        "", "### Builtins", "", *builtins,
+        f"- {', '.join(f'`{n}`' for n in sorted(REFLECTION))}: only with a constant attribute name",
+        "- `type` with three arguments", "",
+        "### Names, classes and kernels", "",
+        f"- dunder names read: {', '.join(f'`{n}`' for n in sorted(DUNDER_NAMES))}; dunder attributes: "
+        f"{', '.join(f'`{n}`' for n in sorted(DUNDER_ATTRS))}; private attributes: the candidate's own `self._x`",
+        f"- class bases: {', '.join(f'`{n}`' for n in sorted(CLASS_BASES))} and the candidate's own classes; "
+        f"dunder methods: {', '.join(f'`{n}`' for n in sorted(DUNDER_METHODS))}; no metaclass, class decorator "
+        "or `property`",
+        f"- inside `@triton.jit` bodies ({', '.join(f'`{n}`' for n in sorted(JIT_DECORATORS))}): calls to "
+        f"`triton.language` (libdevice included), the candidate's other jit functions, "
+        f"{', '.join(f'`{n}`' for n in sorted(JIT_BUILTINS))}, and these methods on values: "
+        f"{', '.join(f'`{n}`' for n in sorted(JIT_METHODS))}", ""])
