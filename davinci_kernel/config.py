@@ -80,6 +80,10 @@ class EvalConfig:
     sandbox: str = opt("auto", "the OS sandbox of candidate workers: 'auto' = all this machine allows (each result's "
                        "`sandbox` says what ran); 'require' = refuse to start without all of it; 'off' = plain "
                        "processes (trusted code only)", choices=("auto", "require", "off"))
+    code_policy: str = opt("allowlist", "the static code policy candidates are held to: 'allowlist' = the declared "
+                           "subset of Python (docs/policy.md), a violation is policy_violation; 'off' = only the "
+                           "specific static checks, which exists only to test the runtime defences in depth",
+                           choices=("allowlist", "off"))
     worker_memory_gb: float = opt(-1.0, "host memory limit of one candidate worker (cgroup, or RLIMIT_DATA on CPU "
                                   "workers where no cgroup can be made): GiB; 0 = none; -1 = half the host's memory")
     ref_time_tolerance: float = opt(1.3, "the reference's time beside the candidate may differ from its time in the "
@@ -96,9 +100,6 @@ class EvalConfig:
                                "many times; the same text then always earns the same reward); verdicts of harness "
                                "failures and timeouts are never reused")
     cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")
-    code_policy: str = opt("allowlist", "the static code policy candidates are held to: 'allowlist' = the declared "
-                           "subset of Python (docs/policy.md); 'off' = only the runtime defences, to test them in "
-                           "depth (never for judging untrusted code)", choices=("allowlist", "off"))
 
 
 # --------------------------------------------------------------------------- skills

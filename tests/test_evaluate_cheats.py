@@ -1,15 +1,47 @@
 """Every reward-hacking fixture must come back correct=false with its named flag, or with its
-named error_kind where the cheat is an output the comparison rejects (``expect`` is either)."""
+named error_kind where the cheat is an output the comparison rejects (``expect`` is either).
+
+Under the default config the code policy may stop a fixture first (``policy_violation``).
+Fixtures with the meta line ``runtime: yes`` test a runtime defence: they are also run with
+``code_policy="off"`` and must then be caught by their ``expect`` (defence in depth)."""
 
 from __future__ import annotations
+
+import ast
 
 import pytest
 from conftest import FIXTURES, fixture_meta, fixture_task
 
+from davinci_kernel.pysource import parse
+
 ALL = sorted((FIXTURES / "cheats").glob("*.py"))
 # Attacks on the judge itself (sandbox_*) run in throwaway harness processes: test_evaluate_sandbox.py.
-CHEATS = [p for p in ALL if not p.stem.startswith("sandbox_")]
-GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing"}  # only timing exposes them
+# Attacks on the judged inputs and the worker's channel need a replayed draw or a short deadline:
+# test_evaluate_draws.py runs them.
+ELSEWHERE = {"perturb_predicted", "channel_keepalive", "channel_flood"}
+CHEATS = [p for p in ALL if not p.stem.startswith("sandbox_") and p.stem not in ELSEWHERE]
+GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing", "stale_timed_rounds"}  # only timing exposes them
+
+
+def runtime_fixture(path) -> bool:
+    """The fixture's docstring says ``runtime: yes``: it tests a defence at run time."""
+    doc = ast.get_docstring(parse(path.read_text())) or ""
+    return any(line.replace(" ", "") == "runtime:yes" for line in doc.splitlines())
+
+
+RUNTIME = [p for p in CHEATS if runtime_fixture(p)]
+
+
+@pytest.fixture(scope="module")
+def cpu_evaluator_no_policy(tmp_path_factory):
+    """A CPU evaluator with the code policy off: only the runtime defences (and the specific static checks)."""
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    cfg = EvalConfig(device="cpu", run_timeout_s=60, compile_timeout_s=60, code_policy="off",
+                     cache_dir=str(tmp_path_factory.mktemp("dvk-cache-nopolicy")))
+    with Evaluator(cfg, workers=2) as ev:
+        yield ev
 
 
 @pytest.mark.parametrize("path", [p for p in CHEATS if p.stem not in GPU_ONLY], ids=lambda p: p.stem)
@@ -17,6 +49,21 @@ def test_cheat_is_caught_on_cpu(cpu_evaluator, path):
     meta = fixture_meta(path)
     res = cpu_evaluator.evaluate(fixture_task(meta["task"]), path.read_text())
     assert res.correct is False
+    if "policy_violation" in res.flags and runtime_fixture(path):  # stopped before it ran; its runtime
+        assert "policy_violation" in res.feedback  # defence is tested below, with the policy off
+        return
+    _assert_caught(res, meta)
+
+
+@pytest.mark.parametrize("path", [p for p in RUNTIME if p.stem not in GPU_ONLY], ids=lambda p: p.stem)
+def test_runtime_cheat_is_caught_with_the_policy_off(cpu_evaluator_no_policy, path):
+    meta = fixture_meta(path)
+    res = cpu_evaluator_no_policy.evaluate(fixture_task(meta["task"]), path.read_text())
+    assert res.correct is False and "policy_violation" not in res.flags
+    _assert_caught(res, meta)
+
+
+def _assert_caught(res, meta: dict) -> None:
     expect = meta["expect"]
     if not _caught_as(res, expect) and meta.get("cpu_also"):
         expect = meta["cpu_also"]  # the CPU's other acceptable outcome, only when the named one is absent
@@ -37,7 +84,7 @@ def test_cheat_is_caught_on_gpu(gpu_evaluator, path):
     assert res.correct is False
     if path.stem == "hardcoded_shape":  # its constant matches the CPU size only; at full size it is plainly wrong
         return
-    assert _caught_as(res, meta["expect"]), (res.flags, res.error_kind, res.error_msg)
+    assert _caught_as(res, meta["expect"]) or "policy_violation" in res.flags, (res.flags, res.error_kind)
 
 
 def test_every_flag_has_a_fixture():

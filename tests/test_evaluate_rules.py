@@ -321,8 +321,8 @@ class ModelNew(nn.Module):
 '''
 
 
-def _hard(snippet: str) -> list[str]:
-    rep = static.check(_BASE.format(snippet=snippet))
+def _hard(snippet: str, policy: bool = True) -> list[str]:
+    rep = static.check(_BASE.format(snippet=snippet), policy=policy)
     assert rep.ok, rep.error_msg
     return [f for f in rep.flags if f in static.HARD_STATIC_FLAGS]
 
@@ -442,7 +442,7 @@ def test_names_near_the_rejected_ones_pass():
         "E = os.environ.get('HOME')\n"
         "def f(x, y):\n"
         "    return x.storage_offset() + x.data_ptr() + y.apply(1)\n")
-    assert _hard(snippet) == []
+    assert _hard(snippet, policy=False) == []  # the denylist layer; the code policy refuses os.getcwd
 
 
 def test_torch_library_in_a_cuda_source_is_rejected():
@@ -477,7 +477,7 @@ PATH = "/tmp/procedure"
 arr = torch.zeros(3).numpy()
 name = "torch.library"
 '''
-    assert _hard(snippet) == []
+    assert _hard(snippet, policy=False) == []  # the denylist layer; the code policy refuses .numpy()
 
 
 def test_load_inline_stays_allowed():

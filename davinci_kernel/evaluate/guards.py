@@ -41,6 +41,7 @@ FLAGS = {
                         "torch.utils._python_dispatch, ctypes/cffi, a tensor's memory handed to host code "
                         "(DLPack, raw storages, apply_)",
     "proc_access": "names a /proc path (other processes' memory, environment or command line)",
+    "policy_violation": "outside the code policy's subset of Python (imports, reflection, private names: docs/policy.md)",
     "result_caching": "returns a result cached across calls (same buffers, new values gave the old answer)",
     "input_mutation": "the inputs were modified",
     "returns_input": "the output shares memory with an input",

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..pysource import parse as parse_source
+from .policy import check_policy
 
 _PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "builtins", "sys", "gc", "F", "nn", "np",
                     "numpy", "os", "davinci_kernel", "inspect", "threading"}
@@ -117,6 +118,8 @@ def _cuda_kernel_names(source: str) -> list[str]:
 
 
 def check(source: str, policy: bool = True) -> StaticReport:
+    """The report on ``source``. ``policy``: also enforce the code policy (policy.py), raising
+    ``policy_violation``; off only for trusted sources (a problem's own code in a self-check)."""
     rep = StaticReport()
     try:
         tree = parse_source(source)
@@ -205,7 +208,17 @@ def check(source: str, policy: bool = True) -> StaticReport:
         elif isinstance(node, ast.Attribute) and _dotted(node) in ("sys.modules",):
             rep.flag("introspection", f"reads sys.modules at line {node.lineno}")
     _forbidden_checks(tree, rep, uses_load_inline)
+    if policy:
+        _policy_check(tree, rep)
     return rep
+
+
+def _policy_check(tree: ast.AST, rep: StaticReport, shown: int = 6) -> None:
+    """``policy_violation``, its note naming the line and the rule of each violation."""
+    found = check_policy(tree)
+    if found:
+        more = f"; and {len(found) - shown} more" if len(found) > shown else ""
+        rep.flag("policy_violation", "; ".join(map(str, found[:shown])) + more)
 
 
 def _under(name: str, prefixes) -> Optional[str]:
@@ -315,4 +328,4 @@ def _function_body_nodes(tree: ast.AST) -> set[int]:
 
 HARD_STATIC_FLAGS = ("subclasses_reference", "try_except_fallback", "threads", "subprocess",
                      "torch_compile", "side_stream", "monkey_patch", "torch_function_override",
-                     "introspection", "forbidden_import", "proc_access")
+                     "introspection", "forbidden_import", "proc_access", "policy_violation")

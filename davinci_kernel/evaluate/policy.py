@@ -1,0 +1,449 @@
+"""The code policy: the declared subset of Python a candidate is written in (an allowlist).
+
+Covers: the tables of what a candidate may import and reach (modules, the few ``os``
+functions honest build code uses, torch's escape hatches refused by name, triton's public
+top level), the rules over the syntax tree that enforce them (imports, reflection, private
+and dunder names, frame internals, class bases and dunder methods, assignments into
+imported modules, modules used as values, calls inside ``@triton.jit`` bodies), and
+``check_policy(tree) -> [Violation]``. Names are resolved through import aliases,
+``name = module.attr`` assignments and ``getattr`` with a constant name. The tables are
+rendered for the docs by policy_doc.py.
+Does not cover: what the code does at run time (the runtime guards stay, as defence in
+depth), the text of ``load_inline`` C++/CUDA sources (static.py), or ``str.format``
+fields (they read attributes into a string, nothing more).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import types
+from dataclasses import dataclass
+from typing import Optional
+
+# Modules a candidate may import: module -> (what it is for, names a from-import may take or None for any).
+# A module listed with a trailing ".*" allows its submodules too.
+IMPORTS: dict[str, tuple[str, Optional[frozenset]]] = {
+    "torch": ("tensors, torch ops for the parts a kernel does not cover", None),
+    "torch.nn": ("nn.Module and layers", None),
+    "torch.nn.functional": ("functional ops", None),
+    "torch.nn.init": ("parameter initialisation", None),
+    "torch.autograd": ("custom backward passes", frozenset({"Function"})),
+    "torch.utils.cpp_extension": ("building CUDA sources", frozenset({"load_inline"})),
+    "triton": ("jit, autotune, heuristics, Config, cdiv, next_power_of_2", None),
+    "triton.language.*": ("the kernel language, libdevice (triton.language.extra...) included", None),
+    "math": ("scalar math", None),
+    "typing": ("annotations", None),
+    "__future__": ("annotations", None),
+    "os": ("only os.path's pure functions and reading the environment (build paths)", None),
+}
+# Every use of an ``os`` name must be one of these (full dotted name).
+OS_ALLOWED = frozenset({"os.path.join", "os.path.dirname", "os.path.basename", "os.path.abspath", "os.path.exists",
+                        "os.path.isdir", "os.path.isfile", "os.path.splitext", "os.path.expanduser",
+                        "os.environ.get", "os.getenv"})
+# triton's top level: only these names (the rest compile, load or drive kernels outside the kernel language).
+TRITON_TOP = frozenset({"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language",
+                        "CompilationError", "OutOfResources"})
+# torch names refused, with why (a name and everything under it).
+TORCH_DENY: dict[str, str] = {
+    "torch.compile": "compiles kernels the candidate did not write",
+    "torch.compiler": "compiles kernels the candidate did not write",
+    "torch.jit": "scripts or traces code into other kernels",
+    "torch.fx": "traces and regenerates code", "torch.export": "traces and regenerates code",
+    "torch.package": "loads code from archives",
+    "torch.library": "registers dispatcher ops (changes what torch computes)",
+    "torch.ops": "reaches dispatcher ops by name",
+    "torch.classes": "reaches registered C++ classes by name",
+    **{n: "the profiler the audit uses" for n in ("torch.profiler", "torch.autograd.profiler",
+                                                   "torch.autograd.profiler_util")},
+    "torch.autograd.graph": "saved-tensor and graph hooks",
+    **{f"torch.cuda.{n}": "CUDA graphs replay work outside the launches seen"
+       for n in ("graph", "graphs", "CUDAGraph", "make_graphed_callables")},
+    "torch.cuda.jiterator": "compiles kernels from strings at run time",
+    "torch.cuda.memory": "allocator hooks and history",
+    "torch.cuda.profiler": "the profiler the audit uses",
+    "torch.cuda.nccl": "collectives",
+    "torch.cuda.Stream": "side streams", "torch.cuda.ExternalStream": "side streams",
+    "torch.cuda.stream": "side streams", "torch.cuda.set_stream": "side streams", "torch.Stream": "side streams",
+    "torch.cuda.CUDAPluggableAllocator": "replaces the allocator",
+    "torch.cuda.change_current_allocator": "replaces the allocator",
+    "torch.save": "files and pickle", "torch.load": "files and pickle", "torch.from_file": "files",
+    "torch.serialization": "files and pickle",
+    "torch.from_dlpack": "hands memory to host code", "torch.utils": "utilities no kernel needs "
+                                                                   "(torch.utils.cpp_extension.load_inline excepted)",
+    "torch.hub": "downloads code", "torch.multiprocessing": "processes", "torch.distributed": "processes, sockets",
+    "torch.overrides": "__torch_function__ machinery", "torch.futures": "callbacks that run after a call returns",
+    "torch.monitor": "event handlers", "torch.storage": "raw storages",
+    "torch.set_default_dtype": "global torch state", "torch.set_default_device": "global torch state",
+    "torch.set_float32_matmul_precision": "global torch state", "torch.use_deterministic_algorithms": "global torch state",
+    "torch.set_num_threads": "global torch state", "torch.set_flush_denormal": "global torch state",
+}
+TORCH_ALLOWED_UNDER_DENIED = frozenset({"torch.utils.cpp_extension.load_inline"})
+# Attribute names refused on any object, with why.
+ATTRS_DENIED: dict[str, str] = {
+    "numpy": "hands a tensor to numpy (host compute no audit sees)",
+    "tolist": "hands a tensor's values to Python (host compute no audit sees)",
+    "storage": "a tensor's raw storage", "untyped_storage": "a tensor's raw storage",
+    "apply_": "a Python function per element", "map_": "a Python function per element",
+    "map2_": "a Python function per element", "share_memory_": "shares memory with other processes",
+    "record_stream": "side streams", "to_dlpack": "hands memory to host code", "from_dlpack": "hands memory to host code",
+    "cell_contents": "closure internals",
+}
+# Frame, code, generator and traceback internals (attribute names of those objects).
+FRAME_ATTRS = frozenset(n for t in (types.FrameType, types.CodeType, types.GeneratorType, types.CoroutineType,
+                                    types.AsyncGeneratorType, types.TracebackType)
+                        for n in dir(t) if n[:2] in ("f_", "co", "gi", "cr", "ag", "tb") and "_" in n[:3])
+# Builtins refused, with why.
+BUILTINS_DENIED: dict[str, str] = {
+    **{n: "reflection" for n in ("vars", "globals", "locals", "dir")},
+    **{n: "runs code from strings" for n in ("exec", "eval", "compile")},
+    "open": "files", "input": "reads stdin", "breakpoint": "debugger", "help": "interactive help",
+    "exit": "ends the process", "quit": "ends the process", "memoryview": "raw memory",
+}
+REFLECTION = frozenset({"getattr", "setattr", "delattr", "hasattr"})  # only with a constant attribute name
+DUNDER_NAMES = frozenset({"__name__"})  # dunder names a candidate may read
+DUNDER_ATTRS = frozenset({"__init__"})  # super().__init__(), nn.Module.__init__(self)
+DUNDER_METHODS = frozenset({"__init__"})  # dunder methods a candidate class may define
+CLASS_BASES = frozenset({"torch.nn.Module", "torch.autograd.Function", "object"})  # plus the candidate's own classes
+KNOWN_MODULES = frozenset({
+    "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.nn.modules",
+    "torch.autograd", "torch.cuda", "torch.backends", "torch.linalg", "torch.fft", "torch.special",
+    "torch.testing", "torch.random", "torch.sparse", "torch.func", "torch.amp", "torch.cpu", "torch.cuda.amp",
+    "torch.distributions", "torch.utils.cpp_extension", "triton", "triton.language", "triton.language.extra",
+    "triton.language.extra.cuda", "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice",
+    "triton.language.math", "triton.language.core", "math", "os", "os.path", "typing", "__future__"})
+# Segments of a dotted name that reach another module through a re-export (torch.os, F.torch, torch.sys...).
+REEXPORT_OK = frozenset({"torch.random", "torch.select", "torch.chunk", "torch.trace", "torch.signal", "torch.types",
+                         "triton.language.math", "triton.language.random"})
+_REEXPORTED = (frozenset(sys.stdlib_module_names) | {"numpy", "np", "torch", "triton", "cffi", "sympy"}) - {"math"}
+# Inside @triton.jit bodies: calls to triton.language, the candidate's other jit functions, these
+# builtins, and these methods on local values.
+JIT_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "print", "abs"})
+JIT_METHODS = frozenset({
+    "T", "abs", "advance", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and", "atomic_cas",
+    "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "broadcast_to", "cast", "cdiv", "ceil",
+    "cos", "cumprod", "cumsum", "erf", "exp", "exp2", "expand_dims", "flip", "floor", "gather", "histogram", "item",
+    "log", "log2", "logical_and", "logical_or", "max", "min", "permute", "ravel", "reduce", "reduce_or", "reshape",
+    "rsqrt", "sigmoid", "sin", "softmax", "sort", "split", "sqrt", "sqrt_rn", "store", "sum", "to", "trans", "view",
+    "xor_sum", "load", "is_fp16", "is_bf16", "is_fp32", "is_fp64", "is_floating", "is_int", "with_element_ty"})
+JIT_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics"})
+
+
+@dataclass(frozen=True)
+class Violation:
+    line: int
+    rule: str  # import | reflection | private | dunder | frame | class | monkey_patch | module_value | torch | jit ...
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+def allowed_import(module: str) -> bool:
+    return module in IMPORTS or any(k.endswith(".*") and (module == k[:-2] or module.startswith(k[:-1]))
+                                    for k in IMPORTS)
+
+
+def _import_names(module: str) -> Optional[frozenset]:
+    return IMPORTS[module][1] if module in IMPORTS else None
+
+
+def path_problem(path: str, partial: bool = False) -> Optional[tuple[str, str]]:
+    """(rule, why) when the dotted name ``path`` (resolved from an import) is refused.
+    ``partial``: ``path`` is imported, not used (a prefix of an allowed os name will do)."""
+    parts = path.split(".")
+    for i, seg in enumerate(parts[1:], 1):
+        if seg.startswith("_") and not (seg in DUNDER_ATTRS and i == len(parts) - 1):
+            return "private", f"'{path}' reaches the private name '{seg}'"
+    exempt = path in TORCH_ALLOWED_UNDER_DENIED or any(a.startswith(path + ".") for a in TORCH_ALLOWED_UNDER_DENIED)
+    for deny, why in TORCH_DENY.items():
+        if (path == deny or path.startswith(deny + ".")) and not exempt:
+            return "torch", f"'{path}' is refused: {why}"
+    if parts[-1].endswith("Storage"):
+        return "torch", f"'{path}' is refused: raw storages"
+    for i, seg in enumerate(parts[1:], 1):
+        if seg in _REEXPORTED and ".".join(parts[:i + 1]) not in REEXPORT_OK:
+            return "reexport", f"'{path}' reaches the module '{seg}' through another module"
+    if parts[0] == "triton" and len(parts) > 1 and parts[1] not in TRITON_TOP:
+        return "triton", f"'{path}' is not one of triton's allowed names ({', '.join(sorted(TRITON_TOP))})"
+    if parts[0] == "os" and len(parts) > 1 and path not in OS_ALLOWED \
+            and not (partial and any(a.startswith(path + ".") for a in OS_ALLOWED)):
+        return "os", f"'{path}' is not allowed (of os only {', '.join(sorted(OS_ALLOWED))})"
+    return None
+    for deny, why in TORCH_DENY.items():
+        if path == deny or path.startswith(deny + "."):
+            return "torch", f"'{path}' is refused: {why}"
+    if parts[-1].endswith("Storage"):
+        return "torch", f"'{path}' is refused: raw storages"
+    return None
+
+
+def check_policy(tree: ast.AST) -> list[Violation]:
+    """Every violation of the policy in ``tree`` (a parsed candidate), in line order."""
+    v = _Visitor(tree)
+    v.run()
+    seen, out = set(), []
+    for x in sorted(v.found, key=lambda x: (x.line, x.message)):
+        if (x.line, x.message) not in seen:
+            seen.add((x.line, x.message))
+            out.append(x)
+    return out
+
+
+def _chain(node: ast.AST) -> Optional[tuple[str, list[str]]]:
+    """(head name, attributes) of ``a.b.c`` or ``getattr(a.b, "c")``; None for other expressions."""
+    attrs: list[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+        elif _const_getattr(node):
+            attrs.append(node.args[1].value)
+            node = node.args[0]
+        elif isinstance(node, ast.Name):
+            return node.id, attrs[::-1]
+        else:
+            return None
+
+
+def _const_getattr(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str))
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+class _Visitor:
+    def __init__(self, tree: ast.AST):
+        self.tree = tree
+        self.found: list[Violation] = []
+        self.aliases: dict[str, str] = {}  # bound name -> dotted name it stands for
+        self.modules: set[str] = set()  # bound names that are modules
+        self.parent: dict[int, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[id(child)] = node
+        self.classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        self.self_private = {t.attr for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                             and t.value.id == "self" and t.attr.startswith("_") and not _is_dunder(t.attr)}
+
+    def add(self, node: ast.AST, rule: str, message: str) -> None:
+        self.found.append(Violation(getattr(node, "lineno", 0), rule, message))
+
+    def resolve(self, node: ast.AST) -> Optional[str]:
+        c = _chain(node)
+        if c is None or c[0] not in self.aliases:
+            return None
+        return ".".join([self.aliases[c[0]]] + c[1])
+
+    def run(self) -> None:
+        self._imports()
+        self._assigned_aliases()
+        self.jit_names = {n.name for n in ast.walk(self.tree) if isinstance(n, ast.FunctionDef) and self._is_jit(n)}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Attribute):
+                self._attr_name(node, node.attr, node.value)
+            elif isinstance(node, ast.Name):
+                self._name(node)
+            elif isinstance(node, ast.Call):
+                self._call(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._function(node)
+            elif isinstance(node, ast.ClassDef):
+                self._class(node)
+            if isinstance(node, (ast.Name, ast.Attribute)) or _const_getattr(node):
+                self._top_of_chain(node)
+        for fn in ast.walk(self.tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name in self.jit_names and self._is_jit(fn):
+                self._jit_body(fn)
+
+    # ------------------------------------------------------------------ imports and aliases
+    def _imports(self) -> None:
+        allowed = ", ".join(k.rstrip(".*") for k in IMPORTS)
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if not allowed_import(a.name):
+                        self.add(node, "import", f"import of '{a.name}' is not allowed (allowed: {allowed})")
+                    name = a.asname or a.name.split(".")[0]
+                    self.aliases[name] = a.name if a.asname else name
+                    self.modules.add(name)
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level or not allowed_import(mod):
+                    self.add(node, "import", f"import from '{'.' * node.level}{mod}' is not allowed "
+                             f"(allowed: {allowed})")
+                    continue
+                names = _import_names(mod)
+                for a in node.names:
+                    full = f"{mod}.{a.name}"
+                    if a.name == "*":
+                        self.add(node, "import", f"'from {mod} import *' hides which names are used")
+                    elif names is not None and a.name not in names:
+                        self.add(node, "import", f"'{full}' is not allowed (from {mod} only {', '.join(sorted(names))})")
+                    elif (p := path_problem(full, partial=True)) is not None and mod != "__future__":
+                        self.add(node, p[0], f"import of {p[1]}")
+                    self.aliases[a.asname or a.name] = full
+                    if full in KNOWN_MODULES or allowed_import(full):
+                        self.modules.add(a.asname or a.name)
+
+    def _assigned_aliases(self) -> None:
+        """``P = torch.autograd`` and the like: P then stands for the dotted name."""
+        for _ in range(3):
+            for node in ast.walk(self.tree):
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    path = self.resolve(node.value)
+                    for t in targets:
+                        if path and isinstance(t, ast.Name) and t.id not in self.modules:
+                            self.aliases[t.id] = path
+
+    def _top_of_chain(self, node: ast.AST) -> None:
+        parent = self.parent.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        if _const_getattr(parent) and parent.args[0] is node:
+            return
+        path = self.resolve(node)
+        if path is None:
+            return
+        problem = path_problem(path)
+        if problem:
+            self.add(node, problem[0], problem[1])
+        ctx = getattr(node, "ctx", ast.Load())
+        if isinstance(ctx, (ast.Store, ast.Del)) and isinstance(node, ast.Attribute):
+            self.add(node, "monkey_patch", f"assigns or deletes '{path}', an attribute of an imported module")
+        elif isinstance(ctx, ast.Load) and (path in KNOWN_MODULES or getattr(node, "id", None) in self.modules) \
+                and not (isinstance(parent, ast.Call) and parent.func is node):
+            self.add(node, "module_value", f"the module '{path}' is used as a value (only its attributes may be used)")
+
+    # ------------------------------------------------------------------ names, attributes, calls
+    def _name(self, node: ast.Name) -> None:
+        if node.id in self.aliases:
+            return
+        if _is_dunder(node.id) and node.id not in DUNDER_NAMES:
+            self.add(node, "dunder", f"the name '{node.id}' is not allowed (dunder names: only {', '.join(DUNDER_NAMES)})")
+        elif isinstance(node.ctx, ast.Load) and node.id in BUILTINS_DENIED:
+            self.add(node, "reflection", f"'{node.id}' is not allowed ({BUILTINS_DENIED[node.id]})")
+        elif isinstance(node.ctx, ast.Load) and node.id in REFLECTION:
+            call = self.parent.get(id(node))
+            ok = isinstance(call, ast.Call) and call.func is node and len(call.args) >= 2 \
+                and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)
+            if not ok:
+                self.add(node, "reflection", f"'{node.id}' is allowed only as a call with a constant attribute name")
+            elif node.id in ("setattr", "delattr"):
+                self._attr_name(call, call.args[1].value, call.args[0])
+                path = self.resolve(call.args[0])
+                if path:
+                    self.add(call, "monkey_patch", f"{node.id} on '{path}', an imported module or its attribute")
+            else:
+                self._attr_name(call, call.args[1].value, call.args[0])
+
+    def _attr_name(self, node: ast.AST, attr: str, base: ast.AST) -> None:
+        if _is_dunder(attr):
+            if attr not in DUNDER_ATTRS:
+                self.add(node, "dunder", f"the attribute '{attr}' is not allowed (dunder attributes: only "
+                         f"{', '.join(DUNDER_ATTRS)})")
+        elif attr.startswith("_"):
+            own = isinstance(base, ast.Name) and base.id == "self" and attr in self.self_private
+            if not own:
+                self.add(node, "private", f"the private attribute '{attr}' is not allowed (private names: only "
+                         "the candidate's own self._x attributes)")
+        elif attr in FRAME_ATTRS:
+            self.add(node, "frame", f"the attribute '{attr}' reads frame, code or generator internals")
+        elif attr in ATTRS_DENIED:
+            self.add(node, "host", f"'.{attr}' is not allowed: {ATTRS_DENIED[attr]}")
+
+    def _call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == "type" and node.func.id not in self.aliases \
+                and len(node.args) != 1:
+            self.add(node, "reflection", "type() with three arguments builds a class at run time")
+
+    # ------------------------------------------------------------------ definitions
+    def _function(self, node: ast.AST) -> None:
+        name = node.name
+        in_class = isinstance(self.parent.get(id(node)), ast.ClassDef)
+        if _is_dunder(name) and not (in_class and name in DUNDER_METHODS):
+            where = "a method" if in_class else "a module-level function"
+            self.add(node, "dunder", f"defines {where} '{name}' (dunder methods: only {', '.join(DUNDER_METHODS)})")
+        if in_class and name in JIT_METHODS:
+            self.add(node, "class", f"the method name '{name}' is a triton tensor method (a @triton.jit body could "
+                     "call it as Python under the interpreter)")
+        for d in node.decorator_list:
+            if isinstance(d, ast.Name) and d.id == "property":
+                self.add(d, "class", "properties run Python on attribute reads (also inside @triton.jit bodies)")
+
+    def _class(self, node: ast.ClassDef) -> None:
+        for b in node.bases:
+            path = self.resolve(b)
+            ok = (path in CLASS_BASES) or (isinstance(b, ast.Name) and (b.id in self.classes or b.id == "object"))
+            if not ok:
+                self.add(b, "class", f"class '{node.name}' derives from '{ast.unparse(b)}' (allowed bases: "
+                         f"{', '.join(sorted(CLASS_BASES))}, and the candidate's own classes)")
+        for k in node.keywords:
+            self.add(k, "class", f"class '{node.name}' passes '{k.arg}=' (metaclasses are not allowed)")
+        for d in node.decorator_list:
+            self.add(d, "class", f"class '{node.name}' is decorated (class decorators can replace the class)")
+
+    # ------------------------------------------------------------------ @triton.jit bodies
+    def _is_jit(self, fn: ast.FunctionDef) -> bool:
+        return any(self.resolve(d.func if isinstance(d, ast.Call) else d) in JIT_DECORATORS for d in fn.decorator_list)
+
+    def _jit_body(self, fn: ast.FunctionDef) -> None:
+        for stmt in fn.body:
+            for node in ast.walk(stmt):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                    self.add(node, "jit", f"@triton.jit function '{fn.name}' defines a function or class inside")
+                elif isinstance(node, ast.Call) and not self._jit_call_ok(node.func):
+                    what = ast.unparse(node.func)[:60]
+                    self.add(node, "jit", f"@triton.jit function '{fn.name}' calls '{what}' (kernels may call "
+                             "triton.language, the candidate's @triton.jit functions, "
+                             f"{', '.join(sorted(JIT_BUILTINS))} and tensor methods)")
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == fn.name:
+                self.add(node, "jit", f"the @triton.jit function '{fn.name}' is rebound")
+
+    def _jit_call_ok(self, func: ast.AST) -> bool:
+        path = self.resolve(func)
+        if path is not None:
+            return path == "triton.language" or path.startswith("triton.language.")
+        if isinstance(func, ast.Name):
+            return func.id in self.jit_names or func.id in JIT_BUILTINS
+        if isinstance(func, ast.Attribute):
+            return func.attr in JIT_METHODS
+        return False
+
+
+def render_markdown() -> str:
+    """The allowlist as markdown (the generated part of docs/policy.md)."""
+    rows = ["| module | for | from-import names |", "|---|---|---|"]
+    rows += [f"| `{m}` | {why} | {', '.join(f'`{n}`' for n in sorted(names)) if names else 'any public name'} |"
+             for m, (why, names) in IMPORTS.items()]
+    deny = [f"- `{k}`: {why}" for k, why in TORCH_DENY.items()]
+    attrs = [f"- `.{k}`: {why}" for k, why in ATTRS_DENIED.items()]
+    builtins = [f"- `{k}`: {why}" for k, why in BUILTINS_DENIED.items()]
+    return "\n".join([
+        "### Imports", "", *rows, "",
+        f"Of `os`, only: {', '.join(f'`{n}`' for n in sorted(OS_ALLOWED))}.", "",
+        f"Of `triton`'s top level, only: {', '.join(f'`{n}`' for n in sorted(TRITON_TOP))}.", "",
+        "### torch names refused (each with everything under it)", "", *deny,
+        f"- any name ending in `Storage`; under `torch.utils` only {', '.join(sorted(TORCH_ALLOWED_UNDER_DENIED))}",
+        "", "### Attributes refused on any object", "", *attrs,
+        f"- frame, code, generator and traceback internals: {', '.join(f'`{n}`' for n in sorted(FRAME_ATTRS))}",
+        "", "### Builtins", "", *builtins,
+        f"- {', '.join(f'`{n}`' for n in sorted(REFLECTION))}: only with a constant attribute name",
+        "- `type` with three arguments", "",
+        "### Names, classes and kernels", "",
+        f"- dunder names read: {', '.join(f'`{n}`' for n in sorted(DUNDER_NAMES))}; dunder attributes: "
+        f"{', '.join(f'`{n}`' for n in sorted(DUNDER_ATTRS))}; private attributes: the candidate's own `self._x`",
+        f"- class bases: {', '.join(f'`{n}`' for n in sorted(CLASS_BASES))} and the candidate's own classes; "
+        f"dunder methods: {', '.join(f'`{n}`' for n in sorted(DUNDER_METHODS))}; no metaclass, class decorator "
+        "or `property`",
+        f"- inside `@triton.jit` bodies ({', '.join(f'`{n}`' for n in sorted(JIT_DECORATORS))}): calls to "
+        f"`triton.language` (libdevice included), the candidate's other jit functions, "
+        f"{', '.join(f'`{n}`' for n in sorted(JIT_BUILTINS))}, and these methods on values: "
+        f"{', '.join(f'`{n}`' for n in sorted(JIT_METHODS))}", ""])
