@@ -94,6 +94,28 @@ def attributed(events, label: str) -> set:
     return ids
 
 
+REF, CAND = "dvk::reference", "dvk::candidate"  # record_function labels of the timed calls
+
+
+def marked(label: str, fn):
+    """``fn`` called inside ``record_function(label)``, its calls counted (``.calls``)."""
+    from torch.autograd.profiler import record_function
+
+    def call(*args):
+        call.calls += 1
+        with record_function(label):
+            return fn(*args)
+
+    call.calls = 0
+    return call
+
+
+def timed_table(prof, calls: int) -> dict:
+    """The candidate's kernels among the timed phase's records (``attributed`` to ``CAND``)."""
+    events = raw_events(prof)
+    return kernel_table(events, calls, only=attributed(events, CAND))
+
+
 def kernel_table(events, calls: int = 1, only: set | None = None, top: int = TOP) -> dict:
     """The raw table of GPU activity among kineto ``events`` (``only``: the correlation ids
     to keep). Times in microseconds, summed over ``calls`` calls."""
@@ -114,6 +136,35 @@ def kernel_table(events, calls: int = 1, only: set | None = None, top: int = TOP
     return {"calls": calls, "total_us": sum(k[0] for k in kernels.values()), "transfer_us": transfer_us,
             "distinct": len(kernels), "streams": len(streams),
             "top": [{"name": n, "time_us": k[0], "calls": k[1], "stream": k[2]} for n, k in rows[:top]]}
+
+
+def merge_tables(tables: list[dict], top: int = TOP) -> dict:
+    """Per-call tables in one message: the ``top`` names by summed time once, each call's
+    rows as [name index, launches, time_us] (its other kernels in its totals only)."""
+    time_of: dict[str, float] = {}
+    for t in tables:
+        for r in t["top"]:
+            time_of[r["name"]] = time_of.get(r["name"], 0.0) + r["time_us"]
+    names = sorted(time_of, key=lambda n: -time_of[n])[:top]
+    index = {n: i for i, n in enumerate(names)}
+    calls = [{"rows": [[index[r["name"]], r["calls"], r["time_us"]] for r in t["top"] if r["name"] in index],
+              **{k: t[k] for k in ("total_us", "transfer_us", "streams", "distinct", "task") if k in t}}
+             for t in tables]
+    return {"names": names, "calls": calls}
+
+
+def split_tables(merged: dict) -> list[dict]:
+    """``merge_tables`` undone (harness side, on untrusted input): one table per call."""
+    names = [str(n)[:NAME_CHARS] for n in (merged.get("names") or []) if isinstance(n, str)]
+    out = []
+    for c in merged.get("calls") or []:
+        if not isinstance(c, dict):
+            continue
+        rows = [{"name": names[r[0]], "calls": _num(r[1]), "time_us": _num(r[2])} for r in c.get("rows") or []
+                if isinstance(r, list) and len(r) == 3 and isinstance(r[0], int) and 0 <= r[0] < len(names)]
+        out.append({"top": rows, "calls": 1, "total_us": _num(c.get("total_us")), "task": c.get("task", True) is True,
+                    "streams": int(_num(c.get("streams")))})
+    return out
 
 
 def profile_kernels(C, dev, fn, args, calls: int = 3) -> dict:
