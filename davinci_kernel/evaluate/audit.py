@@ -179,11 +179,12 @@ def formula_flops(e) -> float:
     2 x numel(out) x C_in/groups x prod(kernel), with the output's size from stride,
     padding and dilation (weight ``(C_out, C_in/g, *k)``); a transposed one does
     2 x numel(in) x C_out/groups x prod(kernel) (weight ``(C_in, C_out/g, *k)``).
-    Embedding lookups: numel(indices) x dim."""
+    Embedding lookups: numel(indices) x dim (a copy per row); ``embedding_bag`` twice that
+    (each row read is also weighed and summed into its bag)."""
     name = getattr(e, "name", "")[6:]
     shapes = list(getattr(e, "input_shapes", None) or [])
-    if name in _EMBEDDING and len(shapes) >= 2 and len(shapes[0]) == 2:
-        return float(_numel(shapes[1]) * shapes[0][1])
+    if name in _EMBEDDING and len(shapes) >= 2 and len(shapes[0]) == 2:  # a bag's rows are reduced: x 2
+        return float(_numel(shapes[1]) * shapes[0][1] * (1 if name == "embedding" else 2))
     if name not in _CONV or len(shapes) < 2 or len(shapes[1]) < 3:
         return 0.0
     x, w = list(shapes[0]), list(shapes[1])
