@@ -9,7 +9,10 @@ from conftest import FIXTURES, fixture_meta, fixture_task
 ALL = sorted((FIXTURES / "cheats").glob("*.py"))
 # Attacks on the judge itself (sandbox_*) run in throwaway harness processes: test_evaluate_sandbox.py.
 CHEATS = [p for p in ALL if not p.stem.startswith("sandbox_")]
-GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing"}  # only timing exposes them
+GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing",  # only timing exposes them
+            # kernel evidence that exists on a GPU only (activity records, timed calls, device copies)
+            "gpu_unlisted_library_kernel", "gpu_profiler_aware", "gpu_cuda_graph_replay", "gpu_small_epilogue",
+            "gpu_numpy_host"}
 
 
 @pytest.mark.parametrize("path", [p for p in CHEATS if p.stem not in GPU_ONLY], ids=lambda p: p.stem)
