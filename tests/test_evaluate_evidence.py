@@ -164,6 +164,17 @@ def test_timed_kernels_flag(checked, timed, checked_us, timed_us, hit):
     assert bool(guards.timed_kernels_flag(checked, timed, checked_us, timed_us)) is hit
 
 
+def test_timed_kernels_flag_by_name():
+    """Same launch count and time, another kernel: the compared calls' softmax kernel
+    replaced by a copy while timed."""
+    hit = guards.timed_kernels_flag(1, 1.0, 10.0, 10.0, {"softmax_kernel": 1.0}, {"copy_kernel": 1.0})
+    assert hit and hit[0][0] == "unprofiled_behaviour" and "softmax_kernel" in hit[0][1]
+    assert not guards.timed_kernels_flag(1, 1.0, 10.0, 10.0, {"softmax_kernel": 1.0}, {"softmax_kernel": 1.0})
+    c = profile.classify({"top": [{"name": "softmax_kernel", "time_us": 4.0, "calls": 6}], "calls": 3,
+                          "total_us": 8.0}, ["softmax_kernel"])
+    assert c["by_name"] == {"softmax_kernel": 2.0}
+
+
 def test_new_flags_are_registered():
     assert {"host_work", "unprofiled_behaviour"} <= set(guards.FLAGS)
 

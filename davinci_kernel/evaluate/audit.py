@@ -11,8 +11,9 @@ torch, timers, builtins and the harness modules. Used by the reference process (
 reference's work, for coverage estimates) and by candidate workers. Does not cover: trust.
 In a candidate's process all of this is the candidate's own claim: it can switch the audit
 off or feed it numbers; the harness uses it only to reject (no custom kernel, low
-coverage, monkey_patch), never to accept; on the GPU the profiler's kernel table decides
-coverage.
+coverage, monkey_patch, host_work), never to accept; on a GPU the call runs under kineto with CUDA
+activities too, and the raw kernel table goes to the harness (profile.py). Also counted:
+elements read one by one to Python (``.item()``) and bytes copied device to host.
 """
 
 from __future__ import annotations

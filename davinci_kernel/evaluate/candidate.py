@@ -4,9 +4,10 @@ Covers: loading the candidate (compile stage), correctness trials on fresh input
 the harness's seeds (allocator poisoned with NaN first, so unwritten output shows), a
 refill of the same buffers (result caching), a second run under other poison
 (uninitialized memory), a run at the perturbed size the reference process chose, and, if
-the harness asks, timing interleaved with the problem's own Model plus a profiler pass.
-On the CPU (no timing, no GPU profile) every compared call is audited, on every thread,
-so behaving only while watched gains nothing, and a child process that ran and was
+the harness asks, timing interleaved with the problem's own Model, recorded by kineto
+(each side's kernels attributed to its calls: the candidate's kernel evidence).
+Every compared call at the task's size is audited (on the CPU on every thread, on a GPU
+under kineto with CUDA activities too), so behaving only while watched gains nothing, and a child process that ran and was
 reaped within a call is flagged (one still alive at the end of a phase is, everywhere).
 Every output is written as raw bytes to the worker's scratch folder and announced; the
 worker then waits while the harness stops it and reads the file, so the whole output is

@@ -104,13 +104,19 @@ def host_work_flag(dtoh_bytes: float, in_bytes: float, items: float, in_elems: f
 
 
 def timed_kernels_flag(checked_per_call: float, timed_per_call: float | None,
-                       checked_us: float = 0.0, timed_us: float | None = None) -> list[tuple[str, str]]:
+                       checked_us: float = 0.0, timed_us: float | None = None,
+                       checked_names: dict | None = None, timed_names: dict | None = None) -> list[tuple[str, str]]:
     """The candidate's own kernels must run in its timed calls as in its compared calls:
-    no fewer launches per call, and (with both known) at least a fifth of the custom
-    kernel time per call (the timed calls run on a boosted clock after an L2 flush, the
-    compared ones maybe not: times differ by a few x, launch counts do not)."""
+    each kernel (by name) and all together no fewer launches per call, and (with both
+    known) at least a fifth of the custom kernel time per call (the timed calls run on a
+    boosted clock after an L2 flush, the compared ones maybe not: times differ by a few
+    x, launch counts do not)."""
     if timed_per_call is None or checked_per_call <= 0:
         return []
+    for name, n in (checked_names or {}).items():
+        got = (timed_names or {}).get(name, 0.0)
+        if n > 0 and got < 0.95 * n:
+            return [("unprofiled_behaviour", f"{name}: {got:.2f} launches per timed call, {n:.0f} per compared call")]
     if timed_per_call < 0.95 * checked_per_call:  # a dropped activity record is no behaviour
         return [("unprofiled_behaviour", f"{timed_per_call:.2f} custom launches per timed call, "
                  f"{checked_per_call:.0f} per compared call")]

@@ -145,7 +145,8 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
     work_cov = profile.work_coverage(ref.get("ref_work"), max(works)) if works else None
     times = [c["time_coverage"] for c, t in zip(seen, tables) if t["task"] and c["time_coverage"] is not None]
     res.timing_detail["evidence"] = {"work_coverage": work_cov, "time_coverage": min(times) if times else None,
-                                     "checked_custom_us": _checked_custom_us(seen, tables), "profiled_calls": len(seen)}
+                                     "checked_custom_us": _checked_custom_us(seen, tables), "profiled_calls": len(seen),
+                                     "checked_names": _fewest_by_name(seen)}
     res.coverage = profile.combined(min(times) if times else None, work_cov)
     if not seen and work_cov is not None:
         res.warnings.append("coverage_estimated: share of the reference's work not left to torch ops")
@@ -162,6 +163,12 @@ def _in_bytes(a: dict, ref: dict) -> float:
     the worker's at the perturbed size."""
     return _num(ref.get("input_bytes")) if a.get("task", True) is True and ref.get("input_bytes") \
         else _num(a.get("in_bytes"))
+
+
+def _fewest_by_name(seen: list[dict]) -> dict:
+    """Each custom kernel's fewest launches in a compared call (0 where a call lacked it)."""
+    names = {n for c in seen for n in c["by_name"]}
+    return {n: min(c["by_name"].get(n, 0.0) for c in seen) for n in sorted(names)}
 
 
 def _checked_custom_us(seen: list[dict], tables: list[dict]) -> float:
@@ -233,8 +240,10 @@ def timed_evidence(res: EvalResult, table, static_kernels: list[str], base: Opti
     if not prof:
         return
     checked = (res.timing_detail.get("evidence") or {})
+    names = checked.get("checked_names") if isinstance(checked.get("checked_names"), dict) else {}
     flag(res, guards.timed_kernels_flag(res.custom_launches, c["custom_launches"] / calls,
-                                        _num(checked.get("checked_custom_us")), c["custom_us"] / calls))
+                                        _num(checked.get("checked_custom_us")), c["custom_us"] / calls,
+                                        names, c["by_name"]))
     if not checked.get("profiled_calls"):  # no compared call was profiled (audit off): these launches decide
         res.custom_launches = max(res.custom_launches, c["custom_launches"] // calls)
         flag(res, guards.kernel_flags(res.custom_launches, static_kernels, "triton", True))

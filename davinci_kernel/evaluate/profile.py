@@ -219,7 +219,11 @@ def classify(table: dict, defined) -> dict:
     total = _num(table.get("total_us"))
     custom_us = sum(_num(r.get("time_us")) for r in custom)
     calls = max(1, int(_num(table.get("calls")) or 1))
-    return {"custom_us": custom_us, "total_us": total, "calls": calls,
+    by_name: dict[str, float] = {}
+    for r in custom:
+        ident = _TRITON_SUFFIX.sub("", kernel_identifier(str(r["name"])))
+        by_name[ident] = by_name.get(ident, 0.0) + _num(r.get("calls")) / calls
+    return {"custom_us": custom_us, "total_us": total, "calls": calls, "by_name": by_name,
             "custom_launches": sum(int(_num(r.get("calls"))) for r in custom),
             "custom_names": sorted({kernel_identifier(str(r["name"])) for r in custom}),
             "time_coverage": min(1.0, custom_us / total) if total > 0 else None}
