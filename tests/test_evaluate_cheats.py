@@ -20,7 +20,10 @@ ALL = sorted((FIXTURES / "cheats").glob("*.py"))
 # test_evaluate_draws.py runs them.
 ELSEWHERE = {"perturb_predicted", "channel_keepalive", "channel_flood"}
 CHEATS = [p for p in ALL if not p.stem.startswith("sandbox_") and p.stem not in ELSEWHERE]
-GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing", "stale_timed_rounds"}  # only timing exposes them
+GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing", "stale_timed_rounds",  # only timing exposes them
+            # kernel evidence that exists on a GPU only (activity records, timed calls, device copies)
+            "gpu_unlisted_library_kernel", "gpu_profiler_aware", "gpu_cuda_graph_replay", "gpu_small_epilogue",
+            "gpu_numpy_host"}
 
 
 def runtime_fixture(path) -> bool:

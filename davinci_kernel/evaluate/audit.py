@@ -11,8 +11,9 @@ torch, timers, builtins and the harness modules. Used by the reference process (
 reference's work, for coverage estimates) and by candidate workers. Does not cover: trust.
 In a candidate's process all of this is the candidate's own claim: it can switch the audit
 off or feed it numbers; the harness uses it only to reject (no custom kernel, low
-coverage, monkey_patch), never to accept; on the GPU the profiler's kernel table decides
-coverage.
+coverage, monkey_patch, host_work), never to accept; on a GPU the call runs under kineto with CUDA
+activities too, and the raw kernel table goes to the harness (profile.py). Also counted:
+elements read one by one to Python (``.item()``) and bytes copied device to host.
 """
 
 from __future__ import annotations
@@ -30,21 +31,36 @@ MEMORY_OPS = {
 }
 
 
-def audited_call(torch, fn, args, all_threads: bool = False):
+def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False):
     """``fn(*args)`` under torch's C++-level op profiler (the legacy one: it starts in
     milliseconds, where a Python dispatch mode imports dynamo for seconds in every fresh
     worker; it also sees ops run with every Python dispatch mode switched off, and
     ``Tensor.numpy()`` hand-offs). The legacy profiler sees the calling thread only; with
     ``all_threads`` the call runs under the kineto profiler recording every thread (work
     handed to a thread, raw ``_thread`` ones included, stays work), where this torch has
-    it. Returns (output, {"ops": {name: calls}, "work": see ``profiled_work``})."""
-    with torch.no_grad(), _profiler(torch, all_threads) as prof:
-        out = fn(*args)
-    events = prof.function_events
+    it. With ``gpu`` it runs under kineto with CPU and CUDA activities (profile.recording),
+    synchronized before the profile closes, and the result also holds the raw kernel table
+    (``table``). Returns (output, {"ops": {name: calls}, "work": see ``profiled_work``,
+    "items": elements read one by one to Python, "dtoh_bytes": bytes copied device→host})."""
+    if gpu:
+        from .profile import kernel_table, raw_events, recording
+
+        with torch.no_grad(), recording(torch) as prof:
+            out = fn(*args)
+            torch.cuda.synchronize()
+        events, raw = prof.events(), raw_events(prof)
+    else:
+        with torch.no_grad(), _profiler(torch, all_threads) as prof:
+            out = fn(*args)
+        events, raw = prof.function_events, None
     ops: dict = {}
     for e in outermost_compute(events):
         ops[e.name[6:]] = ops.get(e.name[6:], 0) + 1
-    return out, {"ops": ops, "work": profiled_work(events)}
+    items, dtoh = host_reads(events, prof)
+    a = {"ops": ops, "work": profiled_work(events), "items": items, "dtoh_bytes": dtoh}
+    if raw is not None:
+        a["table"] = kernel_table(raw)
+    return out, a
 
 
 def _profiler(torch, all_threads: bool):
@@ -59,6 +75,38 @@ def _profiler(torch, all_threads: bool):
         else:
             return prof.profile(use_kineto=True, record_shapes=True, with_flops=True, experimental_config=cfg)
     return prof.profile(use_kineto=False, record_shapes=True, with_flops=True)
+
+
+def host_reads(events, prof) -> tuple[int, int]:
+    """(elements read one by one to Python: ``_local_scalar_dense`` calls, i.e. ``.item()``;
+    bytes copied from a GPU to the host by ``copy_`` and ``.item()``, from kineto's event
+    tree, whose op inputs carry their device; 0 where this profiler has no tree)."""
+    items = sum(1 for e in events if getattr(e, "name", "") == "aten::_local_scalar_dense")
+    dtoh = 0
+    try:
+        inner = getattr(prof, "profiler", None) or prof
+        roots = inner.kineto_results.experimental_event_tree()
+    except Exception:  # noqa: BLE001 - the legacy profiler (CPU, calling thread): no device copies there
+        return items, 0
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        stack.extend(getattr(n, "children", None) or [])
+        ins = getattr(getattr(n, "extra_fields", None), "inputs", None) or []
+        if n.name == "aten::copy_" and len(ins) >= 2 and _on(ins[0], "cpu") and _on(ins[1], "cuda"):
+            dtoh += _bytes(ins[1])
+        elif n.name == "aten::_local_scalar_dense" and ins and _on(ins[0], "cuda"):
+            dtoh += _bytes(ins[0])
+    return items, dtoh
+
+
+def _on(t, kind: str) -> bool:
+    return str(getattr(t, "device", "")).startswith(kind)
+
+
+def _bytes(t) -> int:
+    dtype = getattr(t, "dtype", None)
+    return _numel(list(getattr(t, "sizes", None) or [])) * int(getattr(dtype, "itemsize", 4) or 4)
 
 
 def outermost_compute(events):
@@ -77,18 +125,27 @@ def outermost_compute(events):
 
 
 def profiled_work(events) -> float:
-    """Work of the outermost aten compute ops among profiler events: each op's FLOPs (its
-    own and its callees', e.g. matmul's mm) or, where it reports none, the elements of its
-    inputs broadcast together (a reduction over broadcast views does the work of the full
-    shape) or of its largest input. A top-level ``resolve_conj``/``resolve_neg`` is what
-    ``Tensor.numpy()`` runs: a tensor handed to numpy, whose work no torch-level view sees,
-    counts as work done outside custom kernels."""
-    total = 0.0
-    for e in outermost_compute(events):
-        shapes = [s for s in (getattr(e, "input_shapes", None) or []) if s]
-        sizes = [1, broadcast_numel(shapes)] + [_numel(s) for s in shapes]
-        total += max(max(sizes), _flops(e))
-    return total
+    """Work of the outermost aten compute ops among profiler events (``op_work``). A
+    top-level ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` and ``tolist()``
+    run: a tensor handed to the host, whose work no torch-level view sees, counts as work
+    done outside custom kernels."""
+    return sum(op_work(e) for e in outermost_compute(events))
+
+
+def op_work(e) -> float:
+    """One op's work: the largest of its FLOPs (the profiler's count, its own and its
+    callees', e.g. matmul's mm; or ``conv_flops`` / ``embedding_bag``'s, which the
+    profiler lacks), the elements of its inputs broadcast together (a reduction over
+    broadcast views does the work of the full shape), of its largest input or of its
+    tensor lists (``_foreach_*``), and the summed work of the compute ops it called (an op
+    with no shapes or no formula does at least what its callees do)."""
+    shapes = [s for s in (getattr(e, "input_shapes", None) or []) if s]
+    lists = [s for s in (getattr(e, "structured_input_shapes", None) or []) if s and isinstance(s[0], list)]
+    sizes = [1, broadcast_numel(shapes)] + [_numel(s) for s in shapes] + [sum(_numel(t) for t in lst) for lst in lists]
+    own = max(max(sizes), _flops(e), formula_flops(e))
+    kids = sum(op_work(c) for c in getattr(e, "cpu_children", None) or []
+               if getattr(c, "name", "").startswith("aten::") and c.name[6:] not in MEMORY_OPS)
+    return max(own, kids)
 
 
 def broadcast_numel(shapes) -> int:
@@ -107,6 +164,60 @@ def broadcast_numel(shapes) -> int:
 
 def _flops(e) -> float:
     return float(getattr(e, "flops", 0) or 0) + sum(_flops(c) for c in (getattr(e, "cpu_children", None) or []))
+
+
+# conv ops: where stride, padding, dilation sit among their arguments, and whether transposed
+_CONV = {**{f"conv{n}d": (3, 4, 5, False) for n in (1, 2, 3)},
+         **{f"conv_transpose{n}d": (3, 4, 7, True) for n in (1, 2, 3)},
+         "convolution": (3, 4, 5, None), "_convolution": (3, 4, 5, None),
+         "cudnn_convolution": (3, 2, 4, False), "mkldnn_convolution": (4, 3, 5, False),
+         "cudnn_convolution_transpose": (4, 3, 5, True)}
+_EMBEDDING = {"embedding", "embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"}
+
+
+def formula_flops(e) -> float:
+    """Work of ops the profiler gives no FLOPs for. Convolutions (1-3-D, transposed too):
+    2 x numel(out) x C_in/groups x prod(kernel), with the output's size from stride,
+    padding and dilation (weight ``(C_out, C_in/g, *k)``); a transposed one does
+    2 x numel(in) x C_out/groups x prod(kernel) (weight ``(C_in, C_out/g, *k)``).
+    Embedding lookups: numel(indices) x dim (a copy per row); ``embedding_bag`` twice that
+    (each row read is also weighed and summed into its bag)."""
+    name = getattr(e, "name", "")[6:]
+    shapes = list(getattr(e, "input_shapes", None) or [])
+    if name in _EMBEDDING and len(shapes) >= 2 and len(shapes[0]) == 2:  # a bag's rows are reduced: x 2
+        return float(_numel(shapes[1]) * shapes[0][1] * (1 if name == "embedding" else 2))
+    if name not in _CONV or len(shapes) < 2 or len(shapes[1]) < 3:
+        return 0.0
+    x, w = list(shapes[0]), list(shapes[1])
+    if len(x) == len(w) - 1:  # unbatched input
+        x = [1] + x
+    if len(x) != len(w) or not all(isinstance(d, int) for d in x + w):
+        return 0.0
+    conc = list(getattr(e, "concrete_inputs", None) or [])
+    si, pi, di, transposed = _CONV[name]
+    if transposed is None:  # convolution / _convolution: the flag is an argument
+        transposed = bool(conc[6]) if len(conc) > 6 and isinstance(conc[6], bool) else False
+    kernel = w[2:]
+    if transposed:
+        return 2.0 * _numel(x) * w[1] * _numel(kernel)
+    arg = lambda i: conc[i] if i < len(conc) else None  # noqa: E731
+    spatial = [_out_len(x[2 + j], kernel[j], _nth(arg(si), j, 1), _nth(arg(pi), j, 0, x[2 + j], kernel[j]),
+                        _nth(arg(di), j, 1)) for j in range(len(kernel))]
+    return 2.0 * x[0] * w[0] * _numel(spatial) * w[1] * _numel(kernel)
+
+
+def _nth(v, j: int, default: int, length: int = 0, k: int = 1) -> int:
+    """Entry ``j`` of an int-list argument (one entry stands for all); padding "same"
+    keeps the length, "valid" is 0."""
+    if v == "same":
+        return (k - 1) // 2 if length else default
+    if isinstance(v, (list, tuple)) and v:
+        v = v[j] if j < len(v) else v[0]
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _out_len(n: int, k: int, s: int, p: int, d: int) -> int:
+    return max(1, (n + 2 * p - d * (k - 1) - 1) // max(1, s) + 1)
 
 
 def _numel(shape) -> int:

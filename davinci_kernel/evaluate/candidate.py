@@ -5,11 +5,12 @@ the harness's seeds, each asked for when its trial starts, never before (allocat
 poisoned with NaN first, so unwritten output shows), a
 refill of the same buffers (result caching), a second run under other poison
 (uninitialized memory), a run at the perturbed size the harness names when that call
-starts, and, if the harness asks, timing interleaved with the problem's own Model plus a
-profiler pass, with the harness's timed checks (which rounds' outputs it compares) told at
-the start of the timed phase.
-On the CPU (no timing, no GPU profile) every compared call is audited, on every thread,
-so behaving only while watched gains nothing, and a child process that ran and was
+starts, and, if the harness asks, timing interleaved with the problem's own Model,
+recorded by kineto (each side's kernels attributed to its calls: the candidate's kernel
+evidence), with the harness's timed checks (which rounds' outputs it compares) told at the
+start of the timed phase. Every compared call at the task's size is audited (on the CPU on
+every thread, on a GPU under kineto with CUDA activities too), so behaving only while
+watched gains nothing, and a child process that ran and was
 reaped within a call is flagged (one still alive at the end of a phase is, everywhere).
 Every output is written as raw bytes to the worker's scratch folder and announced; the
 worker then waits while the harness stops it and reads the file, so the whole output is
@@ -125,16 +126,27 @@ class CandidateRunner:
 
     def call(self, model, args, audit: bool, seed: int):
         """One forward from the random stream of ``seed`` (runtime.seed_call), its Triton
-        launches counted; with ``audit``, also under torch's op profiler. Every correctness
-        call is counted and some are profiled, so a candidate that behaves only while it is
-        watched shows calls without its kernels."""
+        launches counted and, unless auditing is off, the whole call under the profiler:
+        on the CPU torch's op profiler on every thread, on a GPU kineto with CPU and CUDA
+        activities (torch work, host reads and the raw kernel table of what the GPU ran).
+        Every call at the task's size is watched alike (``audit`` picks only among other
+        sizes: the perturbed one is, the odd ones are not), so behaving differently when
+        unwatched gains nothing here; the timed calls are recorded too (``time``)."""
         before = LaunchCounter.count
         on_cpu = self.dev.type == "cpu"
         reaped = _reaped_children() if on_cpu else None
         rt.seed_call(seed)
-        if (audit or on_cpu) and self.j.audit:
-            out, a = audited_call(self.torch, model, args, all_threads=on_cpu)
-            self.audits.append({"ops": a["ops"], "work": a["work"], "launches": LaunchCounter.count - before})
+        task = model is self.cand_model  # the task's size (else the perturbed or odd size)
+        if self.j.audit and (audit or task):  # odd sizes are information only: not watched
+            out, a = audited_call(self.torch, model, args, all_threads=on_cpu, gpu=not on_cpu)
+            table = a.pop("table", None)
+            a.pop("ops", None)  # which ops ran: the judge reads their work, not their names
+            if table is not None:
+                self.tables.append({**table, "task": task})
+            elems = [x.numel() for x in args if _isinstance(x, rt.C.Tensor)]
+            in_bytes = sum(x.numel() * x.element_size() for x in args if _isinstance(x, rt.C.Tensor))
+            self.audits.append({**a, "launches": LaunchCounter.count - before, "task": task,
+                                "in_elems": sum(elems), "in_bytes": in_bytes})
         else:
             with rt.C.no_grad():
                 out = model(*args)
@@ -173,6 +185,7 @@ class CandidateRunner:
         j = self.j
         self.out["stage"] = "correctness"
         self.audits: list[dict] = []
+        self.tables: list[dict] = []  # the GPU's raw kernel table of each audited call
         n = j.trials
         for i in range(1, n):
             self.trial(i)
@@ -193,6 +206,10 @@ class CandidateRunner:
         del args
         self.perturbed()
         self.out["audits"] = self.audits
+        if self.tables:
+            from .profile import merge_tables
+
+            self.out["checked_kernels"] = merge_tables(self.tables)
         self.out["launch_names"] = dict(LaunchCounter.names)
         if self.dev.type == "cuda":
             rt.C.empty_cache()
@@ -230,7 +247,8 @@ class CandidateRunner:
 
     def time(self) -> None:
         """Timing inputs made beside other checks; then, with the GPU to itself, the
-        interleaved timed pairs and the profiler pass; then the last round's outputs."""
+        interleaved timed pairs, recorded by kineto (the candidate's kernels in them are
+        its kernel evidence); then the last round's outputs."""
         from . import profile, timing
 
         j = self.j
@@ -244,18 +262,22 @@ class CandidateRunner:
             raise SystemExit(0)
         checks = [(float(u), int(s)) for u, s in go.get("checks") or []]
         marks.append(rt.C.perf())
-        res = timing.interleaved(rt.C, self.dev, self.ref_model, self.cand_model, sets, warmup=j.timing.warmup_iters,
-                                 **j.timing.kw(), placements=plan.placements, reclone=rt.clone_args,
-                                 poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
-                                 before_compared=lambda k, s=None: rt.seed_call(self.seed(k) if s is None else s),
-                                 on_timed=lambda: self.ch.send({"event": "timed_start"}), checks=checks)
-        self.ch.send({"event": "timed_end"})
+        # kernel evidence: every warm-up and timed call of both sides runs under kineto, each
+        # side's calls inside its own record_function range (profile.py attributes kernels)
+        ref_fn, cand_fn = profile.marked(profile.REF, self.ref_model), profile.marked(profile.CAND, self.cand_model)
+        with profile.recording(self.torch) as prof:  # as the compared calls: one profiler, one look
+            res = timing.interleaved(rt.C, self.dev, ref_fn, cand_fn, sets, warmup=j.timing.warmup_iters,
+                                     **j.timing.kw(), placements=plan.placements, reclone=rt.clone_args,
+                                     poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
+                                     before_compared=lambda k, s=None: rt.seed_call(self.seed(k) if s is None else s),
+                                     on_timed=lambda: self.ch.send({"event": "timed_start"}), checks=checks)
+            self.ch.send({"event": "timed_end"})
         marks.append(rt.C.perf())
         last = res.pop("last_outputs")
         kept = res.pop("checked_outputs")
         res["plan"] = {**plan.as_dict(), "measured_peak_bytes": rt.C.torch.cuda.max_memory_allocated(self.dev)}
         self.out["timing"] = res
-        self.out["kernels"] = profile.profile_kernels(rt.C, self.dev, self.cand_model, sets[0])
+        self.out["kernels"] = profile.timed_table(prof, cand_fn.calls)
         marks.append(rt.C.perf())
         self.ch.send({"event": "profiled"})  # done with the GPU alone
         del sets

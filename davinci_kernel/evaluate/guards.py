@@ -12,7 +12,8 @@ Where each is detected:
                        forbidden_import, proc_access
   worker (candidate.py) threads, subprocess, tensor_subclass, monkey_patch (identity snapshot
                        of torch/time/builtins/harness objects and global torch flags)
-  harness (here)       decoy_kernel, no_custom_kernel, low_coverage, result_caching,
+  harness (here)       decoy_kernel, no_custom_kernel, low_coverage (the lower of time and work
+                       coverage), unprofiled_behaviour, host_work, result_caching,
                        input_mutation, returns_input, uninitialized_memory, precision_downgrade,
                        shape_hardcoding, inconsistent_under_timing, timing_mismatch, side_stream (wall vs event;
                        more profiled kernel time per call than the timed window; profiled GPU
@@ -52,6 +53,10 @@ FLAGS = {
     "reference_slowed": "the reference ran much slower beside the candidate than alone",
     "unreproducible_speedup": "an implausible speedup did not reproduce in a fresh process",
     "timing_mismatch": "the worker's reported times disagree with what the harness measured itself",
+    "unprofiled_behaviour": "the timed calls ran fewer of the candidate's own kernels than the compared calls "
+                            "(it behaves differently when timed)",
+    "host_work": "the work is done on the host: as many bytes or elements as half the inputs are read back "
+                 "from the device or one by one to Python (.item())",
 }
 
 SOFT = {
@@ -82,6 +87,44 @@ def coverage_flag(coverage: float | None, min_coverage: float, what: str) -> lis
     if coverage is None or coverage >= min_coverage:
         return []
     return [("low_coverage", f"{what} {coverage:.1%} < {min_coverage:.0%}")]
+
+
+HOST_SHARE = 0.5  # host reads per call, as a share of the inputs, that make host_work
+
+
+def host_work_flag(dtoh_bytes: float, in_bytes: float, items: float, in_elems: float) -> list[tuple[str, str]]:
+    """One call read back from the device at least ``HOST_SHARE`` of its inputs' bytes,
+    or read at least that share of its input elements one by one into Python (``.item()``):
+    the answer was computed on the host."""
+    if in_bytes > 0 and dtoh_bytes >= HOST_SHARE * in_bytes:
+        return [("host_work", f"{dtoh_bytes:.0f} bytes copied device to host in one call, inputs {in_bytes:.0f} bytes")]
+    if in_elems > 0 and items >= HOST_SHARE * in_elems:
+        return [("host_work", f"{items:.0f} elements read one by one to Python (.item()) in one call, "
+                 f"inputs {in_elems:.0f} elements")]
+    return []
+
+
+def timed_kernels_flag(checked_per_call: float, timed_per_call: float | None,
+                       checked_us: float = 0.0, timed_us: float | None = None,
+                       checked_names: dict | None = None, timed_names: dict | None = None) -> list[tuple[str, str]]:
+    """The candidate's own kernels must run in its timed calls as in its compared calls:
+    each kernel (by name) and all together no fewer launches per call, and (with both
+    known) at least a fifth of the custom kernel time per call (the timed calls run on a
+    boosted clock after an L2 flush, the compared ones maybe not: times differ by a few
+    x, launch counts do not)."""
+    if timed_per_call is None or checked_per_call <= 0:
+        return []
+    for name, n in (checked_names or {}).items():
+        got = (timed_names or {}).get(name, 0.0)
+        if n > 0 and got < 0.95 * n:
+            return [("unprofiled_behaviour", f"{name}: {got:.2f} launches per timed call, {n:.0f} per compared call")]
+    if timed_per_call < 0.95 * checked_per_call:  # a dropped activity record is no behaviour
+        return [("unprofiled_behaviour", f"{timed_per_call:.2f} custom launches per timed call, "
+                 f"{checked_per_call:.0f} per compared call")]
+    if timed_us is not None and checked_us > 0 and timed_us < 0.2 * checked_us:
+        return [("unprofiled_behaviour", f"custom kernels ran {timed_us:.1f} us per timed call, "
+                 f"{checked_us:.1f} us per compared call")]
+    return []
 
 
 def precision_flag(rel_l2: float, float32: bool, limit: float, low_mantissa_share: float = 0.0) -> list[tuple[str, str]]:

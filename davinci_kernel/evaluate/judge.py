@@ -116,29 +116,65 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
 
 
 def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels: list[str], cfg, on_gpu: bool) -> None:
-    """Custom kernels from every correctness call (launches counted on all of them, torch
-    work on the audited ones): the fewest launches and the most torch work seen on any call
-    count (a candidate that shows its kernel only on some calls gets no credit for it)."""
+    """Custom kernels from every correctness call: the fewest custom launches and the most
+    torch work seen on any call count (a candidate that shows its kernel only on some calls
+    gets no credit for it). On a GPU the launches are the kernels the GPU ran whose names
+    the candidate's source defines (``profile.classify`` of each call's raw kernel table),
+    never the worker's own count; on the CPU, the Triton launches counted. Coverage is the
+    lower of time coverage (GPU) and work coverage; host reads make ``host_work``."""
+    from . import profile
+
     audits = [a for a in out.get("audits") or [] if isinstance(a, dict)]
-    launches = [int(a.get("launches", 0)) for a in audits if isinstance(a.get("launches", 0), (int, float))]
-    works = [float(a["work"]) for a in audits if isinstance(a.get("work"), (int, float))]
+    task = [a for a in audits if a.get("task", True) is True]
+    launches = [int(_num(a.get("launches"))) for a in audits]
+    works = [_num(a["work"]) for a in task if isinstance(a.get("work"), (int, float))]
+    tables = profile.split_tables(out["checked_kernels"]) if on_gpu and isinstance(out.get("checked_kernels"), dict) \
+        else []
+    seen = [profile.classify(t, static_kernels) for t in tables]
+    if seen:  # the GPU's activity records decide, for every backend
+        launches = [int(c["custom_launches"]) for c in seen]
     n = min(launches) if launches else 0
     res.custom_launches = n
     if launches and len(set(launches)) > 1:
         res.warnings.append(f"launch_counts_differ: custom launches per correctness call {launches}")
-    if backend != "cuda":  # CUDA launches are seen by the GPU profile (timing phase)
+    if backend != "cuda" or seen:
         flag(res, guards.kernel_flags(n, static_kernels, backend, on_gpu))
-    est = None
-    if ref.get("ref_work") and works:
-        from .profile import work_coverage
+    for a in audits:
+        flag(res, guards.host_work_flag(_num(a.get("dtoh_bytes")), _in_bytes(a, ref), _num(a.get("items")),
+                                        min(_num(a.get("in_elems")), _in_bytes(a, ref))))
+    work_cov = profile.work_coverage(ref.get("ref_work"), max(works)) if works else None
+    times = [c["time_coverage"] for c, t in zip(seen, tables) if t["task"] and c["time_coverage"] is not None]
+    res.timing_detail["evidence"] = {"work_coverage": work_cov, "time_coverage": min(times) if times else None,
+                                     "checked_custom_us": _checked_custom_us(seen, tables), "profiled_calls": len(seen),
+                                     "checked_names": _fewest_by_name(seen)}
+    res.coverage = profile.combined(min(times) if times else None, work_cov)
+    if not seen and work_cov is not None:
+        res.warnings.append("coverage_estimated: share of the reference's work not left to torch ops")
+    if "no_custom_kernel" not in res.flags and "decoy_kernel" not in res.flags:
+        flag(res, guards.coverage_flag(res.coverage, cfg.min_coverage, "custom kernels' coverage (time and work)"))
 
-        est = work_coverage(ref["ref_work"], max(works))
-    if not on_gpu:
-        res.coverage = est
-        if est is not None:
-            res.warnings.append("coverage_estimated: share of the reference's work not left to torch ops")
-        if "no_custom_kernel" not in res.flags and "decoy_kernel" not in res.flags:
-            flag(res, guards.coverage_flag(est, cfg.min_coverage, "custom kernels do an estimated"))
+
+def _num(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else 0.0
+
+
+def _in_bytes(a: dict, ref: dict) -> float:
+    """A call's input bytes: the reference process's figure at the task's size (trusted),
+    the worker's at the perturbed size."""
+    return _num(ref.get("input_bytes")) if a.get("task", True) is True and ref.get("input_bytes") \
+        else _num(a.get("in_bytes"))
+
+
+def _fewest_by_name(seen: list[dict]) -> dict:
+    """Each custom kernel's fewest launches in a compared call (0 where a call lacked it)."""
+    names = {n for c in seen for n in c["by_name"]}
+    return {n: min(c["by_name"].get(n, 0.0) for c in seen) for n in sorted(names)}
+
+
+def _checked_custom_us(seen: list[dict], tables: list[dict]) -> float:
+    """The least custom kernel time of a compared call at the task's size (microseconds)."""
+    us = [c["custom_us"] for c, t in zip(seen, tables) if t["task"]]
+    return min(us) if us else 0.0
 
 
 def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, static_kernels: list[str],
@@ -157,10 +193,10 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
         flag(res, [("timing_mismatch", "the worker's timing report is malformed")])
         return
     res.timing_available = True
-    res.timing_detail = {k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
+    res.timing_detail.update({k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
                                            "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz", "flush", "plan",
                                            "phase_ms")
-                         if k in t}
+                              if k in t})  # update: the correctness phase's "evidence" stays
     res.timing_detail["ref_spread"] = t["ref"].get("spread")
     if base and base.get("eager_ms") and base.get("compile_ms"):
         from .baselines import vs_compile
@@ -175,20 +211,43 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
     flag(res, guards.reference_slowed_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance))
     flag(res, guards.reference_time_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance, gpu_ms))
     flag(res, wall_check(res, t, base, wall_ms, cfg))
-    prof = out.get("kernels") or {}
-    res.timing_detail["profiled_ms_per_call"] = prof.get("total_ms_per_call")
+    timed_evidence(res, out.get("kernels"), static_kernels, base, cfg)
+
+
+def timed_evidence(res: EvalResult, table, static_kernels: list[str], base: Optional[dict], cfg) -> None:
+    """The candidate's kernels in its timed calls (kineto over the whole timed phase, each
+    kernel attributed to the side whose call launched it): hidden work and streams, the
+    kernel table shown, its own kernels present as in the compared calls, and coverage
+    (the lower of this time coverage and the one from the compared calls)."""
+    from . import profile
+
+    prof = table if isinstance(table, dict) else {}
+    c = profile.classify(prof, static_kernels)
+    calls = c["calls"]
+    per_call_ms = c["total_us"] / 1e3 / calls if prof else None
+    res.timing_detail["profiled_ms_per_call"] = per_call_ms
     res.timing_detail["profiled_streams"] = prof.get("streams")
-    flag(res, guards.hidden_work_flag(prof.get("total_ms_per_call"), res.runtime_ms, cfg.wall_event_ratio))
+    flag(res, guards.hidden_work_flag(per_call_ms, res.runtime_ms, cfg.wall_event_ratio))
     flag(res, guards.stream_flag(prof.get("streams"), (base or {}).get("ref_streams")))
-    res.kernels = [KernelTime(name=str(k["name"])[:120], time_ms=float(k["time_ms"]), custom=bool(k["custom"]),
-                              calls=int(k["calls"])) for k in prof.get("top", []) if isinstance(k, dict)]
-    if prof.get("coverage") is not None:
-        res.coverage = float(prof["coverage"])
-        if backend == "cuda":
-            res.custom_launches = max(res.custom_launches, int(prof.get("custom_kernels", 0)))
-            flag(res, guards.kernel_flags(res.custom_launches, static_kernels, backend, True))
-        if "no_custom_kernel" not in res.flags:
-            flag(res, guards.coverage_flag(res.coverage, cfg.min_coverage, "custom-kernel time coverage"))
+    rows = [r for r in prof.get("top") or [] if isinstance(r, dict)]
+    res.kernels = [KernelTime(name=str(r.get("name"))[:120], time_ms=_num(r.get("time_us")) / 1e3 / calls,
+                              custom=profile.is_custom(str(r.get("name")), static_kernels),
+                              calls=max(1, int(_num(r.get("calls")) // calls))) for r in rows[:8]]
+    if not prof:
+        return
+    checked = (res.timing_detail.get("evidence") or {})
+    names = checked.get("checked_names") if isinstance(checked.get("checked_names"), dict) else {}
+    flag(res, guards.timed_kernels_flag(res.custom_launches, c["custom_launches"] / calls,
+                                        _num(checked.get("checked_custom_us")), c["custom_us"] / calls,
+                                        names, c["by_name"]))
+    if not checked.get("profiled_calls"):  # no compared call was profiled (audit off): these launches decide
+        res.custom_launches = max(res.custom_launches, c["custom_launches"] // calls)
+        flag(res, guards.kernel_flags(res.custom_launches, static_kernels, "triton", True))
+    res.timing_detail["evidence"] = {**checked, "timed_time_coverage": c["time_coverage"]}
+    cov = [x for x in (res.coverage, c["time_coverage"]) if x is not None]
+    res.coverage = min(cov) if cov else None
+    if "no_custom_kernel" not in res.flags and "decoy_kernel" not in res.flags:
+        flag(res, guards.coverage_flag(res.coverage, cfg.min_coverage, "custom kernels' coverage (time and work)"))
 
 
 def timed_outputs(t: dict, cand: dict, ref: dict, cfg) -> list[tuple[str, str]]:

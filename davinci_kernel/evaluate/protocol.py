@@ -125,26 +125,31 @@ def _too_deep(data: bytes) -> bool:
 
 
 def fit(report: dict, limit: int = MAX_REPORT - 512) -> dict:
-    """``report`` cut down until its JSON fits ``limit`` bytes: long strings shortened, long
-    lists and dicts trimmed (a worker's own report must never exceed what the harness takes)."""
+    """``report`` with its long strings (messages, tracebacks) cut until its JSON fits
+    ``limit`` bytes; never its lists or numbers, which are evidence. One that still does not
+    fit becomes a failure report: a worker's report must never exceed what the harness takes."""
     def size(x) -> int:
         return len(json.dumps(x, default=_plain).encode())
 
     cap = 4000
     while size(report) > limit and cap >= 50:
-        report = _trim(report, cap, max(4, cap // 100))
+        report = _cut_strings(report, cap)
         cap //= 2
-    return report if size(report) <= limit else {k: report[k] for k in ("event", "stage", "error_kind")
-                                                 if k in report}
+    if size(report) <= limit:
+        return report
+    result = report.get("result") if isinstance(report.get("result"), dict) else {}
+    return {"event": report.get("event"), "result": {
+        "stage": result.get("stage"), "error_kind": "runtime_error", "flags": [], "notes": [],
+        "error_msg": "the worker's report exceeded the protocol's limit (too many outputs or kernels)"}}
 
 
-def _trim(x, chars: int, items: int):
+def _cut_strings(x, chars: int):
     if isinstance(x, str):
         return x[:chars]
     if isinstance(x, (list, tuple)):
-        return [_trim(v, chars, items) for v in list(x)[:items * 8]]
+        return [_cut_strings(v, chars) for v in x]
     if isinstance(x, dict):
-        return {str(k)[:200]: _trim(v, chars, items) for k, v in list(x.items())[:items * 8]}
+        return {str(k)[:200]: _cut_strings(v, chars) for k, v in x.items()}
     return x
 
 
