@@ -197,6 +197,9 @@ class EvalResult(_Record):
     # where eval_seconds went, by phase ("worker.*": the worker's own split of the transfer and timing phases)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     timing_detail: dict[str, Any] = field(default_factory=dict)  # iters, placements, per-placement speedups, wall checks
+    # float32 outputs judged for precision: per output leaf its error, limit and measure ("oracle":
+    # against a float64 oracle, the limit calibrated for the problem; "reference": the fixed limit)
+    precision: Optional[dict] = None
     feedback: str = ""
 
 
