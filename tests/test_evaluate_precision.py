@@ -131,13 +131,19 @@ def test_scaled_error_forgives_truncation_bias_not_bf16_noise():
 
 def test_leaf_errors_per_leaf_worst_over_trials():
     o1, o2 = torch.randn(8, 8, dtype=torch.float64), torch.randn(100, dtype=torch.float64)
-    oracle = [[o1, o2, torch.arange(3)], [o1 * 2, o2, torch.arange(3)]]
-    outs = [[o1.float(), (o2 * 1.01).float(), torch.arange(3)], [(o1 * 2).float(), o2.float(), torch.arange(3)]]
-    errs = leaf_errors(outs, oracle, None)
+
+    def judged(leaves):
+        return [precision.judged(x, None) for x in leaves]
+
+    oracle = [judged([o1, o2, torch.arange(3)]), judged([o1 * 2, o2, torch.arange(3)])]
+    outs = [judged([o1.float(), (o2 * 1.01).float(), torch.arange(3)]), judged([(o1 * 2).float(), o2.float(),
+                                                                               torch.arange(3)])]
+    errs = leaf_errors(outs, oracle)
     assert errs[0] < 1e-7 and errs[1] == pytest.approx(1.01 - (1 + precision.SCALE_ALLOWANCE), rel=1e-4)
     assert errs[2] is None  # not a float32 leaf
-    assert leaf_errors([[o1.float()[:4]]], [[o1]], None) == [None]  # another shape
-    assert leaf_errors([[o1.half()]], [[o1]], None) == [None]  # another dtype
+    assert leaf_errors([judged([o1.float()[:4]])], [judged([o1])]) == [None]  # another shape
+    assert leaf_errors([judged([o1.half()])], [judged([o1])]) == [None]  # another dtype
+    assert leaf_errors([judged([o1.float(), o2.float()])], [judged([o1])]) == [None]  # another structure
 
 
 def test_compared_values_sample_large_leaves_at_the_secret_indices(monkeypatch):
@@ -150,6 +156,9 @@ def test_compared_values_sample_large_leaves_at_the_secret_indices(monkeypatch):
     assert torch.equal(got, x.reshape(-1)[idx])
     assert precision.compared_values(torch.randn(9), 7).shape == (9,)
     assert precision.compared_values(torch.arange(4), 7) is None
+    j = precision.judged(x, 7)
+    assert j.shape == (40, 50) and j.dtype == torch.float32 and torch.equal(j.values, got)
+    assert j.values.data_ptr() != x.data_ptr() and precision.judged("s", 7) is None
 
 
 # --------------------------------------------------------------------------- the limit rule

@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 
@@ -181,15 +181,29 @@ def arithmetic(variant: Variant, on_gpu: bool):
 def compared_values(leaf: Any, sample_seed: Optional[int]) -> Optional[torch.Tensor]:
     """The values a leaf is judged on, flat (n,), on its device: all of them, or those at the
     secret sample indices when it has more than ``transfer.SAMPLE_MIN`` (as the reference
-    entry keeps it). None for a leaf that is not a floating tensor."""
+    entry keeps it). None for a leaf that is not a real floating tensor."""
     from .transfer import SAMPLE_MIN, sample_indices
 
-    if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point() or leaf.is_complex():
+    if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
         return None
     flat = leaf.detach().reshape(-1)  # (numel,)
     if sample_seed is not None and flat.numel() > SAMPLE_MIN:
         flat = flat[sample_indices(torch, flat.numel(), sample_seed).to(flat.device)]  # (SAMPLE_N,)
     return flat
+
+
+class Judged(NamedTuple):
+    """An output leaf reduced to what is judged of it: its dtype, full shape and values (n,)."""
+    dtype: torch.dtype
+    shape: tuple
+    values: torch.Tensor
+
+
+def judged(leaf: Any, sample_seed: Optional[int]) -> Optional[Judged]:
+    """``leaf`` as a ``Judged`` (a copy of its judged values: the output itself can go), or None
+    for a leaf that is not a real floating tensor."""
+    v = compared_values(leaf, sample_seed)
+    return None if v is None else Judged(leaf.dtype, tuple(leaf.shape), v.clone())
 
 
 def scaled_error(x: torch.Tensor, oracle: torch.Tensor, allowance: float = SCALE_ALLOWANCE) -> float:
@@ -215,20 +229,20 @@ def rel_l2(x: torch.Tensor, ref: torch.Tensor) -> float:
     return scaled_error(x, ref, 0.0)
 
 
-def leaf_errors(outs: list, oracle: list, sample_seed: Optional[int]) -> list[Optional[float]]:
+def leaf_errors(outs: list, oracle: list) -> list[Optional[float]]:
     """Per output leaf, the worst ``scaled_error`` over trials of one variant's outputs against
-    the oracle's. ``outs``, ``oracle``: per trial, the flattened leaves (``transfer.flatten``).
-    None for a leaf that is not a float32 tensor of the oracle's shape on every trial."""
+    the oracle's. ``outs``, ``oracle``: per trial, the output leaves as ``judged`` gives them.
+    None for a leaf that is not a float32 tensor of the oracle's (float64) shape on every trial."""
     errs: list[Optional[float]] = []
     for j in range(len(oracle[0]) if oracle else 0):
         worst: Optional[float] = 0.0
         for out, orc in zip(outs, oracle):
             x, o = (out[j] if j < len(out) else None), orc[j]
-            if not (isinstance(x, torch.Tensor) and isinstance(o, torch.Tensor) and x.dtype == torch.float32
-                    and o.dtype == torch.float64 and x.shape == o.shape) or len(out) != len(orc):
+            if (x is None or o is None or len(out) != len(orc) or x.dtype != torch.float32
+                    or o.dtype != torch.float64 or x.shape != o.shape):
                 worst = None
                 break
-            worst = max(worst, scaled_error(compared_values(x, sample_seed), compared_values(o, sample_seed)))
+            worst = max(worst, scaled_error(x.values, o.values))
         errs.append(worst)
     return errs
 
