@@ -54,8 +54,6 @@ def do_bench_ratio(problem: Path, candidate: Path) -> float:
     with torch.no_grad():
         t_ref = triton.testing.do_bench(lambda: ref(*x), warmup=50, rep=300, return_mode="median")
         t_new = triton.testing.do_bench(lambda: new(*x), warmup=50, rep=300, return_mode="median")
-    del ref, new, x
-    torch.cuda.empty_cache()
     return t_ref / t_new
 
 
@@ -80,6 +78,7 @@ def main() -> None:
     if not wanted or "relu_full" in wanted:
         items.append((load_task_file(relu), ROOT / "tests" / "fixtures" / "legit" / "relu_triton.py", relu))
     t0 = time.time()
+    torch.cuda.empty_cache()
     with Evaluator(EvalConfig(device="cuda"), workers=args.workers) as ev:
         results = ev.evaluate_many([(t, path.read_text()) for t, path, _ in items])
     judged_s = time.time() - t0

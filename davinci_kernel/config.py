@@ -69,7 +69,13 @@ class EvalConfig:
                                    "CUDA/Triton builds); > 0 seconds; `dvk eval/bench --timeout` sets it")
     run_timeout_s: float = opt(120.0, "limit for running the checks and timing once built; > 0 seconds; "
                                "`dvk eval/bench --timeout` sets it")
-    precision_rel_l2: float = opt(4e-3, "rel-L2 error above this on float32 outputs is a precision downgrade (chained TF32 matmuls reach ~1.6e-3)")
+    precision_rel_l2: float = opt(4e-3, "fixed limit: rel-L2 error above this on a float32 output is a precision "
+                                  "downgrade where the problem's own calibration cannot tell bf16 from TF32 "
+                                  "(chained TF32 matmuls reach ~1.6e-3)")
+    precision_margin: float = opt(2.0, "calibrated limit: the float32/TF32 error a float32 output may reach, x this "
+                                  "(limit = sqrt(margin x that error x the bf16-operand error))")
+    precision_ratio: float = opt(4.0, "calibrated limit: used only where bf16 operands are at least this many times "
+                                 "less accurate than float32/TF32 arithmetic on the problem (else the fixed limit)")
     min_coverage: float = opt(0.1, "custom-kernel time share below this is 'lazy' (flagged)")
     implausible_speedup: float = opt(10.0, "speedups above this are re-verified in a fresh worker")
     wall_event_ratio: float = opt(1.5, "synchronized wall time above this x event time flags escaped work")

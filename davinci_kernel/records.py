@@ -199,6 +199,9 @@ class EvalResult(_Record):
     timing_detail: dict[str, Any] = field(default_factory=dict)  # iters, placements, per-placement speedups, wall checks
     # what the harness drew to judge on (trial seeds, perturbed size and its seed, timed checks): a verdict's replay
     judged_inputs: dict[str, Any] = field(default_factory=dict)
+    # float32 outputs judged for precision: per output leaf its error, limit and measure ("oracle":
+    # against a float64 oracle, the limit calibrated for the problem; "reference": the fixed limit)
+    precision: Optional[dict] = None
     feedback: str = ""
 
 

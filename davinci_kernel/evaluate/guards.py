@@ -68,6 +68,7 @@ SOFT = {
     "reference_mutates_inputs": "the problem's own Model changes its inputs",
     "reference_returns_input": "the problem's own Model returns an input's memory",
     "reference_nondeterministic": "the problem's own Model is not deterministic",
+    "precision_uncalibrated": "bf16 arithmetic could not be told from float32/TF32 on this problem: a fixed limit applies",
     "self_check": "harness self-check: the problem's own Model was the candidate",
 }
 
@@ -127,17 +128,24 @@ def timed_kernels_flag(checked_per_call: float, timed_per_call: float | None,
     return []
 
 
-def precision_flag(rel_l2: float, float32: bool, limit: float, low_mantissa_share: float = 0.0) -> list[tuple[str, str]]:
+def precision_flag(leaves: list, low_mantissa_share: float = 0.0,
+                   ref_low_mantissa_share: float = 0.0) -> list[tuple[str, str]]:
     """Two signs of half precision behind float32 outputs: values that are all exactly
-    representable in fp16/bf16 (the low 13 mantissa bits zero), or an error above what
-    chained TF32 matmuls give (``limit``)."""
-    if not float32:
-        return []
-    if low_mantissa_share > 0.98:
+    representable in fp16/bf16 (the low 13 mantissa bits zero) where the reference's are not,
+    or a float32 output leaf (``precision.LeafVerdict``) further from exact than its limit:
+    calibrated per problem between float32/TF32 and bf16-operand arithmetic against a float64
+    oracle, or the fixed ``EvalConfig.precision_rel_l2`` where the two cannot be told apart."""
+    if low_mantissa_share > 0.98 and ref_low_mantissa_share <= 0.5:
         return [("precision_downgrade", f"{low_mantissa_share:.0%} of float32 outputs have their low 13 mantissa bits zero "
                  "(values passed through a 16-bit type)")]
-    if rel_l2 > limit:
-        return [("precision_downgrade", f"relative L2 error {rel_l2:.2e} > {limit:.0e} on float32 outputs")]
+    for v in leaves:
+        if not v.error <= v.limit:
+            where = f"output {v.output}: " if v.output else ""
+            if v.measure == "oracle":
+                return [("precision_downgrade", f"{where}error {v.error:.2e} against a float64 oracle > {v.limit:.2e} "
+                         f"allowed for this problem (float32/TF32 arithmetic reaches {v.honest:.2e}, bf16 operands "
+                         f"{v.bf16:.2e})")]
+            return [("precision_downgrade", f"{where}relative L2 error {v.error:.2e} > {v.limit:.0e} on float32 outputs")]
     return []
 
 

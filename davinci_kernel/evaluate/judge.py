@@ -6,7 +6,8 @@ process's outputs (``correctness.compare``), result caching (a refill of the sam
 buffers; a trial that returned an earlier trial's output), uninitialized memory (two
 runs under different poison), hard-coded sizes (the perturbed run), the custom-kernel
 evidence (launch counts and torch work of *every* audited correctness call: a candidate
-must show its kernels on all of them), input mutation and aliasing, precision, and for
+must show its kernels on all of them), input mutation and aliasing, precision (float32
+outputs against the float64 oracle and the limits calibrated for the problem, precision.py), and for
 timing: outputs computed while timed, the reference's time beside the candidate against
 its time in the reference process, the candidate's claimed event times against the wall
 time the harness measured around the timed calls, the profiler's view. A worker's report
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..records import EvalResult, KernelTime
-from . import guards
+from . import guards, precision
 from .correctness import compare
 
 
@@ -53,7 +54,7 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
     """Fill ``res`` from one candidate's correctness phase. ``cand``: key -> leaves read by
     the harness; ``ref``: the reference cache entry; ``out``: the worker's report."""
     res.trials = len(ref["refs"])
-    worst_abs, worst_rel, worst_l2, worst_f32, f32, low_bits = 0.0, 0.0, 0.0, 0.0, False, 0.0
+    worst_abs, worst_rel, worst_l2, low_bits, ref_bits = 0.0, 0.0, 0.0, 0.0, 0.0
     for i, r in enumerate(ref["refs"]):
         got = cand.get(f"cand{i}", [])
         bad = _invalid(got)
@@ -61,10 +62,9 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
             res.error_kind, res.error_msg = "output_structure", f"trial {i + 1}: {bad}"
             break
         c = compare(*aligned(r, got), cfg.atol, cfg.rtol)
-        low_bits = max(low_bits, c.low_mantissa_share)
+        low_bits, ref_bits = max(low_bits, c.low_mantissa_share), max(ref_bits, c.ref_low_mantissa_share)
         worst_abs, worst_rel = max(worst_abs, c.max_abs), max(worst_rel, c.max_rel)
-        worst_l2, f32 = max(worst_l2, c.rel_l2), f32 or c.float32
-        worst_f32 = max(worst_f32, c.leaf_rel_l2.get("float32", 0.0))  # the precision guard's: float32 outputs only
+        worst_l2 = max(worst_l2, c.rel_l2)
         if not c.ok:
             res.error_kind, res.error_msg = c.error_kind, f"trial {i + 1}: {c.message}"
             if stale(got, [cand.get(f"cand{j}") for j in range(len(ref["refs"])) if j != i]):
@@ -112,7 +112,10 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
             if not o.ok:
                 res.warnings.append(f"odd_sizes: wrong {where}: {o.message[:200]}")
     evidence(res, out, ref, backend, static_kernels, cfg, on_gpu)
-    flag(res, guards.precision_flag(worst_f32, f32, cfg.precision_rel_l2, low_bits))
+    prec = precision.verdict(ref, cand, cfg.precision_margin, cfg.precision_ratio, cfg.precision_rel_l2)
+    res.precision = prec.record()
+    res.warnings += [w for w in prec.warnings if w not in res.warnings]
+    flag(res, guards.precision_flag(prec.leaves, low_bits, ref_bits))
 
 
 def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels: list[str], cfg, on_gpu: bool) -> None:

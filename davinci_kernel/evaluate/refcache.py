@@ -5,7 +5,8 @@ the reference process's output files in a folder of their own under the harness'
 private folder (mode 0700: no worker uid can open it), mapped copy-on-write rather than
 read (5 trials of a 512 MB output would otherwise be read into fresh harness memory), the
 reference's shape/dtype list, work, mutation and aliasing facts and its perturbed-size
-outputs. The oldest entry leaves when the cache is full (its files are removed; tensors
+outputs, and the float64 oracle of the first trials with the precision calibration
+(``precision.py``). The oldest entry leaves when the cache is full (its files are removed; tensors
 already handed out stay valid while mapped). Does not cover: computing references
 (``reference.py``) or comparing (``judge.py``).
 """
@@ -57,6 +58,7 @@ class ReferenceCache:
             "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),
             "param_bytes": result.get("param_bytes"),
             "vrefs": [read_reference(home, leaves[k]) for k in sorted(leaves) if k.startswith("vref")],
+            **_precision(home, result),
         }
 
     def put(self, key: tuple, entry: dict) -> None:
@@ -65,3 +67,16 @@ class ReferenceCache:
             while len(self._entries) > self.max_entries:
                 _, old = self._entries.popitem(last=False)
                 shutil.rmtree(old["home"], ignore_errors=True)  # mapped pages live on until unmapped
+
+
+def _precision(home: str, result: dict) -> dict:
+    """The float64 oracle's leaves of the first trials and the precision calibration
+    (``precision.py``); an oracle without its calibration is not kept."""
+    from .precision import calibration_record
+
+    calib = calibration_record(result.get("precision"))
+    leaves = result.get("leaves", {})
+    k = int(calib.get("trials", 0)) if calib and "errors" in calib else 0
+    if not all(f"oracle{i}" in leaves for i in range(k)):
+        calib, k = {"error": "the oracle's outputs are missing"}, 0
+    return {"precision": calib, "oracle": [read_reference(home, leaves[f"oracle{i}"]) for i in range(k)]}

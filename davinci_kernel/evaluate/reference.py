@@ -73,6 +73,7 @@ def compute_reference(job: ReferenceJob) -> dict:
         del y, args, inputs
     timed_checks(job, mod, model, writer, dev, out)
     del model  # one model at a time: the perturbed sizes build their own
+    calibrate_precision(mod, job, dev, writer, out)
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, sizes, writer, dev, out)
         if got is not None:
@@ -97,6 +98,53 @@ def timed_checks(job: ReferenceJob, mod, model, writer, dev, out: dict) -> None:
         sync(dev)
         out["leaves"][f"vref{j}"] = writer.write(y, job.sample_seed)
         del y, args
+
+
+def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict) -> None:
+    """The float64 oracle of the first ``precision.ORACLE_TRIALS`` trials, written beside the
+    reference's outputs as ``oracle{i}`` (a large output at the same secret indices), and per
+    output leaf the errors against it of each ``precision.VARIANTS`` run of the problem's
+    Model, from which the harness sets each float32 leaf's precision limit (precision.py).
+    A problem the oracle cannot run (an op without float64, a model that draws random numbers
+    or holds float32 tensors it does not register) is recorded as not calibrated: the fixed
+    limit then applies."""
+    from . import precision as pr
+    from .transfer import flatten
+
+    C = rt.C
+    on_gpu = dev.type == "cuda"
+    seeds = job.seeds[:pr.ORACLE_TRIALS]
+    if out.get("ref_nondeterministic") or not seeds:
+        out["precision"] = {"error": "the reference is not deterministic" if seeds else "no trials"}
+        return
+
+    def run(variant) -> list:  # per trial, the output leaves as precision.judged keeps them
+        model = rt.build(mod, "Model", rt.init_args(mod, job.init_seed, dev), job.init_seed, dev)
+        model = model.double() if variant.double else model
+        pr.round_module_(model, variant.bits, variant.mode)
+        got = []
+        for s in seeds:
+            args = rt.gen_inputs(mod, s, dev)
+            args = pr.double_tree(args) if variant.double else pr.round_tree(args, variant.bits, variant.mode)
+            rt.seed_call(s)
+            with C.no_grad(), pr.arithmetic(variant, on_gpu):
+                y = flatten(model(*args))
+            sync(dev)
+            if variant.double:  # the oracle's files: a large output at the entry's secret indices
+                out["leaves"][f"oracle{len(got)}"] = writer.write(y, job.sample_seed)
+            got.append([pr.judged(x, job.sample_seed) for x in y])
+            del y, args
+        return got
+
+    try:
+        oracle = run(pr.ORACLE)
+        errors = {v.name: pr.leaf_errors(run(v), oracle) for v in pr.VARIANTS if on_gpu or not v.device_tf32}
+        n = [0 if x is None else x.values.numel() for x in oracle[0]]
+        out["precision"] = {"trials": len(seeds), "n": n, "errors": errors}
+    except Exception as e:  # noqa: BLE001 - the oracle is optional: the fixed limit applies
+        out["precision"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        if on_gpu:
+            C.empty_cache()
 
 
 def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memplan.Sizes], writer, dev, out: dict):
