@@ -90,6 +90,32 @@ def test_cheat_is_caught_on_gpu(gpu_evaluator, path):
     assert _caught_as(res, meta["expect"]) or "policy_violation" in res.flags, (res.flags, res.error_kind)
 
 
+@pytest.fixture(scope="module")
+def gpu_evaluator_no_policy(tmp_path_factory):
+    """A GPU evaluator with the code policy off: the runtime defences alone."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    cfg = EvalConfig(device="cuda", code_policy="off", baseline_compile=False,
+                     cache_dir=str(tmp_path_factory.mktemp("dvk-cache-gpu-nopolicy")))
+    with Evaluator(cfg, workers=2) as ev:
+        yield ev
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", RUNTIME, ids=lambda p: p.stem)
+def test_runtime_cheat_is_caught_on_gpu_with_the_policy_off(gpu_evaluator_no_policy, path):
+    meta = fixture_meta(path)
+    res = gpu_evaluator_no_policy.evaluate(fixture_task(meta["task"]), path.read_text())
+    assert res.correct is False and "policy_violation" not in res.flags
+    if path.stem == "hardcoded_shape":
+        return
+    assert _caught_as(res, meta["expect"]), (res.flags, res.error_kind, res.error_msg)
+
+
 def test_every_flag_has_a_fixture():
     from davinci_kernel.evaluate.guards import FLAGS
 
