@@ -80,7 +80,11 @@ def main() -> None:
     t0 = time.time()
     torch.cuda.empty_cache()
     with Evaluator(EvalConfig(device="cuda"), workers=args.workers) as ev:
-        results = ev.evaluate_many([(t, path.read_text()) for t, path, _ in items])
+        results = ev.evaluate_many([(t, path.read_text()) for t, path, _ in items],
+                                   progress=lambda i, r: print(f"judged {items[i][0].name}: correct={r.correct} "
+                                                               f"speedup={r.speedup} flags={r.flags} "
+                                                               f"kind={r.error_kind} {(r.error_msg or '')[:200]!r}",
+                                                               flush=True))
     judged_s = time.time() - t0
     rows = []
     for (t, cand, prob), r in zip(items, results):
