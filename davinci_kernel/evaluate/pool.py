@@ -22,9 +22,9 @@ import tempfile
 import threading
 from typing import Optional
 
+from . import sandbox
 from .gate import Gates
 from .kernelcache import KernelCache
-from . import sandbox
 from .procs import Limits, WorkerProcess
 
 
