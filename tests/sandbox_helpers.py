@@ -137,7 +137,8 @@ def _static_off() -> None:
     """Every source is judged as if the static check found nothing."""
     from davinci_kernel.evaluate import static
 
-    clean = static.check("import torch\n")
+    clean = static.check("import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                         "        return x\n")
     static.check = lambda source: clean
 
 
@@ -158,20 +159,23 @@ def _harness_main(spec_path: str) -> None:
         kw.update(baseline_compile=False)
     cfg = EvalConfig(**kw)
     items = [(load_task_file(Path(t)), Path(c).read_text()) for t, c in spec["items"]]
-    out = []
+    out, rss = [], []
     with Evaluator(cfg, workers=spec["workers"]) as ev:
         print(ROOT_MARK + json.dumps({"root": getattr(ev, "tmp_root", None), "pid": os.getpid()}), flush=True)
         if spec["mode"].startswith("many"):  # "many": all at once; "many:K": K at a time, group after group
             k = int(spec["mode"].split(":")[1]) if ":" in spec["mode"] else max(1, len(items))
             results = [r for i in range(0, len(items), k) for r in ev.evaluate_many(items[i:i + k])]
-        else:
-            results = [ev.evaluate(t, s) for t, s in items]
-        for r in results:
+        else:  # one at a time, the harness's peak memory taken after each
+            results, rss = [], []
+            for t, s in items:
+                results.append(ev.evaluate(t, s))
+                rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        for i, r in enumerate(results):
             out.append({"correct": r.correct, "flags": list(r.flags), "error_kind": r.error_kind,
                         "error_msg": (r.error_msg or "")[:600], "stage": r.stage, "speedup": r.speedup,
                         "trials_passed": r.trials_passed, "trials": r.trials,
                         "sandbox": getattr(r, "sandbox", None),
-                        "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                        "maxrss_kb": rss[i] if spec["mode"] == "seq" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                         "harness_pid": os.getpid()})
         print(MARK + json.dumps(out, default=str), flush=True)
 
