@@ -502,3 +502,17 @@ def test_output_tail_keeps_only_the_end():
     assert tail.total > 256 << 20
     text = tail.text()
     assert len(text) <= OutputTail.LIMIT and text.rstrip().endswith("the end")
+
+
+@needs_this_checkout
+def test_sandbox_description_names_every_mechanism():
+    """``EvalResult.sandbox``: every mechanism in force by name, or one line of what is missing
+    (which ``eval.sandbox=require`` refuses)."""
+    from davinci_kernel.evaluate import sandbox
+
+    caps = sandbox.probe()
+    text = caps.describe()
+    if caps.missing:
+        assert "; missing: " in text and text.count("\n") == 0
+    else:
+        assert text == "userns+ipcns+utsns+cgroupns+netns+pidns+mountns,uid,tmpfsroot,cgroup,rlimits", text
