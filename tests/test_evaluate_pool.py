@@ -56,9 +56,15 @@ def test_freeze_stops_the_whole_tree(cpu_evaluator):
     slot, w = pool.acquire()
     try:
         w.freeze()
-        states = {pid: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] for pid in w.tree()}
-        assert states and all(s in "Tt" for s in states.values()), states
+        if w._frozen_by_cgroup:  # cgroup v2: the kernel says the whole cgroup is frozen
+            events = open(os.path.join(w.cgroup.path, "cgroup.events")).read()
+            assert "frozen 1" in events, events
+        else:
+            states = {pid: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] for pid in w.tree()}
+            assert states and all(s in "Tt" for s in states.values()), states
         w.thaw()
+        if w._frozen_by_cgroup:
+            assert "frozen 0" in open(os.path.join(w.cgroup.path, "cgroup.events")).read()
     finally:
         pool.release(slot, w)
 

@@ -26,11 +26,24 @@ OTHER = os.environ.get("DVK_SANDBOX_PYTHONPATH")
 if not OTHER:
     pytest.importorskip("davinci_kernel.evaluate.sandbox")
 
-from sandbox_helpers import CHEATS, HONEST_RELU, TASKS, caught, fixture_meta, run_harness, write_zeros  # noqa: E402
+from sandbox_helpers import (  # noqa: E402
+    CHEATS,
+    HONEST_RELU,
+    ROOT_MARK,
+    TASKS,
+    caught,
+    fixture_meta,
+    harness_argv,
+    harness_env,
+    harness_spec,
+    run_harness,
+    write_zeros,
+)
 
 GPU_ONLY = {"sandbox_memo_timing"}
 # Need state the test sets up (a server, stored files): their own tests below.
-NEEDS_SETUP = {"sandbox_network_oracle", "sandbox_write_state"}
+NEEDS_SETUP = {"sandbox_network_oracle", "sandbox_write_state", "sandbox_host_socket", "sandbox_sysv_ipc",
+               "sandbox_keyring", "sandbox_stdout_flood", "sandbox_getpwuid"}
 ALL = sorted(CHEATS.glob("sandbox_*.py"))
 # numpy work is invisible to torch's dispatch audit and C++ profiler alike on CPU (on the GPU it
 # pays for host round trips in its timing): a stated limit (README, "Not covered").
@@ -216,3 +229,290 @@ def test_memoized_timing_gains_nothing(tmp_path):
         return
     assert memo["speedup"] is not None and memo["speedup"] <= 1.5 * ref["speedup"], (
         f"memoized {memo['speedup']}x vs honest {ref['speedup']}x", _why(memo))
+
+
+# --------------------------------------------------------------------------- the worker's own world
+def _fixture(name):
+    path = CHEATS / f"{name}.py"
+    meta = fixture_meta(path)
+    return TASKS / f"{meta['task']}.py", path, meta
+
+
+def test_sysv_ipc_does_not_outlive_the_worker(tmp_path):
+    """A SysV segment and semaphore made by one evaluation: the next one (same harness) does
+    not find them, and the host has none afterwards (an IPC namespace per worker)."""
+    import ctypes
+    import subprocess
+
+    task, path, meta = _fixture("sandbox_sysv_ipc")
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x44564B31
+    try:
+        first, second = _run([(task, path), (task, path)], tmp_path, workers=1)
+        assert caught(first, meta["accept"]), _why(first)
+        assert caught(second, meta["accept"]), _why(second)
+        assert libc.shmget(key, 0, 0) < 0 and libc.semget(key, 0, 0) < 0, "the segment outlived its worker"
+    finally:
+        subprocess.run(["ipcrm", "-M", str(key), "-S", str(key)], capture_output=True)
+
+
+def test_keyring_does_not_carry_between_evaluations(tmp_path):
+    """A key added to the user and session keyrings: neither the next evaluation of the same
+    harness nor a later harness process (whose workers once got the same uids) finds it."""
+    task, path, meta = _fixture("sandbox_keyring")
+    a1, a2 = _run([(task, path), (task, path)], tmp_path / "a", workers=1)
+    (b1,) = _run([(task, path)], tmp_path / "b", workers=1)
+    for res in (a1, a2, b1):
+        assert caught(res, meta["accept"]), _why(res)
+
+
+def test_host_socket_files_are_out_of_reach(tmp_path):
+    """A unix socket listening under the harness's /tmp answers relu; the candidate finds no
+    socket file to connect to."""
+    import socket
+    import struct
+
+    import numpy as np
+
+    hits = []
+    folder = Path(tempfile.mkdtemp(prefix="oracle-", dir="/tmp"))
+    folder.chmod(0o755)
+    sock_path = str(folder / "oracle.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    os.chmod(sock_path, 0o777)
+    srv.listen(8)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                hits.append(1)
+                n = struct.unpack(">Q", c.recv(8, socket.MSG_WAITALL))[0]
+                data = c.recv(n, socket.MSG_WAITALL)
+                c.sendall(np.maximum(np.frombuffer(data, dtype=np.float32), np.float32(0)).tobytes())
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.connect(sock_path)  # the oracle works from here
+        probe.sendall(struct.pack(">Q", 4) + b"\0\0\0\0")
+        assert len(probe.recv(4, socket.MSG_WAITALL)) == 4
+        probe.close()
+        hits.clear()
+        task, path, meta = _fixture("sandbox_host_socket")
+        (res,) = _run([(task, path)], tmp_path, workers=1)
+        assert not hits, f"the candidate reached a host socket ({len(hits)} connections)"
+        assert caught(res, meta["accept"]), _why(res)
+    finally:
+        srv.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_output_flood_and_passwd(tmp_path):
+    """An honest candidate that calls getpwuid is correct; 1 GiB on stdout leaves the harness
+    small (a bounded buffer), its verdict its own; an honest kernel after it is correct."""
+    task, path, meta = _fixture("sandbox_stdout_flood")
+    ptask, ppath, _pmeta = _fixture("sandbox_getpwuid")
+    who, flood, honest = _run([(ptask, ppath), (task, path), (TASKS / "relu.py", HONEST_RELU)], tmp_path, workers=1)
+    assert who["correct"] is True, _why(who)
+    assert caught(flood, meta["accept"]), _why(flood)
+    assert honest["correct"] is True, _why(honest)
+    grown = flood["maxrss_kb"] - who["maxrss_kb"]
+    assert grown < 256 << 10, f"the harness grew by {grown >> 10} MiB while a worker wrote 1 GiB"
+
+
+def _dvk_entries_of(pids: set) -> list[str]:
+    """``dvk-*`` folders in /tmp and /dev/shm whose owner file names one of ``pids``."""
+    found = []
+    for place in ("/tmp", "/dev/shm"):
+        for p in Path(place).glob("dvk-*"):
+            try:
+                owner = (p / ".owner").read_text().split()[0]
+            except (OSError, IndexError):
+                continue
+            if int(owner) in pids:
+                found.append(str(p))
+    return found
+
+
+def _mounts_under(folder: str) -> list[str]:
+    with open("/proc/self/mountinfo") as fh:
+        return [ln.split()[4] for ln in fh if ln.split()[4].startswith(folder.rstrip("/") + "/")]
+
+
+def test_nothing_left_after_close_or_a_killed_harness(tmp_path):
+    """A harness killed (SIGKILL) while its worker runs leaves folders, mounts and a worker;
+    the next harness removes them at start, and leaves nothing of its own when it closes."""
+    import signal
+    import subprocess
+    import time
+
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text("import time\ntime.sleep(600)\n")
+    first = tmp_path / "first"
+    first.mkdir()
+    p = subprocess.Popen(harness_argv(harness_spec([(TASKS / "relu.py", sleeper)], first), first),
+                         env=harness_env(first, OTHER), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = ""
+        while not line.startswith(ROOT_MARK):
+            line = p.stdout.readline()
+            assert line, "the first harness ended early"
+        info = json.loads(line[len(ROOT_MARK):])
+        root, pid = info["root"], info["pid"]
+        deadline = time.monotonic() + 120
+        while not (os.path.isdir(root) and any(n.startswith("w-") for n in os.listdir(root))):
+            assert time.monotonic() < deadline, "no worker started"
+            time.sleep(0.5)
+        time.sleep(5)  # the candidate's worker is asleep in its import
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert os.path.isdir(root)  # left behind by the killed harness
+    (res,) = _run([(TASKS / "relu.py", HONEST_RELU)], tmp_path / "second", workers=1)
+    assert res["correct"] is True, _why(res)
+    assert not os.path.exists(root), f"{root} of the killed harness is still there"
+    assert not _mounts_under(root), _mounts_under(root)
+    cgroups = [c for c in Path("/sys/fs/cgroup").glob(f"**/dvk-{pid}-*") if c.is_dir()]
+    assert not cgroups, cgroups
+    left = _dvk_entries_of({pid, res.get("harness_pid", -1)})
+    assert not left, left
+
+
+# --------------------------------------------------------------------------- mechanisms, directly
+needs_this_checkout = pytest.mark.skipif(bool(OTHER), reason="tests this checkout's sandbox modules")
+
+
+@needs_this_checkout
+def test_two_harness_processes_never_share_a_uid(monkeypatch):
+    """Two processes taking worker uids from the same starting point (the worst case) get
+    disjoint ones: each uid is held through a lock file while its worker lives."""
+    import subprocess
+    import sys
+
+    from davinci_kernel.evaluate import sandbox
+
+    if sandbox.UidLease.lock_dir() is None:
+        pytest.skip("no folder for uid locks")
+    script = ("import random, sys\nfrom davinci_kernel.evaluate import sandbox\nrandom.randrange = lambda n: 0\n"
+              "held = [sandbox.UidLease.take() for _ in range(20)]\nprint(*[h.uid for h in held], flush=True)\n"
+              "sys.stdin.read()\n")
+    other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    try:
+        theirs = {int(u) for u in other.stdout.readline().split()}
+        monkeypatch.setattr(sandbox.random, "randrange", lambda n: 0)
+        mine = [sandbox.UidLease.take() for _ in range(20)]
+        assert len(theirs) == 20 and not theirs & {m.uid for m in mine}
+        assert len({m.uid for m in mine}) == 20
+        for m in mine:
+            m.release()
+    finally:
+        other.stdin.close()
+        other.wait(timeout=30)
+    again = sandbox.UidLease.take()  # the other process is gone: its uids are free again
+    assert sandbox.UID_BASE <= again.uid < sandbox.UID_BASE + 40
+    again.release()
+
+
+@needs_this_checkout
+def test_cpu_quota_bounds_a_whole_worker(cpu_evaluator):
+    """A worker's cgroup has a CPU quota, and busy processes inside it (in sessions of their
+    own, as the setsid fixture starts them) get no more CPU than it, together."""
+    import subprocess
+    import sys
+    import time
+
+    pool = cpu_evaluator.pool
+    slot, w = pool.acquire()
+    hogs = []
+    try:
+        if w.cgroup is None or w.cgroup.cpu_quota() is None:
+            pytest.skip(f"no cgroup CPU quota here: {w.sandbox_desc}")
+        quota, period = w.cgroup.cpu_quota()
+        cores = quota / period
+        assert cores <= max(1.0, (os.cpu_count() or 1) / len(pool))
+
+        def join():
+            os.setsid()
+            for f in w.cgroup.procs_files():
+                with open(f, "w") as fh:
+                    fh.write("0")
+
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=join) for _ in range(4)]
+        t0 = time.monotonic()
+        time.sleep(4)
+        used = sum(_cpu_seconds(h.pid) for h in hogs)
+        wall = time.monotonic() - t0
+        assert used <= cores * wall * 1.25 + 0.5, f"{used:.2f} CPU s in {wall:.2f} s under a {cores}-core quota"
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        pool.release(slot, w)
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@needs_this_checkout
+def test_remove_tree_never_fails(tmp_path):
+    """3000 nested folders, a file without permissions, a folder of mode 0: removed, no raise."""
+    from davinci_kernel.evaluate.sandbox import remove_tree
+
+    top = tmp_path / "deep"
+    top.mkdir()
+    here = os.getcwd()
+    try:
+        os.chdir(top)
+        for _ in range(3000):
+            os.mkdir("d")
+            os.chdir("d")
+        Path("locked").write_text("x")
+        os.chmod("locked", 0)
+        os.chdir("..")
+        os.chmod("d", 0)
+    finally:
+        os.chdir(here)
+    remove_tree(str(top))
+    assert not top.exists()
+    remove_tree(str(top))  # gone already: nothing to do, no error
+
+
+@needs_this_checkout
+def test_output_tail_keeps_only_the_end():
+    """A worker's output crosses a pipe into a buffer of the last 64 KiB, whatever its size."""
+    import subprocess
+    import sys
+
+    from davinci_kernel.evaluate.procs import OutputTail
+
+    p = subprocess.Popen([sys.executable, "-c", "import os\nfor i in range(256): os.write(1, b'x' * (1 << 20))\n"
+                          "print('the end')"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    tail = OutputTail(p.stdout)
+    p.wait(timeout=120)
+    tail.close()
+    assert tail.total > 256 << 20
+    text = tail.text()
+    assert len(text) <= OutputTail.LIMIT and text.rstrip().endswith("the end")
+
+
+@needs_this_checkout
+def test_sandbox_description_names_every_mechanism():
+    """``EvalResult.sandbox``: every mechanism in force by name, or one line of what is missing
+    (which ``eval.sandbox=require`` refuses)."""
+    from davinci_kernel.evaluate import sandbox
+
+    caps = sandbox.probe()
+    text = caps.describe()
+    if caps.missing:
+        assert "; missing: " in text and text.count("\n") == 0
+    else:
+        assert text == "userns+ipcns+utsns+cgroupns+netns+pidns+mountns,uid,tmpfsroot,cgroup,rlimits", text

@@ -32,7 +32,17 @@ kernels and timing claims come from the candidate's own process and are checked 
 within limits; no seccomp filter; the GPU is shared with the worker.
 """
 
-from .evaluator import Evaluator, evaluate
 from .guards import FLAGS, SOFT
+
+
+def __getattr__(name: str):
+    """``Evaluator`` and ``evaluate`` load on first use: a worker process imports this package
+    too, and must enter its sandbox before torch loads (``sandbox_enter.py``)."""
+    if name in ("Evaluator", "evaluate"):
+        from . import evaluator
+
+        return getattr(evaluator, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Evaluator", "evaluate", "FLAGS", "SOFT"]

@@ -30,7 +30,6 @@ import copy
 import functools
 import hashlib
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -119,7 +118,7 @@ class Evaluator:
 
     def close(self) -> None:
         self.pool.close()
-        shutil.rmtree(self.tmp_root, ignore_errors=True)
+        sandbox.remove_tree(self.tmp_root)
 
     def evaluate(self, task: Task, source: Optional[str] = None) -> EvalResult:
         """Judge ``source`` on ``task``. With ``eval.self_check`` (or no source) the

@@ -22,6 +22,7 @@ import tempfile
 import threading
 from typing import Optional
 
+from . import sandbox
 from .gate import Gates
 from .kernelcache import KernelCache
 from .procs import Limits, WorkerProcess
@@ -33,10 +34,17 @@ class LocalPool:
                  gates: Optional[Gates] = None):
         self.slots = list(slots)
         self.gates = gates or Gates()  # a process starting up is stopped while a timer runs
+        if sandboxed:
+            sandbox.sweep_stale()  # what harness processes killed earlier left behind
+        self._own_root = root is None
         self.root = root or tempfile.mkdtemp(prefix="dvk-pool-")
+        sandbox.mark_owner(self.root)
         os.chmod(self.root, 0o711)  # workers reach their own scratch folder inside, nothing else
         self.kernels = KernelCache(os.path.join(self.root, "kernels"))  # Triton builds workers need
-        self.log_dir = log_dir or tempfile.mkdtemp(prefix="dvk-workers-")
+        self.log_dir = log_dir  # not used: a worker's output goes to a bounded buffer
+        limits = limits or Limits()
+        if limits.cpu_cores is None:  # the host's cores shared among the slots, one core at least
+            limits.cpu_cores = max(1.0, float((os.cpu_count() or 1) // max(1, len(self.slots))))
         self.limits = limits
         self.sandboxed = sandboxed
         self.started = 0  # candidate workers started so far
@@ -127,9 +135,12 @@ class LocalPool:
         return w
 
     def release(self, slot: str, w: Optional[WorkerProcess]) -> None:
-        if w is not None:
-            w.kill()
-        self._slots.put(slot)
+        """Kill the worker and give the slot back, whatever the teardown meets."""
+        try:
+            if w is not None:
+                w.kill()
+        finally:
+            self._slots.put(slot)
 
     def close(self) -> None:
         with self._lock:
@@ -145,6 +156,8 @@ class LocalPool:
                 ref = q.get_nowait()
                 self.gates(ref.device).leave(ref)
                 ref.stop()
+        if self._own_root:
+            sandbox.remove_tree(self.root)
 
     def processes(self, device: str) -> int:
         """The most processes this pool runs on ``device`` at once: reference processes,

@@ -64,7 +64,7 @@ def start(argv: list[str]):
     os.environ.update(conf.get("env") or {})
     notes: list[str] = []
     if conf.get("spec"):
-        from .sandbox import Spec, enter
+        from .sandbox_enter import Spec, enter
 
         notes = enter(Spec(**conf["spec"]))
     ch = Channel.from_fd(fd)

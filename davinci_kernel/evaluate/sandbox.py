@@ -1,125 +1,155 @@
-"""The OS sandbox a candidate worker runs in, built from what Linux and util-linux provide.
+"""The OS sandbox a candidate worker runs in, seen from the harness: probe, launch, tear down.
 
-Covers, on the harness side: probing once which mechanisms this machine allows (and saying
-in one line what is missing), the command line that starts a worker inside fresh
-namespaces (``unshare``: network, PID and mount namespaces, ``/proc`` of its own, the
-worker killed when its launcher dies), the worker's clean environment, a private scratch
-folder owned by the worker's own uid, a cgroup memory and process limit where cgroups are
-writable, and making the harness itself non-dumpable (no ptrace, no ``/proc/PID/mem``).
-On the worker side (``enter``, run as root inside the new namespaces before torch loads):
-the world-writable folders (/tmp, /var/tmp, /dev/shm, …) become read-only and the scratch
-folder is the one writable place; folders that other users cannot enter but the worker
-must read (the Python installation, the virtual environment) are re-exposed read-only
-under a tmpfs that hides the rest of them (e.g. ``/root`` with its caches); then the
-process drops to an unprivileged uid of its own (one per worker), sets no-new-privileges
-and its rlimits (processes, open files, CPU time, core dumps; host memory through the
-cgroup, or ``RLIMIT_DATA`` on CPU workers where no cgroup can be made — ``RLIMIT_AS``
-would break CUDA, which reserves address space of about twice the device memory).
+Covers, in the harness process: probing once which mechanisms this machine allows (a trial
+worker enters the real sandbox; one line says what is missing, and every result's
+``sandbox`` records it), the command line that starts a worker inside fresh namespaces
+(``unshare``: mount, PID, network, IPC, UTS and cgroup namespaces, its own ``/proc``, the
+worker killed when its launcher dies; the user namespace is made by the worker itself,
+``sandbox_enter.py``), a uid per worker that no other live worker of any harness process on
+the machine holds (a lock file per uid, ``flock``-ed for the worker's life, its launcher
+holding a copy), the worker's scratch (a size-limited tmpfs mounted by the harness, so the
+harness reads output files at their host path, and unmounting it at teardown frees
+everything the worker wrote, however deep), its clean environment, teardown steps that
+never raise, removing what a killed harness process left behind (folders ``dvk-*`` whose
+``.owner`` names a dead process, their mounts, its cgroups), and making the harness itself
+non-dumpable. Cgroups: ``sandbox_cgroup.py``. Inside the worker: ``sandbox_enter.py``.
 
-Why these mechanisms: ``unshare`` and ``mount`` exist on every Debian machine and on the
-GPU machines (bubblewrap and nsjail do not, and nothing can be installed there); a uid
-per worker makes every sibling, every file the harness writes (skill library, baseline
-cache, results, reference outputs) and the harness's memory unreachable by plain Unix
-permissions; the PID namespace makes every descendant die with the worker; the network
-namespace has only a loopback that is down.
+Why these mechanisms: ``unshare``, ``mount`` and ``flock`` exist on every Debian machine and
+on the GPU machines (bubblewrap and nsjail do not, and nothing can be installed there); a uid
+per worker makes every sibling, every file the harness writes and the harness's memory
+unreachable by plain Unix permissions; the PID namespace makes every descendant die with the
+worker; the network namespace has only a loopback that is down (abstract unix sockets are
+per network namespace); the IPC namespace takes SysV shared memory, semaphores and message
+queues with it when the worker dies.
 
 Does not cover: seccomp (no system-call filter: the kernel's surface is reachable), the GPU
 itself (device nodes stay open to the worker: another process's GPU memory is protected by
-the driver, not by us), world-writable folders other than the usual temporary ones.
-Where a mechanism is unavailable the result's ``sandbox`` field says which.
+the driver, not by us). Where a mechanism is unavailable the result's ``sandbox`` says which.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
+import fcntl
 import functools
-import itertools
+import glob
+import json
 import logging
 import os
-import resource
+import pwd
+import random
 import shutil
-import stat
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import asdict, dataclass, field
 from typing import Optional
+
+from . import sandbox_cgroup
+from .sandbox_enter import INNER, Spec, hidden_ancestor  # noqa: F401 - hidden_ancestor: part of this API
 
 log = logging.getLogger("davinci_kernel.evaluate")
 
-UID_BASE = 61000  # worker uids: UID_BASE .. UID_BASE + UID_SPAN - 1, one per worker
+UID_BASE = 61000  # worker uids: UID_BASE .. UID_BASE + UID_SPAN - 1, one per live worker on the machine
 UID_SPAN = 4000
-_uids = itertools.count()
+UID_LOCKS = ("/run/dvk-uids", "/var/lock/dvk-uids")
+OWNER = ".owner"  # in a harness's folder: "pid starttime" of the harness process that made it
+STALE_PLACES = ("/tmp", "/dev/shm", "/var/tmp")
 
-WRITABLE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
-
-UNSHARE_ARGS = ["--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--propagation", "private"]
+NAMESPACES = ["--ipc", "--uts", "--cgroup", "--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc",
+              "--propagation", "private"]
+OLD_NAMESPACES = ["--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--propagation", "private"]
 
 
 @dataclass
 class Caps:
     """What this machine allows: probed once per process."""
 
-    namespaces: bool = False  # unshare --net --pid --mount works
-    user_ns: bool = False  # only through a user namespace (not root): no uid separation
+    namespaces: bool = False  # unshare works
+    ns_args: list[str] = field(default_factory=list)  # the unshare options that worked
+    user_ns: bool = False  # only through ``unshare --user`` (not root): no uid separation
     uid_switch: bool = False  # running as root: each worker gets a uid of its own
-    cgroup: Optional[str] = None  # a writable cgroup folder to make worker cgroups in (v2), or None
-    cgroup_v1_memory: Optional[str] = None  # a writable v1 memory controller folder
+    worker_userns: bool = False  # each worker makes a user namespace of its own after the uid switch
+    tmpfs_root: bool = False  # each worker pivots into a tmpfs root
+    scratch_tmpfs: bool = False  # scratch folders are tmpfs mounts of their own
+    cgroup: Optional[str] = None  # a writable cgroup v2 folder to make worker cgroups in
+    cgroup_v1: dict = field(default_factory=dict)  # writable v1 hierarchies (memory, cpu, pids)
     missing: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         parts = []
         if self.namespaces:
-            parts.append("userns" if self.user_ns else "netns+pidns+mountns")
+            ns = ["userns"] if self.worker_userns or self.user_ns else []
+            ns += [n for flag, n in (("--ipc", "ipcns"), ("--uts", "utsns"), ("--cgroup", "cgroupns"))
+                   if flag in self.ns_args]
+            parts.append("+".join(ns + ["netns", "pidns", "mountns"]))
         if self.uid_switch:
             parts.append("uid")
-        if self.cgroup or self.cgroup_v1_memory:
+        if self.tmpfs_root:
+            parts.append("tmpfsroot")
+        if self.cgroup or self.cgroup_v1:
             parts.append("cgroup")
         parts.append("rlimits")
         text = ",".join(parts)
         return text + (f"; missing: {', '.join(self.missing)}" if self.missing else "")
 
+    def cgroup_parents(self) -> list[str]:
+        return [self.cgroup] if self.cgroup else list(self.cgroup_v1.values())
 
-def _cgroup_v2_parent() -> Optional[str]:
-    root = "/sys/fs/cgroup"
-    if not os.path.isfile(os.path.join(root, "cgroup.controllers")):
-        return None
+
+# --------------------------------------------------------------------------- probing
+def _try(argv: list[str], timeout: float = 30) -> Optional[subprocess.CompletedProcess]:
     try:
-        with open("/proc/self/cgroup") as fh:
-            own = next((ln.split("::", 1)[1].strip() for ln in fh if ln.startswith("0::")), "/")
-    except OSError:
-        own = "/"
-    for base in (root, os.path.join(root, own.lstrip("/"))):
-        try:
-            with open(os.path.join(base, "cgroup.controllers")) as fh:
-                ctrl = fh.read().split()
-        except OSError:
-            continue
-        if "memory" not in ctrl or not os.access(base, os.W_OK):
-            continue
-        probe = os.path.join(base, f"dvk-probe-{os.getpid()}")
-        try:
-            os.mkdir(probe)
-            ok = os.path.exists(os.path.join(probe, "memory.max"))
-            os.rmdir(probe)
-            if ok:
-                return base
-        except OSError:
-            continue
-    return None
-
-
-def _cgroup_v1_memory() -> Optional[str]:
-    base = "/sys/fs/cgroup/memory"
-    if not os.path.isfile(os.path.join(base, "memory.limit_in_bytes")) or not os.access(base, os.W_OK):
+        return subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    probe = os.path.join(base, f"dvk-probe-{os.getpid()}")
+
+
+def _probe_namespaces(caps: Caps, root: bool) -> None:
+    exe = shutil.which("unshare")
+    if exe is None:
+        caps.missing.append("namespaces (no unshare binary)")
+        return
+    variants = [NAMESPACES, OLD_NAMESPACES] if root else []
+    variants += [["--user", "--map-root-user", *NAMESPACES], ["--user", "--map-root-user", *OLD_NAMESPACES]]
+    for args in variants:
+        r = _try([exe, *args, "--", "true"])
+        if r is not None and r.returncode == 0:
+            caps.namespaces, caps.user_ns = True, "--user" in args
+            caps.ns_args = [a for a in args if a not in ("--user", "--map-root-user")]
+            break
+    if not caps.namespaces:
+        caps.missing.append("namespaces (unshare refused)")
+    elif caps.ns_args == OLD_NAMESPACES:
+        caps.missing.append("IPC, UTS and cgroup namespaces")
+
+
+def _probe_worker(caps: Caps) -> None:
+    """Enter the real sandbox once in a trial worker: does the tmpfs root hold, does the
+    worker get a user namespace of its own?"""
+    lease = UidLease.take()
+    scratch, root = None, tempfile.mkdtemp(prefix="dvk-probe-")
+    mark_owner(root)
     try:
-        os.mkdir(probe)
-        os.rmdir(probe)
-        return base
-    except OSError:
-        return None
+        scratch = Scratch(root, lease.uid, 64 << 20, tmpfs=caps.scratch_tmpfs)
+        spec = Spec(scratch=scratch.path, uid=lease.uid, mounts=True, userns=True, expose=runtime_paths())
+        argv = launch_argv(caps, "davinci_kernel.evaluate.sandbox_enter", [json.dumps(asdict(spec))])
+        env = worker_env({}, INNER)
+        r = subprocess.run(argv, capture_output=True, timeout=60, env=env, cwd=scratch.path, stdin=subprocess.DEVNULL)
+        facts = json.loads(r.stdout.decode().strip().splitlines()[-1]) if r.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        facts = {}
+    finally:
+        if scratch is not None:
+            scratch.remove()
+        remove_tree(root)
+        lease.release()
+    caps.tmpfs_root = bool(facts.get("root"))
+    caps.worker_userns = bool(facts.get("userns"))
+    if not caps.tmpfs_root:
+        caps.missing.append("tmpfs root (shared folders covered by empty tmpfs instead)")
+    if not caps.worker_userns:
+        caps.missing.append("user namespace per worker")
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,54 +157,41 @@ def probe() -> Caps:
     """What sandboxing this machine allows. Logs one line when something is missing."""
     caps = Caps()
     root = os.geteuid() == 0
-    exe = shutil.which("unshare")
-    if exe is None:
-        caps.missing.append("namespaces (no unshare binary)")
-    else:
-        variants = [UNSHARE_ARGS] if root else []
-        variants.append(["--user", "--map-root-user"] + UNSHARE_ARGS)
-        for args in variants:
-            try:
-                r = subprocess.run([exe, *args, "--", "true"], capture_output=True, timeout=20)
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            if r.returncode == 0:
-                caps.namespaces, caps.user_ns = True, "--user" in args
-                break
-        if not caps.namespaces:
-            caps.missing.append("namespaces (unshare refused)")
+    _probe_namespaces(caps, root)
     if root and caps.namespaces and not caps.user_ns:
         caps.uid_switch = True
+        caps.scratch_tmpfs = _can_mount_tmpfs()
+        if not caps.scratch_tmpfs:
+            caps.missing.append("scratch tmpfs (a plain folder instead)")
+        _probe_worker(caps)
     elif root:
         caps.missing.append("uid per worker (needs a mount namespace to keep the runtime readable)")
     else:
         caps.missing.append("uid per worker (not root)")
     if root:
-        caps.cgroup = _cgroup_v2_parent()
+        caps.cgroup = sandbox_cgroup.v2_parent()
         if caps.cgroup is None:
-            caps.cgroup_v1_memory = _cgroup_v1_memory()
-    if not (caps.cgroup or caps.cgroup_v1_memory):
-        caps.missing.append("cgroup memory limit (rlimits only)")
-    else:
-        sweep_cgroups(caps.cgroup or caps.cgroup_v1_memory)
+            caps.cgroup_v1 = sandbox_cgroup.v1_parents()
+    if not caps.cgroup_parents():
+        caps.missing.append("cgroup (rlimits only)")
+    elif caps.cgroup is None and "cpu" not in caps.cgroup_v1:
+        caps.missing.append("cgroup CPU quota")
     if caps.missing:
         log.warning("evaluator sandbox: %s", caps.describe())
     return caps
 
 
-def sweep_cgroups(parent: str) -> None:
-    """Remove worker cgroups left by harness processes that no longer exist (empty ones)."""
+def _can_mount_tmpfs() -> bool:
+    d = tempfile.mkdtemp(prefix="dvk-probe-")
     try:
-        names = [n for n in os.listdir(parent) if n.startswith("dvk-")]
-    except OSError:
-        return
-    for name in names:
-        pid = name.split("-")[1] if name.count("-") >= 2 else ""
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            try:
-                os.rmdir(os.path.join(parent, name))
-            except OSError:
-                pass
+        r = _try(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d])
+        ok = r is not None and r.returncode == 0
+        if ok:
+            _try(["umount", "-l", d])
+        return ok
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
 
 
 def harden_harness() -> bool:
@@ -190,11 +207,160 @@ def harden_harness() -> bool:
         return False
 
 
-def next_uid() -> int:
-    return UID_BASE + next(_uids) % UID_SPAN
+# --------------------------------------------------------------------------- uids
+class UidLease:
+    """A worker uid held through an exclusive ``flock`` on ``<lock dir>/<uid>.lock``. The
+    lock is on the open file: released when every copy of the descriptor is closed (the
+    harness's at teardown, the launcher's when the worker's last process is gone)."""
+
+    def __init__(self, uid: int, fd: Optional[int]):
+        self.uid, self.fd = uid, fd
+
+    @staticmethod
+    def lock_dir() -> Optional[str]:
+        for d in UID_LOCKS:
+            try:
+                os.makedirs(d, mode=0o700, exist_ok=True)
+                if os.access(d, os.W_OK):
+                    return d
+            except OSError:
+                continue
+        return None
+
+    @classmethod
+    def take(cls) -> UidLease:
+        d = cls.lock_dir()
+        start = random.randrange(UID_SPAN)
+        for i in range(UID_SPAN):
+            uid = UID_BASE + (start + i) % UID_SPAN
+            if d is None:
+                return cls(uid, None)
+            with contextlib.suppress(KeyError):
+                pwd.getpwuid(uid)
+                continue  # a real account of the host
+            fd = os.open(os.path.join(d, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return cls(uid, fd)
+            except OSError:
+                os.close(fd)
+        raise RuntimeError(f"no free worker uid in {UID_BASE}..{UID_BASE + UID_SPAN - 1}")
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
 
 
-# --------------------------------------------------------------------------- harness side
+# --------------------------------------------------------------------------- scratch
+class Scratch:
+    """A worker's scratch folder: a tmpfs of ``size`` bytes where the harness may mount one
+    (else a plain folder), owned by the worker's uid, with the subfolders its caches need."""
+
+    SUBS = ("tmp", "shm", "cache", "triton", "ext", "inductor", "out")
+
+    def __init__(self, root: str, uid: Optional[int], size: int, tmpfs: bool):
+        self.path = tempfile.mkdtemp(prefix="w-", dir=root)
+        self.mounted = False
+        if tmpfs:
+            owner = f",uid={uid},gid={uid}" if uid is not None else ""
+            r = _try(["mount", "-t", "tmpfs", "-o", f"size={max(size, 1 << 20)},mode=0700,nosuid,nodev{owner}",
+                      "tmpfs", self.path])
+            self.mounted = r is not None and r.returncode == 0
+        for sub in self.SUBS:
+            os.mkdir(os.path.join(self.path, sub))
+            if uid is not None:
+                os.chown(os.path.join(self.path, sub), uid, uid)
+        if uid is not None:
+            os.chown(self.path, uid, uid)
+        os.chmod(self.path, 0o700)
+
+    def remove(self) -> None:
+        """Never raises: unmount (everything the worker wrote goes with it), then remove."""
+        if self.mounted:
+            _try(["umount", "-l", self.path])
+            self.mounted = False
+        remove_tree(self.path)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a folder whatever is inside (a tree deeper than Python's recursion limit, files
+    without permissions, mounts): rmtree first, then ``rm -rf``. Never raises."""
+    if not os.path.lexists(path):
+        return
+
+    def again(func, p, _exc):
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700) if os.path.isdir(p) and not os.path.islink(p) else None
+            func(p)
+
+    try:
+        shutil.rmtree(path, onerror=again)
+    except BaseException:  # noqa: BLE001 - RecursionError on a deep tree, anything else: rm takes over
+        pass
+    if os.path.lexists(path):
+        _try(["rm", "-rf", "--one-file-system", path], timeout=120)
+    if os.path.lexists(path):
+        log.warning("evaluator sandbox: could not remove %s", path)
+
+
+def mark_owner(folder: str) -> None:
+    """Record this process as the owner of a harness folder (for ``sweep_stale``)."""
+    with contextlib.suppress(OSError):
+        with open(os.path.join(folder, OWNER), "w") as fh:
+            fh.write(f"{os.getpid()} {_start_time(os.getpid())}")
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _owner_alive(folder: str) -> bool:
+    try:
+        with open(os.path.join(folder, OWNER)) as fh:
+            pid, _, start = fh.read().strip().partition(" ")
+    except OSError:
+        return True  # not ours to judge
+    return pid.isdigit() and _start_time(int(pid)) == start and start != ""
+
+
+def sweep_stale(places: tuple = STALE_PLACES) -> list[str]:
+    """Remove what harness processes that no longer exist left behind: ``dvk-*`` folders
+    whose ``.owner`` is dead (their mounts first), and their worker cgroups. Never raises."""
+    removed = []
+    try:
+        for place in places:
+            for folder in glob.glob(os.path.join(place, "dvk-*")):
+                if os.path.isdir(folder) and not os.path.islink(folder) and not _owner_alive(folder):
+                    for mnt in _mounts_under(folder):
+                        _try(["umount", "-l", mnt])
+                    remove_tree(folder)
+                    removed.append(folder)
+        caps = probe()
+        sandbox_cgroup.sweep(caps.cgroup_parents())
+    except Exception as e:  # noqa: BLE001 - a sweep never stops an evaluator from starting
+        log.warning("evaluator sandbox: sweep of stale folders failed: %s", e)
+    return removed
+
+
+def _mounts_under(folder: str) -> list[str]:
+    out = []
+    with contextlib.suppress(OSError):
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                mnt = line.split()[4].replace("\\040", " ")
+                if mnt == folder or mnt.startswith(folder.rstrip("/") + "/"):
+                    out.append(mnt)
+    return sorted(out, key=len, reverse=True)
+
+
+# --------------------------------------------------------------------------- launching
 def runtime_paths() -> list[str]:
     """Folders a worker must read: the interpreter, its libraries and this package."""
     import davinci_kernel
@@ -208,22 +374,14 @@ def runtime_paths() -> list[str]:
     return sorted(os.path.realpath(p) for p in paths if os.path.isdir(p))
 
 
-def hidden_ancestor(path: str) -> Optional[str]:
-    """The highest folder on ``path`` that other users cannot enter (mode lacks o+x), if any."""
-    cur = "/"
-    for part in [p for p in path.split("/") if p]:
-        cur = os.path.join(cur, part)
-        try:
-            mode = os.stat(cur).st_mode
-        except OSError:
-            return None
-        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
-            return cur
-    return None
+def gpu_devices() -> list[str]:
+    """The GPU's device nodes a worker binds into its /dev."""
+    return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri/renderD*"))
 
 
 def worker_env(device_env: dict, scratch: str) -> dict:
-    """A clean environment: nothing of the harness's secrets, caches inside the scratch folder."""
+    """A clean environment: nothing of the harness's secrets, caches inside the scratch folder
+    (``scratch`` as the worker sees it)."""
     keep_prefix = ("CUDA_", "NVIDIA_", "TRITON_", "LD_", "NCCL_")
     keep = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS"}
     env = {k: v for k, v in os.environ.items() if k in keep or k.startswith(keep_prefix)}
@@ -235,116 +393,18 @@ def worker_env(device_env: dict, scratch: str) -> dict:
         "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "TORCH_EXTENSIONS_DIR": os.path.join(scratch, "ext"),
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"), "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1", "PYTHONPATH": os.pathsep.join([pkg_root] + [p for p in sys.path if p]),
-        "PATH": env.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "PATH": env.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "USER": "dvk", "LOGNAME": "dvk",
     })
     env.update(device_env)
     return env
-
-
-def make_scratch(root: str, uid: Optional[int]) -> str:
-    """A folder only the worker (and root) can use, with the subfolders its caches need."""
-    import tempfile
-
-    d = tempfile.mkdtemp(prefix="w-", dir=root)
-    for sub in ("tmp", "cache", "triton", "ext", "inductor", "out"):
-        os.mkdir(os.path.join(d, sub))
-    if uid is not None:
-        for base, _dirs, _files in os.walk(d):
-            os.chown(base, uid, uid)
-    os.chmod(d, 0o700)
-    return d
 
 
 def launch_argv(caps: Caps, module: str, args: list[str]) -> list[str]:
     base = [sys.executable, "-m", module, *args]
     if not caps.namespaces:
         return base
-    ns = (["--user", "--map-root-user"] if caps.user_ns else []) + UNSHARE_ARGS
+    ns = (["--user", "--map-root-user"] if caps.user_ns else []) + caps.ns_args
     return [shutil.which("unshare") or "unshare", *ns, "--", *base]
-
-
-class Cgroup:
-    """A worker's cgroup (v2, or v1 memory only): a memory limit, a process limit, kill all."""
-
-    def __init__(self, caps: Caps, name: str, memory_bytes: Optional[int], pids: int):
-        self.path = None
-        self.v1 = False
-        parent = caps.cgroup or caps.cgroup_v1_memory
-        if parent is None:
-            return
-        self.v1 = caps.cgroup is None
-        path = os.path.join(parent, name)
-        try:
-            os.mkdir(path)
-            if self.v1:
-                if memory_bytes:
-                    _write(os.path.join(path, "memory.limit_in_bytes"), str(memory_bytes))
-            else:
-                if memory_bytes:
-                    _write(os.path.join(path, "memory.max"), str(memory_bytes))
-                    _write(os.path.join(path, "memory.swap.max"), "0", missing_ok=True)
-                _write(os.path.join(path, "pids.max"), str(pids), missing_ok=True)
-            self.path = path
-        except OSError as e:
-            log.warning("evaluator sandbox: cannot make cgroup %s: %s", path, e)
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-
-    def add(self, pid: int) -> bool:
-        if self.path is None:
-            return False
-        try:
-            _write(os.path.join(self.path, "cgroup.procs"), str(pid))
-            return True
-        except OSError:
-            return False
-
-    def oom_killed(self) -> bool:
-        if self.path is None:
-            return False
-        try:
-            with open(os.path.join(self.path, "memory.oom_control" if self.v1 else "memory.events")) as fh:
-                text = fh.read()
-        except OSError:
-            return False
-        for line in text.splitlines():
-            k, _, v = line.partition(" ")
-            if k in ("oom_kill", "under_oom") and v.strip() not in ("", "0"):
-                return True
-        return False
-
-    def kill(self) -> None:
-        if self.path is not None and not self.v1:
-            _write(os.path.join(self.path, "cgroup.kill"), "1", missing_ok=True)
-
-    def remove(self) -> None:
-        if self.path is None:
-            return
-        self.kill()
-        for _ in range(1500):  # until its last process has exited (30 s at most)
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError as e:
-                if e.errno != errno.EBUSY:
-                    return
-                time.sleep(0.02)
-
-
-def _write(path: str, text: str, missing_ok: bool = False) -> None:
-    try:
-        with open(path, "w") as fh:
-            fh.write(text)
-    except FileNotFoundError:
-        if not missing_ok:
-            raise
-    except OSError:
-        if not missing_ok:
-            raise
 
 
 def memory_limit_bytes(gb: float) -> Optional[int]:
@@ -357,95 +417,3 @@ def memory_limit_bytes(gb: float) -> Optional[int]:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     except (ValueError, OSError):
         return None
-
-
-# --------------------------------------------------------------------------- worker side
-@dataclass
-class Spec:
-    """What ``enter`` does inside the worker (sent on its command line as JSON)."""
-
-    scratch: str
-    uid: Optional[int] = None  # drop to this uid (root only)
-    mounts: bool = False  # inside a fresh mount namespace: read-only tmp folders, scratch writable
-    expose: list[str] = field(default_factory=list)  # runtime folders to keep readable under hidden parents
-    cpu_seconds: int = 3600
-    nproc: int = 1024
-    nofile: int = 4096
-    data_bytes: Optional[int] = None  # RLIMIT_DATA where no cgroup limits memory (CPU workers only)
-
-
-def _mount(*args: str) -> None:
-    subprocess.run(["mount", *args], check=True, capture_output=True)
-
-
-def _private_mounts(spec: Spec) -> list[str]:
-    """Read-only temporary folders, scratch writable, hidden parents of the runtime re-exposed."""
-    notes = []
-    hidden: dict[str, list[str]] = {}
-    tops = [p for p in spec.expose if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in spec.expose)]
-    for p in tops:
-        a = hidden_ancestor(p)
-        if a is not None and a != p:
-            hidden.setdefault(a, []).append(p)
-    for anc, paths in hidden.items():
-        fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in paths}
-        try:
-            _mount("-t", "tmpfs", "-o", "mode=0755,size=1m", "tmpfs", anc)
-            for p, fd in fds.items():
-                if not os.path.isdir(p):
-                    os.makedirs(p)
-                _mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", p)
-                _mount("-o", "remount,bind,ro", p)
-        except (subprocess.CalledProcessError, OSError) as e:
-            notes.append(f"could not re-expose {anc}: {e}")
-        finally:
-            for fd in fds.values():
-                os.close(fd)
-    for d in WRITABLE_TMP:
-        if os.path.isdir(d) and not os.path.islink(d):
-            try:
-                _mount("--bind", d, d)
-                _mount("-o", "remount,bind,ro", d)
-            except subprocess.CalledProcessError as e:
-                notes.append(f"{d} stays writable: {e.stderr.decode(errors='replace').strip()[:100]}")
-    _mount("--bind", spec.scratch, spec.scratch)
-    _mount("-o", "remount,bind,rw", spec.scratch)
-    return notes
-
-
-def enter(spec: Spec) -> list[str]:
-    """Inside the worker, before torch loads: mounts, uid, no-new-privileges, rlimits.
-    Returns notes on what could not be done (the worker reports them)."""
-    notes = []
-    if spec.mounts:
-        try:
-            notes += _private_mounts(spec)
-        except (subprocess.CalledProcessError, OSError) as e:
-            notes.append(f"mounts failed: {e}")
-    for res, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, spec.nofile),
-                       (resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_NPROC, spec.nproc)):
-        try:
-            resource.setrlimit(res, (value, value))
-        except (ValueError, OSError) as e:
-            notes.append(f"rlimit {res}: {e}")
-    if spec.data_bytes:
-        try:
-            resource.setrlimit(resource.RLIMIT_DATA, (spec.data_bytes, spec.data_bytes))
-        except (ValueError, OSError) as e:
-            notes.append(f"RLIMIT_DATA: {e}")
-    if spec.uid is not None:
-        os.setgroups([])
-        os.setgid(spec.uid)
-        os.setuid(spec.uid)
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_NO_NEW_PRIVS = 38
-        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            notes.append("no_new_privs refused")
-    except (OSError, AttributeError):
-        notes.append("no_new_privs unavailable")
-    os.chdir(spec.scratch)
-    os.umask(0o077)
-    return notes
