@@ -109,6 +109,17 @@ def test_allowed(snippet):
     ("@triton.jit\ndef k(p):\n    f = lambda v: v\n    f(p)", "jit"),
     ("@triton.jit\ndef k(p):\n    p.compute()", "jit"),
     ("@triton.jit\ndef k(p):\n    tl.store(p, 0)\nk = None", "jit"),
+    ("def max(a, b):\n    return a\n@triton.jit\ndef k(p):\n    tl.store(p, max(tl.load(p), 0.0))", "jit"),
+    ("@triton.jit\ndef k(p, max):\n    tl.store(p, max(tl.load(p), 0.0))", "jit"),
+    ("@triton.jit\ndef k(p, F):\n    tl.store(p, max(tl.load(p), 0.0, key=F))", "jit"),
+    ("@triton.jit\ndef k(p, out):\n    print(tl.load(p), file=out)", "jit"),
+    ("@triton.jit\ndef h(x):\n    return x\ndef h(x):\n    return x\n@triton.jit\ndef k(p):\n"
+     "    tl.store(p, h(tl.load(p)))", "jit"),
+    ("@triton.jit\ndef h(x):\n    return x\n@triton.jit\ndef k(p, h):\n    tl.store(p, h(tl.load(p)))", "jit"),
+    ("class Box:\n    pass\nBOX = Box()\n@triton.jit\ndef k(p):\n    tl.store(p, BOX.sum(tl.load(p)))", "jit"),
+    ("def host(v):\n    return 0\n@triton.jit\ndef k(p):\n    order = [2, 1]\n    order.sort(key=host)", "jit"),
+    ("@triton.jit\ndef k(p, F):\n    order = [2, 1]\n    order.sort(key=F)", "jit"),
+    ("def host(v):\n    return v.handle.data", "host"),
 ], ids=lambda x: x if isinstance(x, str) and " " not in x and len(x) < 20 else None)
 def test_refused(snippet, rule):
     got = rules(snippet)

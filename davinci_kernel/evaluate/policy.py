@@ -6,8 +6,8 @@ top level), the rules over the syntax tree that enforce them (imports, reflectio
 and dunder names, frame internals, class bases and dunder methods, assignments into
 imported modules, modules used as values, calls inside ``@triton.jit`` bodies), and
 ``check_policy(tree) -> [Violation]``. Names are resolved through import aliases,
-``name = module.attr`` assignments and ``getattr`` with a constant name. The tables are
-rendered for the docs by policy_doc.py.
+``name = module.attr`` assignments and ``getattr`` with a constant name. The tables are rendered for docs/policy.md by
+policy_doc.py.
 Does not cover: what the code does at run time (the runtime guards stay, as defence in
 depth), the text of ``load_inline`` C++/CUDA sources (static.py), or ``str.format``
 fields (they read attributes into a string, nothing more).
@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import sys
 import types
+from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
@@ -88,6 +89,7 @@ ATTRS_DENIED: dict[str, str] = {
     "map2_": "a Python function per element", "share_memory_": "shares memory with other processes",
     "record_stream": "side streams", "to_dlpack": "hands memory to host code", "from_dlpack": "hands memory to host code",
     "cell_contents": "closure internals",
+    "handle": "an interpreted kernel's block as a raw numpy array (host compute)",
 }
 # Frame, code, generator and traceback internals (attribute names of those objects).
 FRAME_ATTRS = frozenset(n for t in (types.FrameType, types.CodeType, types.GeneratorType, types.CoroutineType,
@@ -118,7 +120,7 @@ REEXPORT_OK = frozenset({"torch.random", "torch.select", "torch.chunk", "torch.t
 _REEXPORTED = (frozenset(sys.stdlib_module_names) | {"numpy", "np", "torch", "triton", "cffi", "sympy"}) - {"math"}
 # Inside @triton.jit bodies: calls to triton.language, the candidate's other jit functions, these
 # builtins, and these methods on local values.
-JIT_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "print", "abs"})
+JIT_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs"})  # not rebound, no keywords
 JIT_METHODS = frozenset({
     "T", "abs", "advance", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and", "atomic_cas",
     "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "broadcast_to", "cast", "cdiv", "ceil",
@@ -170,24 +172,13 @@ def path_problem(path: str, partial: bool = False) -> Optional[tuple[str, str]]:
             and not (partial and any(a.startswith(path + ".") for a in OS_ALLOWED)):
         return "os", f"'{path}' is not allowed (of os only {', '.join(sorted(OS_ALLOWED))})"
     return None
-    for deny, why in TORCH_DENY.items():
-        if path == deny or path.startswith(deny + "."):
-            return "torch", f"'{path}' is refused: {why}"
-    if parts[-1].endswith("Storage"):
-        return "torch", f"'{path}' is refused: raw storages"
-    return None
 
 
 def check_policy(tree: ast.AST) -> list[Violation]:
     """Every violation of the policy in ``tree`` (a parsed candidate), in line order."""
     v = _Visitor(tree)
     v.run()
-    seen, out = set(), []
-    for x in sorted(v.found, key=lambda x: (x.line, x.message)):
-        if (x.line, x.message) not in seen:
-            seen.add((x.line, x.message))
-            out.append(x)
-    return out
+    return sorted({(x.line, x.message): x for x in v.found}.values(), key=lambda x: (x.line, x.message))
 
 
 def _chain(node: ast.AST) -> Optional[tuple[str, list[str]]]:
@@ -209,6 +200,21 @@ def _chain(node: ast.AST) -> Optional[tuple[str, list[str]]]:
 def _const_getattr(node: ast.AST) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
             and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str))
+
+
+_BINDERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+
+
+def _bindings(tree: ast.AST) -> Counter:
+    """How many times each name is bound anywhere in ``tree`` (definitions, assignment and
+    loop targets, parameters, imports, ``except ... as``, match captures)."""
+    def bound(n: ast.AST) -> Optional[str]:
+        if isinstance(n, ast.alias):
+            return (n.asname or n.name).split(".")[0]
+        if isinstance(n, ast.Name):
+            return None if isinstance(n.ctx, ast.Load) else n.id
+        return n.arg if isinstance(n, ast.arg) else getattr(n, "name", None) if isinstance(n, _BINDERS) else None
+    return Counter(b for b in map(bound, ast.walk(tree)) if b)
 
 
 def _is_dunder(name: str) -> bool:
@@ -244,6 +250,8 @@ class _Visitor:
         self._imports()
         self._assigned_aliases()
         self.jit_names = {n.name for n in ast.walk(self.tree) if isinstance(n, ast.FunctionDef) and self._is_jit(n)}
+        self.bound = _bindings(self.tree)
+        self.host_defs = {n.name for n in ast.walk(self.tree) if isinstance(n, _BINDERS[:3])} - self.jit_names
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Attribute):
                 self._attr_name(node, node.attr, node.value)
@@ -394,56 +402,49 @@ class _Visitor:
         return any(self.resolve(d.func if isinstance(d, ast.Call) else d) in JIT_DECORATORS for d in fn.decorator_list)
 
     def _jit_body(self, fn: ast.FunctionDef) -> None:
+        """Under the interpreter a jit body runs as Python: any Python it reaches (a function, a rebound
+        builtin, a module-level object's method, a ``key=`` callback) runs with the kernel's blocks."""
+        local = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)} | {
+            n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
         for stmt in fn.body:
             for node in ast.walk(stmt):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                     self.add(node, "jit", f"@triton.jit function '{fn.name}' defines a function or class inside")
-                elif isinstance(node, ast.Call) and not self._jit_call_ok(node.func):
+                elif isinstance(node, ast.Call) and not self._jit_call_ok(node, local):
                     what = ast.unparse(node.func)[:60]
                     self.add(node, "jit", f"@triton.jit function '{fn.name}' calls '{what}' (kernels may call "
                              "triton.language, the candidate's @triton.jit functions, "
-                             f"{', '.join(sorted(JIT_BUILTINS))} and tensor methods)")
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == fn.name:
-                self.add(node, "jit", f"the @triton.jit function '{fn.name}' is rebound")
+                             f"{', '.join(sorted(JIT_BUILTINS))} (not rebound, no keywords) and tensor methods "
+                             "of the kernel's own values)")
+                elif isinstance(node, ast.Name) and node.id in self.host_defs and node.id not in local:
+                    self.add(node, "jit", f"@triton.jit function '{fn.name}' reaches the Python function or "
+                             f"class '{node.id}'")
+                elif isinstance(node, ast.keyword) and node.arg == "key":
+                    self.add(node, "jit", f"@triton.jit function '{fn.name}' passes a 'key=' callback")
+        if self.bound[fn.name] > 1:
+            self.add(fn, "jit", f"the @triton.jit function '{fn.name}' is rebound (the name is bound "
+                     f"{self.bound[fn.name]} times)")
 
-    def _jit_call_ok(self, func: ast.AST) -> bool:
+    def _jit_call_ok(self, call: ast.Call, local: set) -> bool:
+        func = call.func
         path = self.resolve(func)
         if path is not None:
             return path == "triton.language" or path.startswith("triton.language.")
         if isinstance(func, ast.Name):
-            return func.id in self.jit_names or func.id in JIT_BUILTINS
-        if isinstance(func, ast.Attribute):
-            return func.attr in JIT_METHODS
+            if func.id in self.jit_names:
+                return self.bound[func.id] == 1
+            return func.id in JIT_BUILTINS and not self.bound[func.id] and not call.keywords
+        if isinstance(func, ast.Attribute) and func.attr in JIT_METHODS:
+            base = func.value
+            while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
+                base = base.func if isinstance(base, ast.Call) else base.value
+            return not isinstance(base, ast.Name) or base.id in local or base.id in self.aliases \
+                or base.id in self.jit_names or base.id in JIT_BUILTINS
         return False
 
 
 def render_markdown() -> str:
-    """The allowlist as markdown (the generated part of docs/policy.md)."""
-    rows = ["| module | for | from-import names |", "|---|---|---|"]
-    rows += [f"| `{m}` | {why} | {', '.join(f'`{n}`' for n in sorted(names)) if names else 'any public name'} |"
-             for m, (why, names) in IMPORTS.items()]
-    deny = [f"- `{k}`: {why}" for k, why in TORCH_DENY.items()]
-    attrs = [f"- `.{k}`: {why}" for k, why in ATTRS_DENIED.items()]
-    builtins = [f"- `{k}`: {why}" for k, why in BUILTINS_DENIED.items()]
-    return "\n".join([
-        "### Imports", "", *rows, "",
-        f"Of `os`, only: {', '.join(f'`{n}`' for n in sorted(OS_ALLOWED))}.", "",
-        f"Of `triton`'s top level, only: {', '.join(f'`{n}`' for n in sorted(TRITON_TOP))}.", "",
-        "### torch names refused (each with everything under it)", "", *deny,
-        f"- any name ending in `Storage`; under `torch.utils` only {', '.join(sorted(TORCH_ALLOWED_UNDER_DENIED))}",
-        "", "### Attributes refused on any object", "", *attrs,
-        f"- frame, code, generator and traceback internals: {', '.join(f'`{n}`' for n in sorted(FRAME_ATTRS))}",
-        "", "### Builtins", "", *builtins,
-        f"- {', '.join(f'`{n}`' for n in sorted(REFLECTION))}: only with a constant attribute name",
-        "- `type` with three arguments", "",
-        "### Names, classes and kernels", "",
-        f"- dunder names read: {', '.join(f'`{n}`' for n in sorted(DUNDER_NAMES))}; dunder attributes: "
-        f"{', '.join(f'`{n}`' for n in sorted(DUNDER_ATTRS))}; private attributes: the candidate's own `self._x`",
-        f"- class bases: {', '.join(f'`{n}`' for n in sorted(CLASS_BASES))} and the candidate's own classes; "
-        f"dunder methods: {', '.join(f'`{n}`' for n in sorted(DUNDER_METHODS))}; no metaclass, class decorator "
-        "or `property`",
-        f"- inside `@triton.jit` bodies ({', '.join(f'`{n}`' for n in sorted(JIT_DECORATORS))}): calls to "
-        f"`triton.language` (libdevice included), the candidate's other jit functions, "
-        f"{', '.join(f'`{n}`' for n in sorted(JIT_BUILTINS))}, and these methods on values: "
-        f"{', '.join(f'`{n}`' for n in sorted(JIT_METHODS))}", ""])
+    """The allowlist as markdown (the generated part of docs/policy.md): policy_doc.py."""
+    from .policy_doc import render_markdown as render
+
+    return render()

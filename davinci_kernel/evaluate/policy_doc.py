@@ -1,0 +1,58 @@
+"""The code policy's tables (policy.py) as markdown: the generated part of docs/policy.md.
+
+Covers: rendering, nothing else. Does not cover: the rules themselves (policy.py).
+"""
+
+from __future__ import annotations
+
+from .policy import (
+    ATTRS_DENIED,
+    BUILTINS_DENIED,
+    CLASS_BASES,
+    DUNDER_ATTRS,
+    DUNDER_METHODS,
+    DUNDER_NAMES,
+    FRAME_ATTRS,
+    IMPORTS,
+    JIT_BUILTINS,
+    JIT_DECORATORS,
+    JIT_METHODS,
+    OS_ALLOWED,
+    REFLECTION,
+    TORCH_ALLOWED_UNDER_DENIED,
+    TORCH_DENY,
+    TRITON_TOP,
+)
+
+
+def render_markdown() -> str:
+    """The allowlist as markdown (the generated part of docs/policy.md)."""
+    rows = ["| module | for | from-import names |", "|---|---|---|"]
+    rows += [f"| `{m}` | {why} | {', '.join(f'`{n}`' for n in sorted(names)) if names else 'any public name'} |"
+             for m, (why, names) in IMPORTS.items()]
+    deny = [f"- `{k}`: {why}" for k, why in TORCH_DENY.items()]
+    attrs = [f"- `.{k}`: {why}" for k, why in ATTRS_DENIED.items()]
+    builtins = [f"- `{k}`: {why}" for k, why in BUILTINS_DENIED.items()]
+    return "\n".join([
+        "### Imports", "", *rows, "",
+        f"Of `os`, only: {', '.join(f'`{n}`' for n in sorted(OS_ALLOWED))}.", "",
+        f"Of `triton`'s top level, only: {', '.join(f'`{n}`' for n in sorted(TRITON_TOP))}.", "",
+        "### torch names refused (each with everything under it)", "", *deny,
+        f"- any name ending in `Storage`; under `torch.utils` only {', '.join(sorted(TORCH_ALLOWED_UNDER_DENIED))}",
+        "", "### Attributes refused on any object", "", *attrs,
+        f"- frame, code, generator and traceback internals: {', '.join(f'`{n}`' for n in sorted(FRAME_ATTRS))}",
+        "", "### Builtins", "", *builtins,
+        f"- {', '.join(f'`{n}`' for n in sorted(REFLECTION))}: only with a constant attribute name",
+        "- `type` with three arguments", "",
+        "### Names, classes and kernels", "",
+        f"- dunder names read: {', '.join(f'`{n}`' for n in sorted(DUNDER_NAMES))}; dunder attributes: "
+        f"{', '.join(f'`{n}`' for n in sorted(DUNDER_ATTRS))}; private attributes: the candidate's own `self._x`",
+        f"- class bases: {', '.join(f'`{n}`' for n in sorted(CLASS_BASES))} and the candidate's own classes; "
+        f"dunder methods: {', '.join(f'`{n}`' for n in sorted(DUNDER_METHODS))}; no metaclass, class decorator "
+        "or `property`",
+        f"- inside `@triton.jit` bodies ({', '.join(f'`{n}`' for n in sorted(JIT_DECORATORS))}): calls to "
+        f"`triton.language` (libdevice included), the candidate's other jit functions, "
+        f"{', '.join(f'`{n}`' for n in sorted(JIT_BUILTINS))} (never rebound by the candidate, no keyword "
+        "arguments), and these methods on the kernel's own values (its parameters and locals, not module-level "
+        f"objects): {', '.join(f'`{n}`' for n in sorted(JIT_METHODS))}; no reference to the candidate's other "
+        "Python functions or classes, no `key=` callback; a jit function's name is bound once", ""])
