@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     args = ap.parse_args()
     from conftest import FIXTURES, fixture_meta, fixture_task
-    from test_evaluate_cheats import CHEATS, runtime_fixture
+    from test_evaluate_cheats import CHEATS, RUNTIME_GPU, runtime_fixture
 
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
@@ -38,7 +38,7 @@ def main() -> None:
     paths = [p for p in CHEATS if not only or p.stem in only]
     rows = []
     for policy in (["allowlist", "off"] if args.policy == "both" else ["allowlist" if args.policy == "on" else "off"]):
-        chosen = [p for p in paths if policy == "allowlist" or runtime_fixture(p)]
+        chosen = [p for p in paths if policy == "allowlist" or (runtime_fixture(p) and p in RUNTIME_GPU)]
         cfg = EvalConfig(device="cuda", code_policy=policy, baseline_compile=False)
         t0 = time.time()
         with Evaluator(cfg, workers=args.workers) as ev:

@@ -33,6 +33,14 @@ def runtime_fixture(path) -> bool:
 
 
 RUNTIME = [p for p in CHEATS if runtime_fixture(p)]
+# Runtime fixtures shaped for the CPU (its task sizes, its interpreter): on a GPU they are
+# honest, crash or run past the deadline, which is no test of their defence there.
+CPU_SHAPED = {"fork_per_call", "precompute_at_import", "item_loop_host"}
+# With the code policy off, these pass on a GPU: the audit of every thread is the CPU's
+# alone, and torch 2.11 records no shapes for ``_foreach_*`` ops on the GPU. The policy
+# refuses both (``_thread``, private ``torch._foreach_*``): docs/guarantees.md says so.
+GPU_RESIDUAL = {"raw_thread_server", "foreach_work"}
+RUNTIME_GPU = [p for p in RUNTIME if p.stem not in CPU_SHAPED | GPU_RESIDUAL]
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +114,7 @@ def gpu_evaluator_no_policy(tmp_path_factory):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", RUNTIME, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", RUNTIME_GPU, ids=lambda p: p.stem)
 def test_runtime_cheat_is_caught_on_gpu_with_the_policy_off(gpu_evaluator_no_policy, path):
     meta = fixture_meta(path)
     res = gpu_evaluator_no_policy.evaluate(fixture_task(meta["task"]), path.read_text())

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Optional
 
+import torch
+
 from ..records import EvalResult
 from . import judge
 from .draws import Draw
@@ -29,9 +31,10 @@ from .intake import read_leaves
 from .procs import WorkerProcess
 from .protocol import CandidateJob, ProtocolError, WorkerTimeout
 
-_OUTPUT_KEY = re.compile(r"^(cand[0-9]{1,2}|recheck1|determinism0|pcand|ocand|timed[0-9]{1,2}|check[0-9])$")
+_OUTPUT_KEY = re.compile(r"^(cand|timed|check)([0-9]{1,2})$|^(recheck1|determinism0|pcand|ocand)$")
 _WORKER_ERRORS = {"syntax_error", "import_error", "compile_error", "no_modelnew", "runtime_error", "cuda_error"}
 _WORKER_STAGES = {"compile", "load", "correctness", "timing"}
+_MAX_OUTPUTS = 24  # outputs of one evaluation, at most: trials, re-checks, other sizes, timed rounds and checks
 
 
 class Deadline:
@@ -58,6 +61,7 @@ class Conversation:
         self.ev, self.cfg, self.w, self.res, self.drawn, self.ref, self.clock = (
             evaluator, evaluator.cfg, w, res, drawn, ref, clock)
         self.cand: dict = {}
+        self.read_bytes = 0  # what the harness has read of this worker's outputs
         self.seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
         cfg = self.cfg
         out_bytes = ref.get("output_bytes")
@@ -177,17 +181,31 @@ class Conversation:
             raise ProtocolError("sizes asked for an unknown call")
         self.w.send({"cmd": "sizes", "overrides": used[key], "seed": d.perturb_seed})
 
+    def _expected(self, key) -> bool:
+        """An output this evaluation has, not yet handed over: a trial, timed round or timed
+        check that exists, or one of the named calls."""
+        m = _OUTPUT_KEY.match(key) if isinstance(key, str) else None
+        if m is None or key in self.cand:
+            return False
+        if m.group(1) is None:
+            return True
+        n = int(m.group(2))
+        return n < (len(self.drawn.timed_checks) if m.group(1) == "check" else len(self.drawn.trial_seeds))
+
     def _intake(self, msg: dict) -> None:
         """Read one announced output while the worker's processes are stopped, then let it go on."""
         key, w = msg.get("key"), self.w
-        if not isinstance(key, str) or not _OUTPUT_KEY.match(key) or key in self.cand:
+        if not self._expected(key):
             raise ProtocolError(f"unexpected output {str(key)[:40]!r}")
         w.freeze()
         try:
-            self.cand[key] = read_leaves(os.path.join(w.scratch, "out"), msg.get("leaves"), w.uid, self.seed,
-                                         self.max_bytes)
+            got = read_leaves(os.path.join(w.scratch, "out"), msg.get("leaves"), w.uid, self.seed, self.max_bytes)
         finally:
             w.thaw()
+        self.read_bytes += sum(x.numel() * x.element_size() for x in got if isinstance(x, torch.Tensor))
+        if self.max_bytes and self.read_bytes > _MAX_OUTPUTS * self.max_bytes:
+            raise ProtocolError("more output handed over than an evaluation has")
+        self.cand[key] = got
         w.send({"cmd": "ack"})
 
 
