@@ -53,7 +53,7 @@ TOPS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 COVERED = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/var/run", "/run/lock", "/var/lock", "/dev/mqueue")
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH = 2
 CLONE_NEWUSER = 0x10000000
 _SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "keyctl": 250},
@@ -108,7 +108,7 @@ class _Libc:
 
 # --------------------------------------------------------------------------- the root
 def _bind(lc: _Libc, src_fd: int, target: str, flags: int) -> None:
-    lc.mount(f"/proc/self/fd/{src_fd}", target, None, MS_BIND)
+    lc.mount(f"/proc/self/fd/{src_fd}", target, None, MS_BIND | MS_REC)  # with what is mounted inside (a driver's libraries)
     if flags:
         lc.mount(None, target, None, MS_REMOUNT | MS_BIND | flags)
 
