@@ -73,7 +73,7 @@ def kernelbench_style(task, cand_src, device="cuda"):
     """Reference and candidate timed separately in this process: mean of 100 calls."""
     import torch
 
-    from davinci_kernel.evaluate.runtime import exec_source as _exec_source
+    from davinci_kernel.evaluate.shared.runtime import exec_source as _exec_source
 
     p = _exec_source(task.source, "kb_problem")
     with tempfile.TemporaryDirectory() as d:
@@ -255,7 +255,7 @@ def part_agree(ev, pairs, out: dict) -> None:
     import torch
     import triton.testing
 
-    from davinci_kernel.evaluate.runtime import exec_source as _exec_source
+    from davinci_kernel.evaluate.shared.runtime import exec_source as _exec_source
 
     rows = []
     for t, src in pairs:
@@ -338,7 +338,7 @@ def main():
     out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "date": datetime.date.today().isoformat(), "tasks": len(tasks),
            "os_kernel": platform.release(),  # which sandbox runtime: page faults cost very differently
-           "sandbox": __import__("davinci_kernel.evaluate.sandbox", fromlist=["probe"]).probe().describe(),
+           "sandbox": __import__("davinci_kernel.evaluate.harness.sandbox", fromlist=["probe"]).probe().describe(),
            "command": " ".join(["python", *sys.argv])}
     per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x]
     out["eval_fields"] = fields

@@ -48,12 +48,12 @@ def measure(kb: Path, steps: tuple, pin: bool) -> dict:
 
     import torch
 
-    from davinci_kernel.evaluate import runtime as rt
-    from davinci_kernel.evaluate import timing
-    from davinci_kernel.evaluate.audit import audited_call, settle
-    from davinci_kernel.evaluate.candidate import warm_gpu_tools
-    from davinci_kernel.evaluate.profile import profile_kernels
-    from davinci_kernel.evaluate.protocol import TimingSettings
+    from davinci_kernel.evaluate.candidate.worker import warm_gpu_tools
+    from davinci_kernel.evaluate.shared import runtime as rt
+    from davinci_kernel.evaluate.shared import timing
+    from davinci_kernel.evaluate.shared.audit import audited_call, settle
+    from davinci_kernel.evaluate.shared.profile import profile_kernels
+    from davinci_kernel.evaluate.shared.protocol import TimingSettings
 
     rt.C = rt.Captured(torch)
     dev = torch.device("cuda")

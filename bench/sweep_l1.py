@@ -24,7 +24,7 @@ import triton.testing
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from davinci_kernel.evaluate.runtime import exec_source as _exec_source  # noqa: E402
+from davinci_kernel.evaluate.shared.runtime import exec_source as _exec_source  # noqa: E402
 from davinci_kernel.tasks import REFERENCE_DIR, load_suite  # noqa: E402
 
 

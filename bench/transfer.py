@@ -44,7 +44,7 @@ def timed(fn, reps: int) -> float:
 
 def measure(torch, dev: str, root: str, mb: int, reps: int) -> dict:
     """Write, read and sample one ``mb``-megabyte leaf; seconds per step."""
-    from davinci_kernel.evaluate.transfer import SAMPLE_N, read_leaf, sample_indices, write_leaf
+    from davinci_kernel.evaluate.shared.transfer import SAMPLE_N, read_leaf, sample_indices, write_leaf
 
     n = mb * (1 << 20) // 4
     x = torch.randn(n, device=dev)
@@ -90,7 +90,7 @@ def main() -> None:
         sys.exit(2)
     import torch
 
-    from davinci_kernel.evaluate.transfer import shm_root
+    from davinci_kernel.evaluate.shared.transfer import shm_root
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     root = tempfile.mkdtemp(prefix="dvk-transfer-", dir=shm_root())

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from davinci_kernel.evaluate import admission, memplan
-from davinci_kernel.evaluate.admission import MemoryLedger
+from davinci_kernel.evaluate.harness import admission
+from davinci_kernel.evaluate.harness.admission import MemoryLedger
+from davinci_kernel.evaluate.shared import memplan
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -356,8 +357,8 @@ def test_a_perturbed_size_whose_weights_outgrow_the_task_is_passed_over(tmp_path
     takes the next variant (smaller) instead of a model the task's admission never counted."""
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
-    from davinci_kernel.evaluate.draws import draw
-    from davinci_kernel.evaluate.evaluator import _variant
+    from davinci_kernel.evaluate.harness.draws import draw
+    from davinci_kernel.evaluate.harness.evaluator import _variant
 
     task = _task(tmp_path, "grows", _GROWS)
     overrides, variant, perturb = _variant(task.source, False, True)

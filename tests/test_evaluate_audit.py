@@ -9,7 +9,7 @@ import _thread
 import pytest
 import torch
 
-from davinci_kernel.evaluate.audit import audited_call, broadcast_numel, outermost_compute, profiled_work
+from davinci_kernel.evaluate.shared.audit import audited_call, broadcast_numel, outermost_compute, profiled_work
 
 
 @pytest.mark.parametrize("shapes,want", [

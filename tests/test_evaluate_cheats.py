@@ -125,7 +125,7 @@ def test_runtime_cheat_is_caught_on_gpu_with_the_policy_off(gpu_evaluator_no_pol
 
 
 def test_every_flag_has_a_fixture():
-    from davinci_kernel.evaluate.guards import FLAGS
+    from davinci_kernel.evaluate.harness.guards import FLAGS
 
     covered = {fixture_meta(p)["expect"] for p in ALL}
     # Detected only at run time on a GPU with a second process; no CPU-checkable fixture.

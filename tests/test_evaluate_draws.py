@@ -14,7 +14,8 @@ import threading
 import pytest
 from conftest import FIXTURES, fixture_meta, fixture_task
 
-from davinci_kernel.evaluate import draws, intake, protocol
+from davinci_kernel.evaluate.harness import draws, intake
+from davinci_kernel.evaluate.shared import protocol
 from davinci_kernel.tasks.shapes import apply_overrides, cpu_overrides, keep_pow2
 
 
@@ -49,7 +50,8 @@ def test_perturbed_sizes_keep_every_power_of_two_factor_and_vary_by_step(v):
 
 def test_the_candidate_job_carries_no_judged_input():
     names = {f.name for f in protocol.CandidateJob.__dataclass_fields__.values()}
-    assert not names & {"seeds", "perturb", "odd", "perturb_seed", "sample_seed", "timed_checks"}
+    assert not names & {"seeds", "perturb", "odd", "perturb_seed", "sample_seed"}
+    assert protocol.CandidateJob.__dataclass_fields__["timed_checks"].type == "int"  # how many, never which
 
 
 # --------------------------------------------------------------------------- the channel
@@ -124,7 +126,7 @@ def test_an_output_far_larger_than_the_reference_is_refused_unread(tmp_path):
 def test_outputs_are_flattened_without_running_their_code():
     import torch
 
-    from davinci_kernel.evaluate.transfer import flatten, write_leaf
+    from davinci_kernel.evaluate.shared.transfer import flatten, write_leaf
 
     class Busy(list):
         def __iter__(self):

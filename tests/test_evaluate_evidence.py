@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from davinci_kernel.evaluate import guards, profile
-from davinci_kernel.evaluate.audit import audited_call
+from davinci_kernel.evaluate.harness import guards
+from davinci_kernel.evaluate.shared import profile
+from davinci_kernel.evaluate.shared.audit import audited_call
 
 # Names as kineto reports them on an H200 (torch 2.11, Triton 3.6)
 REAL = {

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from davinci_kernel.evaluate.gate import DeviceGate, Gates
+from davinci_kernel.evaluate.harness.gate import DeviceGate, Gates
 
 
 def _wait_until(cond, timeout=5.0):
@@ -159,7 +159,7 @@ def test_one_gate_per_device():
 def test_default_slots_per_gpu(monkeypatch, per_gpu, workers, n_gpu, want):
     import torch
 
-    from davinci_kernel.evaluate import pool
+    from davinci_kernel.evaluate.harness import pool
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: n_gpu)
     monkeypatch.setattr(pool, "resolve_device", lambda d: "cuda")

@@ -39,8 +39,8 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
 
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
-    from davinci_kernel.evaluate.gate import DeviceGate, Gates
-    from davinci_kernel.evaluate.procs import _state
+    from davinci_kernel.evaluate.harness.gate import DeviceGate, Gates
+    from davinci_kernel.evaluate.harness.procs import _state
 
     spans, running_beside = [], []
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from davinci_kernel.evaluate import kernelcache
-from davinci_kernel.evaluate.kernelcache import KernelCache, copy_checked, source_key
+from davinci_kernel.evaluate.harness import kernelcache
+from davinci_kernel.evaluate.harness.kernelcache import KernelCache, copy_checked, source_key
 
 
 def _cache(root, files: dict) -> str:

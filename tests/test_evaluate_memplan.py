@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from davinci_kernel.evaluate import memplan
+from davinci_kernel.evaluate.shared import memplan
 
 G = memplan.GiB
 

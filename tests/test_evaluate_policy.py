@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from davinci_kernel.evaluate import static
-from davinci_kernel.evaluate.policy import check_policy, render_markdown
+from davinci_kernel.evaluate.harness import static
+from davinci_kernel.evaluate.harness.policy import check_policy, render_markdown
 from davinci_kernel.skills.markdown import example_blocks, read_skill_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ def test_a_violation_names_its_line_and_rule():
 
 def test_the_flag_is_named():
     from davinci_kernel.config import EvalConfig, choices_of
-    from davinci_kernel.evaluate.guards import FLAGS
+    from davinci_kernel.evaluate.harness.guards import FLAGS
 
     assert "policy_violation" in FLAGS
     assert EvalConfig().code_policy == "allowlist" and choices_of(EvalConfig, "code_policy") == ("allowlist", "off")

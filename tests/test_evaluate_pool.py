@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from davinci_kernel.evaluate import sandbox
-from davinci_kernel.evaluate.pool import LocalPool
-from davinci_kernel.evaluate.procs import device_env
-from davinci_kernel.evaluate.protocol import Channel, ProtocolError
+from davinci_kernel.evaluate.harness import sandbox
+from davinci_kernel.evaluate.harness.pool import LocalPool
+from davinci_kernel.evaluate.harness.procs import device_env
+from davinci_kernel.evaluate.shared.protocol import Channel, ProtocolError
 
 
 def test_every_candidate_gets_a_fresh_worker_and_the_next_is_started_ahead():
@@ -117,7 +117,7 @@ def test_worker_env_compiles_without_leftover_threads(tmp_path):
     a later candidate would be blamed for (inductor's compile pool, a tqdm monitor)."""
     script = (
         "import os, threading\n"
-        "from davinci_kernel.evaluate.runtime import no_background_threads\n"
+        "from davinci_kernel.evaluate.shared.runtime import no_background_threads\n"
         "no_background_threads()\n"
         "import torch\n"
         "before = {t.ident for t in threading.enumerate()}\n"
@@ -136,7 +136,7 @@ def test_worker_env_compiles_without_leftover_threads(tmp_path):
 @pytest.mark.parametrize("device", ["cpu", "cuda:0", "cuda:3"])
 def test_worker_env_limits_cpu_threads(device):
     """A GPU worker gets a few CPU threads (not one per host core); a CPU worker one."""
-    from davinci_kernel.evaluate.procs import CPU_THREADS
+    from davinci_kernel.evaluate.harness.procs import CPU_THREADS
 
     env = device_env(device)
     assert int(env["OMP_NUM_THREADS"]) == (1 if device == "cpu" else CPU_THREADS)

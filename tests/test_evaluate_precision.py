@@ -11,8 +11,9 @@ import pytest
 import torch
 from conftest import FIXTURES, fixture_task
 
-from davinci_kernel.evaluate import guards, precision
-from davinci_kernel.evaluate.precision import (
+from davinci_kernel.evaluate.harness import guards
+from davinci_kernel.evaluate.shared import precision
+from davinci_kernel.evaluate.shared.precision import (
     LeafVerdict,
     RoundedContractions,
     leaf_errors,
@@ -147,7 +148,7 @@ def test_leaf_errors_per_leaf_worst_over_trials():
 
 
 def test_compared_values_sample_large_leaves_at_the_secret_indices(monkeypatch):
-    from davinci_kernel.evaluate import transfer
+    from davinci_kernel.evaluate.shared import transfer
 
     monkeypatch.setattr(transfer, "SAMPLE_MIN", 100)
     x = torch.randn(40, 50)

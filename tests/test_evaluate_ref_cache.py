@@ -8,7 +8,7 @@ import stat
 
 import torch
 
-from davinci_kernel.evaluate.refcache import ReferenceCache
+from davinci_kernel.evaluate.harness.refcache import ReferenceCache
 
 
 def _result(home: str, trials: int, with_pref: bool) -> dict:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from davinci_kernel.evaluate.timing import n_iters
+from davinci_kernel.evaluate.shared.timing import n_iters
 from davinci_kernel.tasks.shapes import odd_sizes, perturbations
 
 
@@ -73,7 +73,7 @@ def test_stale_sees_sampled_outputs_of_one_fetch():
     """Sampled GPU outputs: the same seed and equal values mean an earlier output came back."""
     import torch
 
-    from davinci_kernel.evaluate.judge import stale as _stale
+    from davinci_kernel.evaluate.harness.judge import stale as _stale
 
     v = torch.randn(16)
     a = [{"values": v, "seed": 7, "full_shape": [4096, 4096]}]
@@ -135,7 +135,7 @@ class _SleepingClock(_HostClock):
 def test_interleaved_timing_moves_inputs_between_blocks():
     import torch
 
-    from davinci_kernel.evaluate import timing
+    from davinci_kernel.evaluate.shared import timing
 
     seen = set()
     calls = {"reclone": 0}
@@ -166,7 +166,7 @@ def test_interleaved_timing_moves_inputs_between_blocks():
 
 
 def test_warm_up_runs_for_the_count_then_until_the_time_has_passed():
-    from davinci_kernel.evaluate import timing
+    from davinci_kernel.evaluate.shared import timing
 
     now = {"t": 0.0}
     steps = []
@@ -183,7 +183,7 @@ def test_warm_up_runs_for_the_count_then_until_the_time_has_passed():
 
 
 def test_sm_clock_probe_reads_the_busy_wait_rate():
-    from davinci_kernel.evaluate import timing
+    from davinci_kernel.evaluate.shared import timing
 
     assert timing.sm_clock_mhz(_HostClock, "cpu") is None  # nothing to busy-wait with
     mhz = timing.sm_clock_mhz(_SleepingClock, "cpu", cycles=3_000_000)
@@ -196,7 +196,7 @@ def test_sm_clock_probe_reads_the_busy_wait_rate():
 @pytest.mark.parametrize("launch_ms,lead", [([], 20.0), ([0.01, 0.04], 80.0), ([0.1], 170.0), ([0.2], 250.0),
                                              ([50.0], 250.0)])
 def test_auto_lead_covers_the_slower_launch(launch_ms, lead):
-    from davinci_kernel.evaluate import timing
+    from davinci_kernel.evaluate.shared import timing
 
     assert timing.auto_lead_us(launch_ms) == pytest.approx(lead)
 
@@ -206,7 +206,7 @@ def test_auto_lead_is_sized_in_warm_up():
 
     import torch
 
-    from davinci_kernel.evaluate import timing
+    from davinci_kernel.evaluate.shared import timing
 
     def slow_launch(x):  # a call whose host side takes ~2 ms
         time.sleep(0.002)
@@ -226,7 +226,7 @@ def test_auto_lead_from_the_reference_alone_ignores_a_slow_candidate():
 
     import torch
 
-    from davinci_kernel.evaluate import timing
+    from davinci_kernel.evaluate.shared import timing
 
     def slow_launch(x):  # host work of ~2 ms before the call returns
         time.sleep(0.002)
@@ -259,7 +259,7 @@ def _wall_timing(ev, wall, paired):
     (0.030, 0.120, None, True),    # no paired numbers (older timing dicts): the plain rule
 ])
 def test_side_stream_flag_is_paired_with_the_reference(ev, wall, paired, flagged):
-    from davinci_kernel.evaluate.guards import side_stream_flag
+    from davinci_kernel.evaluate.harness.guards import side_stream_flag
 
     assert bool(side_stream_flag(_wall_timing(ev, wall, paired), 1.5)) is flagged
 
@@ -270,7 +270,7 @@ def test_side_stream_flag_is_paired_with_the_reference(ev, wall, paired, flagged
     (9.55, 3.437, 0.278, 3.43, 0.2774, 0.7725),  # RMSNorm fp16 on the H200: behind torch.compile
 ])
 def test_speedup_vs_compile(speedup, eager, compiled, ref, want_rt, want_x):
-    from davinci_kernel.evaluate.baselines import vs_compile
+    from davinci_kernel.evaluate.harness.baselines import vs_compile
 
     rt, x = vs_compile(speedup, eager, compiled, ref)
     assert rt == pytest.approx(want_rt, rel=1e-3) and x == pytest.approx(want_x, rel=1e-3)
@@ -283,7 +283,7 @@ def test_timing_lead_is_calibrated_and_never_timed():
 
     import torch
 
-    from davinci_kernel.evaluate import timing
+    from davinci_kernel.evaluate.shared import timing
 
     # 2 ms at 1 GHz; a loaded host reads a slower clock (a busy-wait preempted for long):
     # the best of three calibrations, as a descheduled one says nothing about the code
@@ -310,8 +310,8 @@ def test_flush_and_lead_go_to_the_whole_gpu_kernel_when_there_is_one():
     _sleep); with ``hold=False`` or without it, fill_ and _sleep, and the reason is shown."""
     import torch
 
-    from davinci_kernel.evaluate import timing
-    from davinci_kernel.evaluate.runtime import build_flush_hold
+    from davinci_kernel.evaluate.shared import timing
+    from davinci_kernel.evaluate.shared.runtime import build_flush_hold
 
     hold, why = build_flush_hold(torch, "cuda:0")  # no GPU here: the worker's fallback
     assert hold is None and why
@@ -360,7 +360,7 @@ def test_leaf_files_round_trip(tmp_path, dtype, shape):
     (non-contiguous) and empty tensors; mapped reads give the same."""
     import torch
 
-    from davinci_kernel.evaluate.transfer import read_leaf, write_leaf
+    from davinci_kernel.evaluate.shared.transfer import read_leaf, write_leaf
 
     x = (torch.randn(shape) * 10).to(getattr(torch, dtype))
     if x.dim() >= 2:
@@ -378,7 +378,7 @@ def test_sample_indices_are_stratified_sorted_and_seeded(numel):
     gives the same indices in worker and harness, another seed other indices."""
     import torch
 
-    from davinci_kernel.evaluate.transfer import sample_indices
+    from davinci_kernel.evaluate.shared.transfer import sample_indices
 
     n = 1 << 16
     idx = sample_indices(torch, numel, 11, n)
@@ -397,7 +397,7 @@ def test_sample_indices_are_stratified_sorted_and_seeded(numel):
     ([float("inf"), 3.0], [5, 5], 3.0),                # a non-finite block is left out
 ])
 def test_placement_mean(blocks, sizes, want):
-    from davinci_kernel.evaluate.timing import placement_mean
+    from davinci_kernel.evaluate.shared.timing import placement_mean
 
     assert placement_mean(blocks, sizes) == pytest.approx(want)
 
@@ -408,7 +408,8 @@ def test_intake_reads_a_sample_of_large_outputs_and_checks_every_file(tmp_path, 
     unknown dtype is refused, never read; files are removed once read."""
     import torch
 
-    from davinci_kernel.evaluate import intake, transfer
+    from davinci_kernel.evaluate.harness import intake
+    from davinci_kernel.evaluate.shared import transfer
 
     draw = transfer.sample_indices
     monkeypatch.setattr(intake, "SAMPLE_MIN", 2000)
@@ -444,8 +445,9 @@ def test_worker_writer_reuses_its_files_and_sizes_them_exactly(tmp_path, monkeyp
     exactly its bytes; the harness reads each output as written, odd shapes included."""
     import torch
 
-    from davinci_kernel.evaluate import intake, runtime
-    from davinci_kernel.evaluate.runtime import OutputWriter
+    from davinci_kernel.evaluate.harness import intake
+    from davinci_kernel.evaluate.shared import runtime
+    from davinci_kernel.evaluate.shared.runtime import OutputWriter
 
     monkeypatch.setattr(runtime, "C", runtime.Captured(torch))  # as a worker's start() sets it
     dtype = getattr(torch, dtype_name)
@@ -474,7 +476,7 @@ def test_worker_writer_reuses_its_files_and_sizes_them_exactly(tmp_path, monkeyp
                                                     (1.6, 1.0, True), (0.05, 0.01, True)])
 def test_hidden_work_flag(profiled, event, flagged):
     """More kernel time per call under the profiler than in the timed window: work escaped it."""
-    from davinci_kernel.evaluate.guards import hidden_work_flag
+    from davinci_kernel.evaluate.harness.guards import hidden_work_flag
 
     got = hidden_work_flag(profiled, event, 1.5)
     assert bool(got) == flagged and all(name == "side_stream" for name, _ in got)
@@ -486,7 +488,7 @@ def test_hidden_work_flag(profiled, event, flagged):
 def test_stream_flag(streams, ref_streams, flagged):
     """GPU work of one call on more streams than the reference's own (profiler; one unless
     a library the reference calls uses several): something ran off the current stream."""
-    from davinci_kernel.evaluate.guards import stream_flag
+    from davinci_kernel.evaluate.harness.guards import stream_flag
 
     got = stream_flag(streams, ref_streams)
     assert bool(got) == flagged and all(name == "side_stream" and f"{streams} streams" in why for name, why in got)
@@ -501,7 +503,7 @@ def test_stream_flag(streams, ref_streams, flagged):
     (128, 8, 2048, 16, True),
 ])
 def test_flush_kernel_occupancy(threads, regs, sm_threads, per_sm, fills):
-    from davinci_kernel.evaluate.occupy import blocks_per_sm, fills_sm
+    from davinci_kernel.evaluate.shared.occupy import blocks_per_sm, fills_sm
 
     got = blocks_per_sm(threads, regs, sm_threads)
     assert got == per_sm and fills_sm(threads, got, sm_threads) is fills
@@ -509,7 +511,7 @@ def test_flush_kernel_occupancy(threads, regs, sm_threads, per_sm, fills):
 
 @pytest.mark.parametrize("sm_threads,threads", [(2048, 1024), (1536, 512), (1024, 1024), (640, 128)])
 def test_flush_kernel_blocks_tile_the_sm(sm_threads, threads):
-    from davinci_kernel.evaluate.occupy import MAX_REGS, block_threads, blocks_per_sm, fills_sm
+    from davinci_kernel.evaluate.shared.occupy import MAX_REGS, block_threads, blocks_per_sm, fills_sm
 
     assert block_threads(sm_threads) == threads
     assert fills_sm(threads, blocks_per_sm(threads, MAX_REGS, sm_threads), sm_threads)
@@ -528,7 +530,7 @@ def test_a_lone_timing_disagreement_stands_only_if_a_fresh_evaluation_repeats_it
     """The harness's re-timing rule: a correct candidate flagged only for timings that
     disagree is evaluated once more, its reference timed afresh too; a clean second
     evaluation replaces the timing, a flagged one keeps the first."""
-    from davinci_kernel.evaluate import retry
+    from davinci_kernel.evaluate.harness import retry
 
     again = _timed(1.9, [flag], f"{flag}: again") if again_flagged else _timed(1.31)
     remeasured = []
@@ -555,9 +557,9 @@ def test_a_remeasured_baseline_holds_the_reference_to_its_fresh_time(tmp_path):
     reference beside a candidate is held to (``eager_ms_now``), the stored eager time stays
     beside its compile time; where they disagree, everything is measured again and stored."""
     from davinci_kernel.config import EvalConfig
-    from davinci_kernel.evaluate.baselines import BaselineCache
-    from davinci_kernel.evaluate.protocol import TimingSettings
-    from davinci_kernel.evaluate.trusted import TrustedSide
+    from davinci_kernel.evaluate.harness.baselines import BaselineCache
+    from davinci_kernel.evaluate.harness.trusted import TrustedSide
+    from davinci_kernel.evaluate.shared.protocol import TimingSettings
     from davinci_kernel.tasks import load_task_file
 
     path = tmp_path / "t.py"
@@ -597,7 +599,7 @@ def test_a_self_check_is_re_timed_once_its_waived_flags_are_gone(tmp_path):
     from types import SimpleNamespace
 
     from davinci_kernel.config import EvalConfig
-    from davinci_kernel.evaluate.evaluator import Evaluator
+    from davinci_kernel.evaluate.harness.evaluator import Evaluator
 
     calls = []
 
@@ -632,7 +634,7 @@ def test_the_floor_of_a_reported_reference_time(ref_ms, clean_ms, gpu_ms, flagge
     """A reference reported faster than it runs is flagged against its time in the reference
     process, or, where that time is mostly the host launching it (host-bound), against the
     GPU time of its own kernels, which no faster host shortens."""
-    from davinci_kernel.evaluate import guards
+    from davinci_kernel.evaluate.harness import guards
 
     got = guards.reference_time_flag(ref_ms, clean_ms, 1.3, gpu_ms)
     assert bool(got) == flagged, got

@@ -12,7 +12,7 @@ def hold():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from davinci_kernel.evaluate.occupy import FlushHold
+    from davinci_kernel.evaluate.shared.occupy import FlushHold
 
     h = FlushHold(torch, "cuda")
     buf = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
@@ -50,8 +50,8 @@ def test_side_stream_work_waits_for_the_hold(hold):
     start before they end; beside fill_ plus a one-thread _sleep it finishes long before."""
     import torch
 
-    from davinci_kernel.evaluate import timing
-    from davinci_kernel.evaluate.runtime import Captured as _capture
+    from davinci_kernel.evaluate.shared import timing
+    from davinci_kernel.evaluate.shared.runtime import Captured as _capture
 
     h, buf = hold
     held = [_side_finishes_after(torch, lambda: h(buf, 300.0)) for _ in range(5)]

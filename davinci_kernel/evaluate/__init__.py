@@ -32,14 +32,14 @@ kernels and timing claims come from the candidate's own process and are checked 
 within limits; no seccomp filter; the GPU is shared with the worker.
 """
 
-from .guards import FLAGS, SOFT
+from .harness.guards import FLAGS, SOFT
 
 
 def __getattr__(name: str):
     """``Evaluator`` and ``evaluate`` load on first use: a worker process imports this package
     too, and must enter its sandbox before torch loads (``sandbox_enter.py``)."""
     if name in ("Evaluator", "evaluate"):
-        from . import evaluator
+        from .harness import evaluator
 
         return getattr(evaluator, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

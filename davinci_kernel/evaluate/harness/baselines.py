@@ -12,8 +12,8 @@ import os
 import threading
 from pathlib import Path
 
-from ..errors import UsageError
-from ..files import write_atomic
+from ...errors import UsageError
+from ...files import write_atomic
 
 
 def vs_compile(speedup: float, eager_ms: float, compile_ms: float, ref_ms: float) -> tuple[float, float]:
@@ -40,7 +40,7 @@ class BaselineCache:
 
     @staticmethod
     def key(task_hash: str, overrides: dict, gpu: str, torch_version: str, method_extra: str = "") -> str:
-        from .timing import METHOD
+        from ..shared.timing import METHOD
 
         method = f"{METHOD}+{method_extra}" if method_extra else METHOD
         return f"{task_hash}|{json.dumps(overrides, sort_keys=True)}|{gpu}|{torch_version}|{method}"

@@ -45,8 +45,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
+from ..shared.sandbox_enter import INNER, Spec, hidden_ancestor  # noqa: F401 - hidden_ancestor: part of this API
 from . import sandbox_cgroup
-from .sandbox_enter import INNER, Spec, hidden_ancestor  # noqa: F401 - hidden_ancestor: part of this API
 
 log = logging.getLogger("davinci_kernel.evaluate")
 
@@ -133,7 +133,7 @@ def _probe_worker(caps: Caps) -> None:
     try:
         scratch = Scratch(root, lease.uid, 64 << 20, tmpfs=caps.scratch_tmpfs)
         spec = Spec(scratch=scratch.path, uid=lease.uid, mounts=True, userns=True, expose=runtime_paths())
-        argv = launch_argv(caps, "davinci_kernel.evaluate.sandbox_enter", [json.dumps(asdict(spec))])
+        argv = launch_argv(caps, "davinci_kernel.evaluate.shared.sandbox_enter", [json.dumps(asdict(spec))])
         env = worker_env({}, INNER)
         r = subprocess.run(argv, capture_output=True, timeout=60, env=env, cwd=scratch.path, stdin=subprocess.DEVNULL)
         facts = json.loads(r.stdout.decode().strip().splitlines()[-1]) if r.returncode == 0 else {}

@@ -28,7 +28,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..pysource import parse as parse_source
+from ...pysource import parse as parse_source
 from .policy import check_policy
 
 _PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "builtins", "sys", "gc", "F", "nn", "np",

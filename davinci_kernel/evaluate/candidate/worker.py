@@ -19,7 +19,7 @@ reports besides output files (flags it raises on itself, launch counts, work, ti
 is a claim the harness cross-checks or only uses against the candidate (``judge.py``).
 
 Does not cover: reference outputs (``reference.py`` computes those where no candidate
-ever ran) or any verdict. Run as ``python -m davinci_kernel.evaluate.candidate FD CONF``;
+ever ran) or any verdict. Run as ``python -m davinci_kernel.evaluate.candidate.worker FD CONF``;
 it serves exactly one job.
 """
 
@@ -30,10 +30,9 @@ import resource
 import sys
 import threading
 
-from . import runtime as rt
-from .audit import LaunchCounter, audited_call, changed, install_launch_counter, snapshot
-from .draws import TIMED_CHECKS
-from .protocol import CandidateJob, fit
+from ..shared import runtime as rt
+from ..shared.audit import LaunchCounter, audited_call, changed, install_launch_counter, snapshot
+from ..shared.protocol import CandidateJob, fit
 
 _isinstance = isinstance
 
@@ -207,7 +206,7 @@ class CandidateRunner:
         self.perturbed()
         self.out["audits"] = self.audits
         if self.tables:
-            from .profile import merge_tables
+            from ..shared.profile import merge_tables
 
             self.out["checked_kernels"] = merge_tables(self.tables)
         self.out["launch_names"] = dict(LaunchCounter.names)
@@ -226,7 +225,7 @@ class CandidateRunner:
             overrides, seed = got.get("overrides"), got.get("seed")
             if not overrides or not isinstance(seed, int):
                 continue
-            from ..tasks.shapes import apply_overrides
+            from ...tasks.shapes import apply_overrides
 
             model = inputs = None  # one perturbed model at a time: the last one is gone before the next
             try:
@@ -249,7 +248,7 @@ class CandidateRunner:
         """Timing inputs made beside other checks; then, with the GPU to itself, the
         interleaved timed pairs, recorded by kineto (the candidate's kernels in them are
         its kernel evidence); then the last round's outputs."""
-        from . import profile, timing
+        from ..shared import profile, timing
 
         j = self.j
         self.out["stage"] = "timing"
@@ -301,7 +300,7 @@ class CandidateRunner:
         """How many input sets and placements the timing phase holds (memplan.py), from one
         set's size, the reference's output size, the bytes the harness admitted and the
         device's free memory now."""
-        from . import memplan
+        from ..shared import memplan
 
         in_bytes = self.j.input_bytes
         if not in_bytes:  # the reference process could not size it on the meta device
@@ -314,7 +313,7 @@ class CandidateRunner:
         if self.j.memory_bytes:  # what the harness admitted this evaluation with (admission.py)
             budget = min(budget, self.j.memory_bytes)
         flush = self.j.timing.l2_flush_mb << 20
-        kept = TIMED_CHECKS * self.j.output_bytes  # the timed checks' outputs live until handed over
+        kept = self.j.timed_checks * self.j.output_bytes  # the timed checks' outputs live until handed over
         return memplan.plan_timing(in_bytes, self.j.output_bytes, budget, flush + kept, self.j.trials,
                                    self.j.timing.timing_placements)
 
@@ -385,7 +384,7 @@ def warm_gpu_tools(device: str) -> None:
     """Load what the timing phase uses for the first time in a process (the GPU profiler,
     the busy-wait and random kernels) while the worker waits for its candidate, so a timed
     phase, which has the GPU to itself, does not spend seconds loading it."""
-    from . import profile, timing
+    from ..shared import profile, timing
 
     C, dev = rt.C, rt.C.torch.device(device)
     x = C.torch.ones(1024, device=dev)
@@ -398,7 +397,7 @@ def warm_gpu_tools(device: str) -> None:
 def main(argv: list[str]) -> None:
     ch, device, notes = rt.start(argv)
     install_launch_counter()
-    from .audit import settle
+    from ..shared.audit import settle
 
     settle(rt.C.torch, device, all_threads=not device.startswith("cuda"))
     if device.startswith("cuda"):

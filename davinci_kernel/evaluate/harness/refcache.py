@@ -72,7 +72,7 @@ class ReferenceCache:
 def _precision(home: str, result: dict) -> dict:
     """The float64 oracle's leaves of the first trials and the precision calibration
     (``precision.py``); an oracle without its calibration is not kept."""
-    from .precision import calibration_record
+    from ..shared.precision import calibration_record
 
     calib = calibration_record(result.get("precision"))
     leaves = result.get("leaves", {})

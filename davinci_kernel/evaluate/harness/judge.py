@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..records import EvalResult, KernelTime
-from . import guards, precision
+from ...records import EvalResult, KernelTime
+from ..shared import precision
+from . import guards
 from .correctness import compare
 
 
@@ -125,7 +126,7 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
     the candidate's source defines (``profile.classify`` of each call's raw kernel table),
     never the worker's own count; on the CPU, the Triton launches counted. Coverage is the
     lower of time coverage (GPU) and work coverage; host reads make ``host_work``."""
-    from . import profile
+    from ..shared import profile
 
     audits = [a for a in out.get("audits") or [] if isinstance(a, dict)]
     task = [a for a in audits if a.get("task", True) is True]
@@ -222,7 +223,7 @@ def timed_evidence(res: EvalResult, table, static_kernels: list[str], base: Opti
     kernel attributed to the side whose call launched it): hidden work and streams, the
     kernel table shown, its own kernels present as in the compared calls, and coverage
     (the lower of this time coverage and the one from the compared calls)."""
-    from . import profile
+    from ..shared import profile
 
     prof = table if isinstance(table, dict) else {}
     c = profile.classify(prof, static_kernels)
@@ -259,7 +260,7 @@ def timed_outputs(t: dict, cand: dict, ref: dict, cfg) -> list[tuple[str, str]]:
     phase began, on inputs varied from seeds the reference process used too). Every check
     the claimed rounds allow must be there (a worker that claims fewer rounds than the
     configured minimum is not believed)."""
-    from .timing import check_positions
+    from ..shared.timing import check_positions
 
     hits: list[tuple[str, str]] = []
     for k, leaves in cand.items():

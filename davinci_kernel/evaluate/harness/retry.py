@@ -22,7 +22,7 @@ import math
 import re
 import time
 
-from ..records import EvalResult
+from ...records import EvalResult
 from . import judge
 
 RETIMED = {"timing_mismatch", "reference_slowed"}  # two timings disagree: measured once more before they stand

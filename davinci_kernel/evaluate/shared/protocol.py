@@ -236,6 +236,7 @@ class CandidateJob(_Job):
     device: str = "cpu"
     out_meta: list[dict] = field(default_factory=list)  # the reference's output shapes (allocator poison)
     other_sizes: bool = False  # the harness has a perturbed or odd size to judge at (asked for when it starts)
+    timed_checks: int = 0  # how many timed rounds' outputs the harness will ask to keep (which: told at the go)
     audit: bool = True  # op profiler on some correctness calls, launch counts on all (custom-kernel evidence)
     input_bytes: int = 0  # one input set, as the reference process measured it (memory plan; 0: measure)
     output_bytes: int = 0  # one call's outputs, likewise

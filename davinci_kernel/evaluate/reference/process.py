@@ -11,7 +11,7 @@ claims against: eager and torch.compile baselines, and the time of one flush-and
 before a timed call. Outputs go as raw-byte files into a folder only the harness can
 reach. Does not cover: candidates (``candidate.py``), comparison (``judge.py``).
 
-Run as ``python -m davinci_kernel.evaluate.reference FD CONF``.
+Run as ``python -m davinci_kernel.evaluate.reference.process FD CONF``.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import gc
 import sys
 from typing import Optional
 
-from . import memplan
-from . import runtime as rt
-from .protocol import ReferenceJob
+from ..shared import memplan
+from ..shared import runtime as rt
+from ..shared.protocol import ReferenceJob
 
 
 def compute_reference(job: ReferenceJob) -> dict:
     C = rt.C
     dev = C.torch.device(job.device)
-    from .audit import audited_call
+    from ..shared.audit import audited_call
 
     mod = rt.exec_source(job.task_source, "dvk_reference")
     out: dict = {"leaves": {}, "ref_mutates": False, "ref_aliases": False}
@@ -87,7 +87,7 @@ def timed_checks(job: ReferenceJob, mod, model, writer, dev, out: dict) -> None:
     varies them in the timed round the check picks."""
     if dev.type != "cuda" or not job.timed_checks or not job.seeds:
         return
-    from .timing import vary_seeded
+    from ..shared.timing import vary_seeded
 
     inputs = rt.gen_inputs(mod, job.seeds[0], dev)
     for j, seed in enumerate(job.timed_checks):
@@ -108,8 +108,8 @@ def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict) -> None:
     A problem the oracle cannot run (an op without float64, a model that draws random numbers
     or holds float32 tensors it does not register) is recorded as not calibrated: the fixed
     limit then applies."""
-    from . import precision as pr
-    from .transfer import flatten
+    from ..shared import precision as pr
+    from ..shared.transfer import flatten
 
     C = rt.C
     on_gpu = dev.type == "cuda"
@@ -152,7 +152,7 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
     the task's memory (1.25x its inputs + outputs and 1.25x its model's parameters, or 64 MiB
     each; ``base``: the task's sizes, None if unknown); the overrides used, or None."""
     C = rt.C
-    from ..tasks.shapes import apply_overrides
+    from ...tasks.shapes import apply_overrides
 
     for k, overrides in enumerate(variants):
         try:
@@ -248,7 +248,7 @@ def baseline(job: ReferenceJob, ready) -> dict:
     Model, inputs and the torch.compile build come first, beside other work on the GPU;
     ``ready()`` returns once the harness has given this process the GPU alone."""
     C = rt.C
-    from . import timing
+    from ..shared import timing
 
     dev = C.torch.device(job.device)
     mod = rt.exec_source(job.task_source, "dvk_reference")
@@ -269,7 +269,7 @@ def baseline(job: ReferenceJob, ready) -> dict:
             res["compile_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     # how many streams the reference's own GPU work uses (cuDNN may use several): a candidate
     # is held to the one stream only beyond that (guards.stream_flag)
-    from .profile import profile_kernels
+    from ..shared.profile import profile_kernels
 
     prof = profile_kernels(C, dev, model, sets[0])
     res["ref_streams"] = prof["streams"]
@@ -293,7 +293,7 @@ def call_overhead(model, sets, job: ReferenceJob) -> float:
     taken around the timed pairs as the harness takes a candidate's. What a worker's timed
     phase may spend outside its reported event times (flush, synchronize, bookkeeping)."""
     C = rt.C
-    from . import timing
+    from ..shared import timing
 
     dev = C.torch.device(job.device)
     marks: list[float] = []
@@ -311,7 +311,7 @@ def call_overhead(model, sets, job: ReferenceJob) -> float:
 
 def _same(a, b) -> bool:
     """Bit-for-bit the same outputs (NaN where NaN)."""
-    from .transfer import flatten
+    from ..shared.transfer import flatten
 
     xs, ys = flatten(a), flatten(b)
     if len(xs) != len(ys):
@@ -339,7 +339,7 @@ def sync(dev) -> None:
 
 def main(argv: list[str]) -> None:
     ch, device, notes = rt.start(argv)
-    from .audit import settle
+    from ..shared.audit import settle
 
     settle(rt.C.torch, device)
     ch.send({"event": "ready", "pid": __import__("os").getpid(), "gpu": rt.gpu_name(device),

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Optional
 
-from ..config import EvalConfig
-from ..errors import UsageError
-from ..records import EvalResult, Task
+from ...config import EvalConfig
+from ...errors import UsageError
+from ...records import EvalResult, Task
 
 
 class _Actor:
     def __init__(self, cfg_dict: dict):
-        from ..config import EvalConfig
+        from ...config import EvalConfig
         from .evaluator import Evaluator
 
         self.ev = Evaluator(EvalConfig(**cfg_dict), workers=1)

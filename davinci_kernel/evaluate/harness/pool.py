@@ -180,7 +180,7 @@ def resolve_device(device: str) -> str:
 def check_workers(workers: Optional[int]) -> None:
     """A worker count a user gave: 1 to 256, or None for the default."""
     if workers is not None and not 1 <= workers <= 256:
-        from ..errors import UsageError
+        from ...errors import UsageError
 
         raise UsageError(f"--workers {workers}: give 1 to 256 workers (or leave it out for one per GPU, 2 on CPU)")
 
@@ -198,7 +198,7 @@ def default_slots(device: str, workers: Optional[int] = None, per_gpu: int = 1) 
 
         n_gpu = torch.cuda.device_count()
         if n_gpu == 0:
-            from ..errors import UsageError
+            from ...errors import UsageError
 
             raise UsageError("--device cuda was given but no CUDA GPU is visible; use --device cpu")
         gpus = [f"cuda:{i}" for i in range(n_gpu)]

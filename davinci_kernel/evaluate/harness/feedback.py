@@ -8,7 +8,7 @@ Does not cover: the chat framing around it (agents/).
 
 from __future__ import annotations
 
-from ..records import EvalResult
+from ...records import EvalResult
 from .guards import FLAGS, SOFT
 
 

@@ -20,13 +20,13 @@ import shutil
 import threading
 from typing import Optional
 
-from ..config import EvalConfig
-from ..records import Task
-from . import memplan
+from ...config import EvalConfig
+from ...records import Task
+from ..shared import memplan
+from ..shared.protocol import ReferenceJob, TimingSettings, WorkerDied, WorkerTimeout
 from .baselines import BaselineCache
 from .draws import Draw
 from .gate import Gates
-from .protocol import ReferenceJob, TimingSettings, WorkerDied, WorkerTimeout
 from .refcache import ReferenceCache
 
 

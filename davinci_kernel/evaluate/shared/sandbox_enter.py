@@ -331,7 +331,7 @@ def enter(spec: Spec) -> list[str]:
 
 
 def _probe_main(spec_json: str) -> None:
-    """``python -m davinci_kernel.evaluate.sandbox_enter SPEC``: enter, then report what holds."""
+    """``python -m davinci_kernel.evaluate.shared.sandbox_enter SPEC``: enter, then report what holds."""
     spec = Spec(**json.loads(spec_json))
     notes = enter(spec)
     facts = {"notes": notes, "uid": os.getuid(), "cwd": os.getcwd(),

@@ -27,7 +27,7 @@ from typing import Optional
 
 import torch
 
-from .transfer import SAMPLE_MIN, sample_indices
+from ..shared.transfer import SAMPLE_MIN, sample_indices
 
 _NAME = re.compile(r"^[0-9]{1,9}\.bin$")
 _MAX_DIMS = 16

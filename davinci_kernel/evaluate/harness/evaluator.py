@@ -37,10 +37,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
-from ..config import EvalConfig
-from ..records import EvalResult, Task
-from ..tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbations
-from . import admission, draws, judge, kernelcache, memplan, retry, sandbox, static
+from ...config import EvalConfig
+from ...records import EvalResult, Task
+from ...tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbations
+from ..shared import memplan
+from ..shared.protocol import CandidateJob, ProtocolError, TimingSettings, WorkerDied, WorkerTimeout
+from ..shared.transfer import shm_root
+from . import admission, draws, judge, kernelcache, retry, sandbox, static
 from . import feedback as feedback_mod
 from .baselines import BaselineCache
 from .conversation import Conversation, worker_failure
@@ -48,9 +51,7 @@ from .draws import Draw
 from .gate import Gates
 from .pool import LocalPool, default_slots, resolve_device
 from .procs import CPU_THREADS, Limits, WorkerProcess
-from .protocol import CandidateJob, ProtocolError, TimingSettings, WorkerDied, WorkerTimeout
 from .refcache import ReferenceCache
-from .transfer import shm_root
 from .trusted import TrustedSide
 
 _NOT_REUSED = {"harness_error", "no_worker", "timeout", "protocol_error", "worker_crash"}  # may go otherwise next time
@@ -73,7 +74,7 @@ class Evaluator:
         if self.cfg.sandbox == "require":
             caps = sandbox.probe()
             if caps.missing:
-                from ..errors import UsageError
+                from ...errors import UsageError
 
                 raise UsageError(f"eval.sandbox=require, but this machine lacks: {', '.join(caps.missing)}")
         self.tmp_root = tempfile.mkdtemp(prefix="dvk-eval-", dir=shm_root())
@@ -301,6 +302,7 @@ class Evaluator:
             job = CandidateJob(task_source=variant, candidate_source=source, trials=len(drawn.trial_seeds),
                                init_seed=cfg.seed, device=w.device, out_meta=ref.get("out_meta") or [],
                                other_sizes=bool(ref.get("perturb_used") or ref.get("odd_used")),
+                               timed_checks=len(drawn.timed_checks),
                                input_bytes=int(ref.get("input_bytes") or 0),
                                output_bytes=int(ref.get("output_bytes") or 0), memory_bytes=memory_bytes,
                                timing=self.timing_settings)

@@ -58,7 +58,7 @@ def draw(task_hash: str, trials: int, variant: Optional[str], odd: list[dict], i
     ``variant``: the problem text whose sizes are perturbed (None: no shape re-check);
     each size's step away from the task's (``shapes.keep_pow2``) is drawn, so the judged
     size is one of several. ``odd``: the odd sizes (information only, not drawn)."""
-    from ..tasks.shapes import perturbations, perturbed_names
+    from ...tasks.shapes import perturbations, perturbed_names
 
     if input_seed is None:
         rng: random.Random = secrets.SystemRandom()

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Optional
 
+from ..shared.protocol import MAX_MESSAGE, MAX_REPORT, Channel, ProtocolError, WorkerDied, WorkerTimeout
 from . import sandbox, sandbox_cgroup
-from .protocol import MAX_MESSAGE, MAX_REPORT, Channel, ProtocolError, WorkerDied, WorkerTimeout
 
 _SPAWNED = itertools.count()
 log = logging.getLogger("davinci_kernel.evaluate")
@@ -107,6 +107,11 @@ class OutputTail:
         self._thread.join(timeout)
 
 
+# the module each kind of process runs (``python -m``): its path says which process it is
+WORKER_MODULES = {"candidate": "davinci_kernel.evaluate.candidate.worker",
+                  "reference": "davinci_kernel.evaluate.reference.process"}
+
+
 class WorkerProcess:
     """One worker process and its channel."""
 
@@ -160,7 +165,7 @@ class WorkerProcess:
                                                     limits.memory_bytes, limits.nproc, limits.cpu_cores)
         mine, theirs = socket.socketpair()
         conf = {"device": device, "env": {}, "spec": asdict(spec) if spec else None}
-        argv = sandbox.launch_argv(caps, f"davinci_kernel.evaluate.{kind}", [str(theirs.fileno()), json.dumps(conf)])
+        argv = sandbox.launch_argv(caps, WORKER_MODULES[kind], [str(theirs.fileno()), json.dumps(conf)])
         procs_files = self.cgroup.procs_files() if self.cgroup is not None else []
 
         def join_cgroup():  # in the child, before exec: every later descendant inherits it

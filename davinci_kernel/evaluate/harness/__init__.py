@@ -1,0 +1,1 @@
+"""The harness process: it never imports a candidate. Evaluation, the code policy and static checks, the draws of the judged inputs, reading and comparing outputs, every verdict, the pool of processes and their sandbox (set up from here), everything stored."""

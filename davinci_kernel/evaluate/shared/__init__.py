@@ -1,0 +1,1 @@
+"""Code imported by more than one kind of process: the protocol, the worker-side runtime and sandbox entry, output transfer, timing, the flush kernel, kernel recording, the work audit, memory plans and precision math."""
