@@ -47,7 +47,7 @@ from typing import Optional
 
 from ..config import EvalConfig
 from ..errors import Interrupted, UsageError, check_out_dir
-from ..evaluate.pool import check_workers
+from ..evaluate.harness.pool import check_workers
 from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, replace_jsonl_row, write_json
 from ..records import EvalResult
 from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
@@ -354,7 +354,7 @@ def _evaluate_all(evaluator, backend: str, pairs: list, done: Callable, stop: th
 
 def _make_evaluator(backend: str, cfg: EvalConfig, workers: Optional[int]):
     if backend == "ray":
-        from ..evaluate.ray_pool import RayEvaluator
+        from ..evaluate.harness.ray_pool import RayEvaluator
 
         return RayEvaluator(cfg, workers=workers)
     from ..evaluate import Evaluator
