@@ -2,34 +2,28 @@
 
 What it covers
 --------------
-* Three kinds of process. This one (the harness: ``evaluator.py``) parses candidates
-  (``static.py``), reads their outputs as raw bytes (``intake.py``), compares them
-  (``correctness.py``), applies the flag rules (``judge.py``, ``guards.py``) and alone
-  writes anything stored; it never imports candidate code and is non-dumpable. Reference
-  processes (``reference.py``) run only the problem's own Model: reference outputs, the
-  perturbed sizes, clean baselines. Candidate workers (``candidate.py``) run one candidate
-  each, inside the OS sandbox of ``sandbox.py`` (own uid, PID/network/mount namespaces,
-  scratch-only writes, rlimits, cgroup), and are then killed (``procs.py``, ``pool.py``).
-  Messages are typed JSON (``protocol.py``).
-* Correctness: ≥5 trials with fresh inputs from distinct seeds, separate clones, the same
-  init seed for both models, shape/dtype/allclose plus a relative-L2 limit per dtype,
-  NaN/Inf never pass; a refill of the same buffers (result caching), a second run under a
-  different allocator poison (uninitialized memory), a run at perturbed sizes (hard-coded
-  shapes). Memory is planned per task (``memplan.py``) and admitted per device: evaluations
-  in flight never promise more bytes than the device has (``admission.py``).
-* Timing (GPU): reference and candidate interleaved call by call in the candidate's worker,
-  L2 flush held on every SM (``occupy.py``), device events; the reported times are checked
-  against the reference process's clean timings and the wall time the harness measures;
-  eager and torch.compile baselines cached per (task hash, size variant, GPU, torch
-  version). Several workers may share a GPU: a per-GPU gate (``gate.py``) lets one time.
-* CPU mode: Triton runs under the interpreter at the task's small shapes; timing is
-  reported unavailable, coverage is estimated from work counts.
+* Three kinds of process, one folder each, so a file's path says where it runs:
+  ``harness/`` (this process: the evaluator, the code policy, the draws of the judged
+  inputs, reading and comparing outputs, every verdict, the pool and its sandbox; it never
+  imports candidate code and is non-dumpable), ``reference/process.py`` (the problem's own
+  Model only: reference outputs, the float64 oracle, clean baselines) and
+  ``candidate/worker.py`` (one candidate, sandboxed, then discarded); ``shared/`` holds what
+  more than one imports (the JSON protocol, the worker runtime and sandbox entry, output
+  transfer, timing, the flush kernel, kernel recording, the work audit, memory plans,
+  precision math).
+* Correctness: ≥5 trials on inputs drawn by the harness, separate clones, the same init seed
+  for both models, allclose plus a relative-L2 limit, a float64 oracle for float32 outputs,
+  NaN/Inf never pass; result caching, uninitialized memory and hard-coded sizes checked.
+  Memory is planned per task and admitted per device.
+* Timing (GPU): reference and candidate interleaved call by call, L2 flush held on every
+  SM, device events bounded by the harness's wall time and the reference process's clean
+  timing; timed rounds the harness picks are compared too.
+* CPU mode: Triton runs under the interpreter at the task's small shapes; no timing.
 
 What it does not cover
 ----------------------
-See the trust model at the top of ``evaluator.py`` and the README: evidence of custom
-kernels and timing claims come from the candidate's own process and are checked only
-within limits; no seccomp filter; the GPU is shared with the worker.
+docs/guarantees.md: what each guarantee still trusts, and what an adversary could still
+forge on the CPU (after a code-policy escape) and on the GPU (native code).
 """
 
 from .harness.guards import FLAGS, SOFT

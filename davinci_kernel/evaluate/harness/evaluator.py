@@ -1,27 +1,25 @@
-"""Judging candidates: the harness process, which never runs candidate code.
+"""Judging candidates: the public entry of the harness process, which never runs candidate code.
 
-Trust model (what this covers). The candidate is adversarial code. It runs only in a
-candidate worker: a fresh interpreter inside the OS sandbox (``sandbox.py``: its own uid,
-PID, network and mount namespaces, writes only to its scratch folder, rlimits, a cgroup
-where one can be made), which serves that one candidate and is then killed with every
-process it started. Reference outputs (every trial, the perturbed size) and clean
-timings come from the reference process (``reference.py``), which never imports a
-candidate, and are kept in a folder no worker uid can open. This process reads a
-candidate's outputs from files while its whole process tree is stopped (large ones on a
-sample whose seed the candidate never learns), compares them with the reference
-(``judge.py``, ``correctness.py``), and treats everything else the worker says as a claim
-that can only hurt the candidate, or that it checks: the reference's time beside the
-candidate against its time alone, the candidate's event times against the wall time
-measured here around the timed calls. Messages are JSON (never pickle). The harness is
-non-dumpable. Skill library, baseline cache and results are written only by this process.
+Trust model (what this covers). The candidate is adversarial code, in its entirety, native
+code included. It runs only in a candidate worker (``candidate/worker.py``): a fresh process
+in a sandbox of its own (``sandbox.py``: user, IPC, UTS, cgroup, network, PID and mount
+namespaces, a machine-unique uid, a private root, bounded output, quotas), which serves that
+one candidate and is then killed with everything it started. Before anything runs, the
+source is held to the code policy (``static.py``, ``policy.py``). The judged inputs are
+drawn here (``draws.py``) and told to the worker only when the call that uses them starts;
+reference outputs (every trial, the perturbed size, the timed checks, the float64 oracle)
+and clean timings come from the reference process (``reference/process.py``), which never
+imports a candidate. This process reads a candidate's outputs from files it opens itself
+while the worker's processes are stopped (``intake.py``), compares them (``judge.py``,
+``correctness.py``), and takes the worker's messages (``conversation.py``: capped, one
+deadline) only as reports it checks or that can only hurt the candidate. Retry rules live in
+``retry.py``. Skill library, baseline cache and results are written only by this process.
 
-What it does not cover: the in-process evidence of custom kernels (launch counts, the
-op profiler, the GPU profiler's kernel table) is produced inside the candidate's process and
-can be forged by a candidate that defeats the static checks (it then still has to produce
-correct outputs); timing claims are checked to within ``eval.wall_slack`` of the candidate's
-time plus a fixed allowance per call; the GPU is shared with the worker (device memory of
-other processes is the driver's to protect). Where the sandbox cannot be built (not root,
-no ``unshare``), each result's ``sandbox`` says what is missing.
+What it does not cover: the custom-kernel evidence (GPU activity records, torch work, host
+reads) is recorded inside the candidate's process by code set up before the candidate runs;
+a candidate's native code (``load_inline``, GPU only) could tamper with it, and its event
+times are bounded by the wall time measured here only within ``eval.wall_slack``. No
+seccomp; the GPU is shared with the worker. docs/guarantees.md has the full table.
 """
 
 from __future__ import annotations

@@ -5,11 +5,14 @@ it computes the reference outputs of every correctness trial (fresh inputs from 
 seed, the same init seed the candidate gets, one trial at a time; a large output kept as
 its values at the entry's secret sample indices; a task that cannot fit even one trial
 refused up front from a meta-device pass; one call's sizes alone, on request), whether the reference mutates or aliases
-its inputs, its work (FLOPs + elements, for the CPU coverage estimate), its outputs at
-the first valid perturbed size, and the clean timings the harness checks candidates'
-claims against: eager and torch.compile baselines, and the time of one flush-and-lead
-before a timed call. Outputs go as raw-byte files into a folder only the harness can
-reach. Does not cover: candidates (``candidate.py``), comparison (``judge.py``).
+its inputs, its work (FLOPs + elements, for the coverage estimate), the outputs of the
+harness's timed checks (the first trial's inputs varied from each check's seed), the
+float64 oracle and the precision calibration of float32 outputs (``calibrate_precision``),
+its outputs at the first valid size among those the harness drew, and the clean timings the
+harness checks candidates' claims against: eager and torch.compile baselines, and the time
+of one flush-and-lead before a timed call. Outputs go as raw-byte files into a folder only
+the harness can reach. Does not cover: candidates (``candidate/worker.py``), comparison
+(``harness/judge.py``).
 
 Run as ``python -m davinci_kernel.evaluate.reference.process FD CONF``.
 """
