@@ -18,7 +18,7 @@ ALL = sorted((FIXTURES / "cheats").glob("*.py"))
 # Attacks on the judge itself (sandbox_*) run in throwaway harness processes: test_evaluate_sandbox.py.
 # Attacks on the judged inputs and the worker's channel need a replayed draw or a short deadline:
 # test_evaluate_draws.py runs them.
-ELSEWHERE = {"perturb_predicted", "channel_keepalive", "channel_flood"}
+ELSEWHERE = {"perturb_predicted", "channel_keepalive", "channel_flood", "channel_extra_outputs"}
 CHEATS = [p for p in ALL if not p.stem.startswith("sandbox_") and p.stem not in ELSEWHERE]
 GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing", "stale_timed_rounds",  # only timing exposes them
             # kernel evidence that exists on a GPU only (activity records, timed calls, device copies)
