@@ -45,7 +45,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from ..shared.sandbox_enter import INNER, Spec, hidden_ancestor  # noqa: F401 - hidden_ancestor: part of this API
+from ..shared.sandbox_enter import COVERED, INNER, Spec, hidden_ancestor  # noqa: F401 - hidden_ancestor: part of this API
 from . import sandbox_cgroup
 
 log = logging.getLogger("davinci_kernel.evaluate")
@@ -368,10 +368,14 @@ def runtime_paths() -> list[str]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
              os.path.dirname(os.path.dirname(os.path.abspath(davinci_kernel.__file__)))}
     paths.update(p for p in sys.path if p and os.path.isdir(p))
+    paths.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p)
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             paths.add(os.environ[var])
-    return sorted(os.path.realpath(p) for p in paths if os.path.isdir(p))
+    # a shared folder itself (a script run from /tmp puts /tmp on sys.path) would bring the
+    # host's sockets and files back into the worker's root: only folders inside one travel
+    hidden = {"/", *COVERED}
+    return sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)} - hidden)
 
 
 def gpu_devices() -> list[str]:
