@@ -116,8 +116,8 @@ def test_bench_ctrl_c_exits_130_records_nothing_false_then_resumes(tmp_path):
 
 
 def test_eval_ctrl_c_exits_130(tmp_path):
-    cand = tmp_path / "slow.py"  # keeps its worker busy at import for a minute
-    cand.write_text((FIXTURES / "legit" / "relu_triton.py").read_text() + "\nimport time\ntime.sleep(60)\n")
+    cand = tmp_path / "slow.py"  # keeps its worker busy at import (within the code policy) until interrupted
+    cand.write_text((FIXTURES / "legit" / "relu_triton.py").read_text() + "\n_n = 0\nwhile _n >= 0:\n    _n += 1\n")
     t0 = time.time()
     code, stdout, stderr = _interrupt_when(["eval", FIXTURES / "tasks" / "relu.py", cand, "--device", "cpu"],
                                            lambda: time.time() - t0 > 5)
