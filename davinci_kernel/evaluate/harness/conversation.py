@@ -70,8 +70,8 @@ class Conversation:
         self.deadline = Deadline(cfg.compile_timeout_s + 2 * cfg.run_timeout_s + 30.0)
 
     # ------------------------------------------------------------------ checks
-    def check(self, job: CandidateJob) -> Optional[dict]:
-        """Load, correctness and other sizes; returns the worker's report (or None after an error)."""
+    def check(self, job: CandidateJob) -> dict:
+        """Load, correctness and other sizes; returns the worker's report (a dict)."""
         cfg, res, w = self.cfg, self.res, self.w
         gate = self.ev._gates(w.device)
         with gate.shared(w):  # checking: other workers on this GPU may check too; a timer stops them
