@@ -167,6 +167,7 @@ class _Visitor:
         self._assigned_aliases()
         self.jit_names = {n.name for n in ast.walk(self.tree) if isinstance(n, ast.FunctionDef) and self._is_jit(n)}
         self.bound = _bindings(self.tree)
+        self._no_shadowing()
         self.host_defs = {n.name for n in ast.walk(self.tree) if isinstance(n, _BINDERS[:3])} - self.jit_names
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Attribute):
@@ -184,6 +185,18 @@ class _Visitor:
         for fn in ast.walk(self.tree):
             if isinstance(fn, ast.FunctionDef) and fn.name in self.jit_names and self._is_jit(fn):
                 self._jit_body(fn)
+
+    def _no_shadowing(self) -> None:
+        """No binding may take the name of a refused builtin, of reflection or of a dunder (an
+        import ``from math import exec``, a ``def getattr``), and imports stand at the top level:
+        a name the policy resolves is then what the running code has."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not isinstance(self.parent.get(id(node)), ast.Module):
+                self.add(node, "import", "imports stand at the module's top level (not inside a function or block)")
+        for name in self.bound:
+            if name in BUILTINS_DENIED or name in REFLECTION or (_is_dunder(name) and name not in DUNDER_METHODS):
+                self.add(self.tree, "shadow", f"the name '{name}' is bound by the candidate: a builtin or dunder "
+                         "name cannot be rebound")
 
     # ------------------------------------------------------------------ imports and aliases
     def _imports(self) -> None:
@@ -247,7 +260,8 @@ class _Visitor:
 
     # ------------------------------------------------------------------ names, attributes, calls
     def _name(self, node: ast.Name) -> None:
-        if node.id in self.aliases:
+        if node.id in self.aliases and node.id not in BUILTINS_DENIED and node.id not in REFLECTION \
+                and not _is_dunder(node.id):
             return
         if _is_dunder(node.id) and node.id not in DUNDER_NAMES:
             self.add(node, "dunder", f"the name '{node.id}' is not allowed (dunder names: only {', '.join(DUNDER_NAMES)})")

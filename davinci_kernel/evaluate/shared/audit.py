@@ -175,15 +175,52 @@ _CONV = {**{f"conv{n}d": (3, 4, 5, False) for n in (1, 2, 3)},
 _EMBEDDING = {"embedding", "embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"}
 
 
+UNCOUNTED = 1e30  # the work of a contraction whose shapes cannot be read: all of any reference's
+
+
+def _n(shape) -> int:
+    return _numel(shape) if all(isinstance(d, int) for d in shape) else 0
+
+
+def _matrix_power(x: list, conc: list) -> float:
+    k = conc[1] if len(conc) > 1 and isinstance(conc[1], int) else None
+    return UNCOUNTED if k is None else 2.0 * _n(x[0]) * x[0][-1] * max(1, abs(k).bit_length())
+
+
+# contractions the profiler gives no FLOPs for: (input shapes, concrete inputs) -> work
+_CONTRACTIONS = {
+    "mv": lambda x, c: 2 * _n(x[0]), "addmv": lambda x, c: 2 * _n(x[1]),
+    "dot": lambda x, c: 2 * _n(x[0]), "vdot": lambda x, c: 2 * _n(x[0]),
+    "inner": lambda x, c: 2 * _n(x[0]) * _n(x[1]) // max(1, x[1][-1] if x[1] else 1),
+    "outer": lambda x, c: _n(x[0]) * _n(x[1]), "ger": lambda x, c: _n(x[0]) * _n(x[1]),
+    "addr": lambda x, c: 2 * _n(x[1]) * _n(x[2]),
+    "addbmm": lambda x, c: 2 * _n(x[1]) * x[2][-1], "baddbmm": lambda x, c: 2 * _n(x[1]) * x[2][-1],
+    "conv_tbc": lambda x, c: 2 * _n(x[0]) * x[1][0] * x[1][2],
+    "cdist": lambda x, c: 3 * _n(x[0]) * x[1][-2], "_cdist_forward": lambda x, c: 3 * _n(x[0]) * x[1][-2],
+    "_euclidean_dist": lambda x, c: 3 * _n(x[0]) * x[1][-2],
+    "kron": lambda x, c: _n(x[0]) * _n(x[1]),
+    "matrix_power": _matrix_power, "linalg_matrix_power": _matrix_power,
+    "_trilinear": lambda x, c: UNCOUNTED, "bilinear": lambda x, c: 2 * _n(x[0]) * _n(x[2]) // max(1, x[0][-1]),
+}
+
+
 def formula_flops(e) -> float:
     """Work of ops the profiler gives no FLOPs for. Convolutions (1-3-D, transposed too):
     2 x numel(out) x C_in/groups x prod(kernel), with the output's size from stride,
     padding and dilation (weight ``(C_out, C_in/g, *k)``); a transposed one does
     2 x numel(in) x C_out/groups x prod(kernel) (weight ``(C_in, C_out/g, *k)``).
     Embedding lookups: numel(indices) x dim (a copy per row); ``embedding_bag`` twice that
-    (each row read is also weighed and summed into its bag)."""
+    (each row read is also weighed and summed into its bag). Contractions without a profiler
+    count (``_CONTRACTIONS``: matrix-vector and outer products, batched sums, ``conv_tbc``,
+    distances, powers): 2 x their multiply-adds; one whose shapes cannot be read counts as
+    ``UNCOUNTED``, more than any reference's work (torch did it, whatever it was)."""
     name = getattr(e, "name", "")[6:]
     shapes = list(getattr(e, "input_shapes", None) or [])
+    if name in _CONTRACTIONS:
+        try:
+            return float(_CONTRACTIONS[name]([list(x) for x in shapes], list(getattr(e, "concrete_inputs", None) or [])))
+        except (IndexError, TypeError, ValueError):
+            return UNCOUNTED
     if name in _EMBEDDING and len(shapes) >= 2 and len(shapes[0]) == 2:  # a bag's rows are reduced: x 2
         return float(_numel(shapes[1]) * shapes[0][1] * (1 if name == "embedding" else 2))
     if name not in _CONV or len(shapes) < 2 or len(shapes[1]) < 3:
