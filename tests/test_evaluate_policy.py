@@ -120,6 +120,15 @@ def test_allowed(snippet):
     ("def host(v):\n    return 0\n@triton.jit\ndef k(p):\n    order = [2, 1]\n    order.sort(key=host)", "jit"),
     ("@triton.jit\ndef k(p, F):\n    order = [2, 1]\n    order.sort(key=F)", "jit"),
     ("def host(v):\n    return v.handle.data", "host"),
+    # the second red-team round: shadowed builtins, nested imports, global module hooks, typing's eval
+    ("from math import exec\nexec('1')", "shadow"),
+    ("import math as __import__", "shadow"),
+    ("def getattr(o, n):\n    return o", "shadow"),
+    ("def f():\n    import math\n    return math.pi", "import"),
+    ("import torch\ntorch.nn.modules.module.register_module_forward_hook(print)", "torch"),
+    ("import typing\ntyping.get_type_hints(print)", "import"),
+    ("import torch\ntorch.nested.nested_tensor([])", "torch"),
+    ("@triton.jit\ndef k(p, H):\n    v = tl.load(p)\n    tl.reduce(v, 0, H)", "jit"),
 ], ids=lambda x: x if isinstance(x, str) and " " not in x and len(x) < 20 else None)
 def test_refused(snippet, rule):
     got = rules(snippet)

@@ -71,6 +71,10 @@ TORCH_DENY: dict[str, str] = {
     "torch.set_float32_matmul_precision": "global torch state", "torch.use_deterministic_algorithms": "global torch state",
     "torch.set_num_threads": "global torch state", "torch.set_flush_denormal": "global torch state",
     "torch.nested": "nested tensors record no shapes: their work cannot be counted",
+    **{f"torch.nn.modules.module.register_module_{h}": "a hook on every module, the reference timed beside the "
+       "candidate included" for h in ("forward_hook", "forward_pre_hook", "full_backward_hook",
+                                      "full_backward_pre_hook", "backward_hook", "buffer_registration_hook",
+                                      "module_registration_hook", "parameter_registration_hook")},
     **{f"torch.sparse{s}": "sparse layouts record no dense shapes: their work cannot be counted"
        for s in ("", "_coo_tensor", "_csr_tensor", "_csc_tensor", "_bsr_tensor", "_bsc_tensor", "_compressed_tensor")},
 }
