@@ -1,8 +1,10 @@
 """Files written so that an interruption loses nothing, JSONL read back, and the JSON
 document a ``--json`` command prints.
 
-Covers: ``write_atomic`` (a temporary file beside the destination, synced, then renamed
-over it: a reader sees the old file or the new one, never half of one), ``write_json``,
+Covers: ``write_atomic`` (for a regular file, new or ours: a temporary file beside it,
+synced, then renamed over it, so a reader sees the old file or the new one, never half of
+one; a symlink is written through to what it names and stays a link; a device, FIFO or
+socket is a stream, written to and never replaced; ``-`` is standard output), ``write_json``,
 ``append_jsonl`` (whole lines in one write, flushed and synced before it returns),
 ``replace_jsonl_row`` (one row of a JSONL file replaced, the whole file rewritten
 atomically), ``drop_cut_line`` (removes a last line that a kill cut short from an append-only file),
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -27,20 +30,38 @@ OnBad = Callable[[int, str], None]  # (line number, why) for a line that is not 
 
 
 def write_atomic(path: Union[str, os.PathLike], data: Union[bytes, str]) -> Path:
-    """Write ``data`` to ``path`` through a synced temporary file in the same folder."""
-    path = Path(path)
+    """Write ``data`` to ``path``, never over what ``path`` is: a regular file (or a new one)
+    through a synced temporary file in its folder, renamed over it; a symlink's target the
+    same way (the link stays a link); a device, FIFO or socket as the stream it is; ``-``
+    to standard output."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    if str(path) == "-":
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        return Path("-")
+    path = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        st = os.stat(path)  # what the path names, through any link
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{path} is a folder; name a file")
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a stream (/dev/stdout, a FIFO): written to
+        with open(path, "wb") as fh:
+            fh.write(raw)
+        return path
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as e:
-        raise UsageError(f"cannot write in {path.parent}: {e.strerror or e}") from None
+        raise UsageError(f"cannot write in {target.parent}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o644)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)

@@ -190,16 +190,22 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"imported {n} skills, skipped {len(errors)} lines; library has {total}")
 
     @skills.command("export")
-    def export_cmd(jsonl: str = typer.Argument(..., help="output file (missing parent folders are created)"),
+    def export_cmd(jsonl: str = typer.Argument(..., help="output file (missing parent folders are created); "
+                                                    "- for standard output"),
                    step: Optional[int] = typer.Option(None, help="the library as of this training step"),
                    db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
                    seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                    as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Write the library as JSONL (one skill per line)."""
-        check_out_file(jsonl, "export file")  # missing parent folders are created
+        if jsonl == "-" and as_json:
+            raise UsageError("export to - writes the library to standard output: --json cannot share it")
+        if jsonl != "-":
+            check_out_file(jsonl, "export file")  # missing parent folders are created
         with _open(db, seed) as store:
             n = store.export_jsonl(jsonl, step)
-        if as_json:
+        if jsonl == "-":
+            typer.echo(f"exported {n} skills to standard output", err=True)
+        elif as_json:
             print_json({"exported": n, "path": str(Path(jsonl).expanduser())})
         else:
             typer.echo(f"exported {n} skills to {jsonl}")
