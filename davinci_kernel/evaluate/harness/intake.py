@@ -23,6 +23,7 @@ import math
 import os
 import re
 import stat
+import warnings
 from typing import Optional
 
 import torch
@@ -120,7 +121,9 @@ def _pread_tensor(fd: int, dtype: torch.dtype, shape: tuple, indices=None):
     mm = mmap.mmap(fd, nbytes, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
     try:
         raw = np.frombuffer(mm, dtype=np.uint8)
-        flat = torch.from_numpy(raw).view(dtype)  # no copy: the mapping's pages
+        with warnings.catch_warnings():  # read-only pages, only read here: torch's warning says nothing
+            warnings.simplefilter("ignore", UserWarning)
+            flat = torch.from_numpy(raw).view(dtype)  # no copy: the mapping's pages
         out = flat[indices].clone()
         del flat, raw
     finally:
