@@ -108,8 +108,9 @@ class Conversation:
         with gate.shared(w):  # the worker makes its timing inputs beside other checks
             w.send({"cmd": "time"})
             msg = w.recv(self.deadline.left())
-            if msg.get("event") == "seed":
-                msg = self._answer_until_ready(msg)
+            while msg.get("event") == "seed":  # the timing input sets' seeds (trials it has run)
+                self._answer(msg)
+                msg = w.recv(self.deadline.left())
         self.clock.mark("timing")
         if msg.get("event") == "timed":  # it failed before it was ready
             tout = msg.get("result")
@@ -143,12 +144,6 @@ class Conversation:
         if not isinstance(tout, dict):
             raise ProtocolError("the timing report is not an object")
         return tout, wall_ms
-
-    def _answer_until_ready(self, msg: dict) -> dict:
-        while msg.get("event") == "seed":
-            self._answer(msg)
-            msg = self.w.recv(self.deadline.left())
-        return msg
 
     # ------------------------------------------------------------------ messages
     def serve(self, end: str, progress: Callable[[str], bool] = lambda ev: False):

@@ -47,10 +47,9 @@ def _shape(shape) -> Optional[tuple]:
     return tuple(shape)
 
 
-def check_leaf(folder: str, meta, owner_uid: Optional[int], dir_fd: Optional[int] = None
-               ) -> tuple[Optional[dict], Optional[str]]:
-    """(meta with a checked ``path``, or with an open ``fd`` when ``dir_fd`` is given; None)
-    or (None, why it is refused). The caller closes a returned ``fd``."""
+def check_leaf(meta, owner_uid: Optional[int], dir_fd: int) -> tuple[Optional[dict], Optional[str]]:
+    """(meta with an open ``fd`` of its file in the folder ``dir_fd``, checked; None) or
+    (None, why it is refused). The caller closes a returned ``fd``."""
     if not isinstance(meta, dict):
         return None, "not a leaf description"
     kind = meta.get("kind")
@@ -71,14 +70,9 @@ def check_leaf(folder: str, meta, owner_uid: Optional[int], dir_fd: Optional[int
         return None, "a tensor with an unknown dtype or a malformed shape"
     if not isinstance(name, str) or not _NAME.match(name):
         return None, "an output file name outside the worker's folder"
-    path = os.path.join(folder, name)
-    fd = None
     try:
-        if dir_fd is not None:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-            st = os.fstat(fd)
-        else:
-            st = os.lstat(path)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        st = os.fstat(fd)
     except OSError:
         return None, "an announced output file is missing (or is a link)"
     want = math.prod(shape) * dt.itemsize
@@ -92,10 +86,9 @@ def check_leaf(folder: str, meta, owner_uid: Optional[int], dir_fd: Optional[int
     elif st.st_blocks * 512 < st.st_size:
         why = "a sparse output file (holes where values should be)"
     if why is not None:
-        if fd is not None:
-            os.close(fd)
+        os.close(fd)
         return None, why
-    return {"kind": "tensor", "dtype": dt, "shape": shape, "path": path, "fd": fd}, None
+    return {"kind": "tensor", "dtype": dt, "shape": shape, "fd": fd}, None
 
 
 def _pread_tensor(fd: int, dtype: torch.dtype, shape: tuple, indices=None):
@@ -131,16 +124,12 @@ def _pread_tensor(fd: int, dtype: torch.dtype, shape: tuple, indices=None):
     return out
 
 
-def read_file_tensor(path: str, dtype: torch.dtype, shape: tuple, indices=None, mapped: bool = False):
-    """The tensor in a raw-byte file: whole (a copy, or ``mapped`` copy-on-write), or the
-    elements at ``indices`` (a copy)."""
+def mapped_tensor(path: str, dtype: torch.dtype, shape: tuple):
+    """The tensor in a trusted raw-byte file, mapped copy-on-write (not read into memory)."""
     n = math.prod(shape)
     if n == 0:
         return torch.empty(shape, dtype=dtype)
-    flat = torch.from_file(path, shared=False, size=n, dtype=dtype)
-    if indices is not None:
-        return flat[indices].clone()
-    return flat.reshape(shape) if mapped else flat.clone().reshape(shape)
+    return torch.from_file(path, shared=False, size=n, dtype=dtype).reshape(shape)
 
 
 def read_leaves(folder: str, metas, owner_uid: Optional[int], sample_seed: int,
@@ -167,7 +156,7 @@ def read_leaves(folder: str, metas, owner_uid: Optional[int], sample_seed: int,
     leaves = []
     try:
         for meta in metas:
-            checked, why = check_leaf(folder, meta, owner_uid, dir_fd)
+            checked, why = check_leaf(meta, owner_uid, dir_fd)
             if checked is None:
                 leaves.append({"kind": "invalid", "why": why})
                 continue
@@ -200,7 +189,7 @@ def read_reference(folder: str, metas: list) -> list:
             leaves.append(meta)
             continue
         dt = _dtype(meta["dtype"])
-        t = read_file_tensor(os.path.join(folder, meta["file"]), dt, tuple(meta["shape"]), mapped=True)
+        t = mapped_tensor(os.path.join(folder, meta["file"]), dt, tuple(meta["shape"]))
         if meta.get("sampled"):  # a large output kept as its values at the entry's secret indices
             leaves.append({"values": t, "seed": meta["seed"], "full_shape": list(meta["full_shape"])})
         else:

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-from .policy_tables import (  # noqa: F401 - the tables, re-exported for policy_doc
+from .policy_tables import (
     _REEXPORTED,
     ATTRS_DENIED,
     BUILTINS_DENIED,

@@ -1,11 +1,11 @@
-"""The code policy's tables (policy.py) as markdown: the generated part of docs/policy.md.
+"""The code policy's tables (policy_tables.py) as markdown: the generated part of docs/policy.md.
 
 Covers: rendering, nothing else. Does not cover: the rules themselves (policy.py).
 """
 
 from __future__ import annotations
 
-from .policy import (
+from .policy_tables import (
     ATTRS_DENIED,
     BUILTINS_DENIED,
     CLASS_BASES,
