@@ -185,8 +185,10 @@ def test_every_kind_of_honest_source_is_measured():
 KB = os.environ.get("DVK_KERNELBENCH")
 # KernelBench's example solutions in the backends this harness runs (CUDA through load_inline,
 # Triton); templates with placeholders do not parse and are not solutions.
+# ThunderKittens is a header library outside the policy's header list (its headers come through
+# extra_include_paths, which no check reads): it is refused as another toolchain.
 KB_OTHER_BACKENDS = {"model_new_ex_add_cute.py": "import", "model_new_ex_add_tilelang.py": "import",
-                     "model_new_ex_add_hip.py": "os"}
+                     "model_new_ex_add_hip.py": "os", "model_new_ex_add_thunderkittens.py": "native"}
 
 
 @pytest.mark.skipif(not KB, reason="set DVK_KERNELBENCH to a KernelBench checkout")
@@ -207,7 +209,7 @@ def test_kernelbench_example_solutions_pass_the_policy():
         else:
             assert [str(v) for v in found] == [], p
             passed.append(p.name)
-    assert len(passed) == 9, passed
+    assert len(passed) == 8, passed
 
 
 def test_docs_page_lists_the_tables():

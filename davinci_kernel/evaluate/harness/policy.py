@@ -9,7 +9,7 @@ imported modules, modules used as values, calls inside ``@triton.jit`` bodies), 
 ``name = module.attr`` assignments and ``getattr`` with a constant name. The tables are rendered for docs/policy.md by
 policy_doc.py.
 Does not cover: what the code does at run time (the runtime guards stay, as defence in
-depth), the text of ``load_inline`` C++/CUDA sources (static.py), or ``str.format``
+depth), the text of ``load_inline`` C++/CUDA sources (native_policy.py), or ``str.format``
 fields (they read attributes into a string, nothing more).
 """
 
@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
+from . import native_policy
 from .policy_tables import (
     _REEXPORTED,
     ATTRS_DENIED,
@@ -94,6 +95,7 @@ def check_policy(tree: ast.AST) -> list[Violation]:
     """Every violation of the policy in ``tree`` (a parsed candidate), in line order."""
     v = _Visitor(tree)
     v.run()
+    v.found += [Violation(line, "native", msg) for line, msg in native_policy.check_tree(tree, v.resolve, v.bound)]
     return sorted({(x.line, x.message): x for x in v.found}.values(), key=lambda x: (x.line, x.message))
 
 

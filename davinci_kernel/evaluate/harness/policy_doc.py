@@ -5,6 +5,7 @@ Covers: rendering, nothing else. Does not cover: the rules themselves (policy.py
 
 from __future__ import annotations
 
+from . import native_policy as native
 from .policy_tables import (
     ATTRS_DENIED,
     BUILTINS_DENIED,
@@ -55,4 +56,28 @@ def render_markdown() -> str:
         f"{', '.join(f'`{n}`' for n in sorted(JIT_BUILTINS))} (never rebound by the candidate, no keyword "
         "arguments), and these methods on the kernel's own values (its parameters and locals, not module-level "
         f"objects): {', '.join(f'`{n}`' for n in sorted(JIT_METHODS))}; no reference to the candidate's other "
-        "Python functions or classes, no `key=` callback; a jit function's name is bound once", ""])
+        "Python functions or classes, no `key=` callback; a jit function's name is bound once", "",
+        *_native()])
+
+
+def _native() -> list[str]:
+    """The native part: load_inline's arguments, headers, flags and refused names."""
+    def names(xs) -> str:
+        return ", ".join(f"`{x}`" for x in sorted(xs))
+    return [
+        "### Native code (`load_inline` sources)", "",
+        "- `load_inline` is called directly, with its first three arguments by position at most and no "
+        f"`*args`/`**kwargs`; arguments allowed: {names(native.KEYWORDS)} (`is_python_module` stays True)",
+        "- sources are known before the run: string literals, names bound once to them, `+` joins, "
+        "f-strings of numbers, lists of these",
+        f"- headers: {names(native.HEADERS)}",
+        "- compiler flags (whole-flag patterns; `-Xcompiler`, `-Xptxas` and the like pass on an allowed flag): "
+        + ", ".join(f"`{p.pattern}`" for p in native.FLAG_PATTERNS if p.pattern),
+        f"- linker flags: {names(x for x in native.LDFLAGS if x)}",
+        "- the preprocessor: no `##` token pasting, no `%:` digraphs, no trigraphs, no `#line`; "
+        "other directives as usual",
+        f"- names refused anywhere: {names(native._EXACT)}; names starting with {names(native._PREFIXES)}; "
+        f"names containing {names(native._PARTS)}",
+        f"- names refused when called (not as members): {names(native.DENIED_CALLS)}",
+        "- `py::`/`pybind11::` beyond `py::arg`, `.attr(...)`, `std::thread`/`std::jthread`/`std::async`, "
+        "`extern` other than `extern __shared__`", ""]
