@@ -97,7 +97,10 @@ def main() -> None:
                      "error_msg": (r.error_msg or "")[:300], "speedup": r.speedup, "do_bench_speedup": bench,
                      "agreement": (r.speedup / bench) if (r.speedup and bench) else None,
                      "coverage": r.coverage, "eval_seconds": round(r.eval_seconds, 1), "sandbox": r.sandbox,
-                     "judged_inputs": r.judged_inputs})
+                     "judged_inputs": r.judged_inputs,
+                     # the harness's own wall time around the timed calls vs the event times (judge.wall_check)
+                     "wall": (r.timing_detail or {}).get("wall"), "iters": (r.timing_detail or {}).get("iters"),
+                     "cand_ms": r.runtime_ms, "ref_ms": r.ref_runtime_ms})
     print(f"{'task':44s} {'ok':>3s} {'ours':>7s} {'do_bench':>8s} {'ratio':>6s} {'cov':>5s}  flags")
     for row in rows:
         f = (lambda v, n=7: f"{v:{n}.3f}" if isinstance(v, float) else " " * (n - 1) + "-")
