@@ -22,8 +22,11 @@ HONEST_SNIPPETS = {
     "std algorithms": "#include <algorithm>\n#include <vector>\nvoid g(std::vector<int>& v) {"
                       " v.erase(std::remove(v.begin(), v.end(), 0), v.end()); }",
     "cublas handle": "#include <cublas_v2.h>\nvoid g() { cublasHandle_t handle; cublasCreate(&handle); }",
-    "variable named like a word": "__global__ void k(float* y) { int thread = threadIdx.x; float read = y[thread];"
-                                  " y[thread] = read; }",
+    "variable named like a word": "__global__ void k(float* y) { int thread = threadIdx.x; float alias_free = "
+                                  "y[thread]; y[thread] = alias_free; }",
+    "digit separators": "__global__ void k(float* y) { long n = 1'000'000; y[0] = n > 0x1'0 ? 1.5e+3f : 0; }",
+    "prefixed raw string": 'void g() { const char* s = u8R"x(a "quoted" PyRun)x"; (void)s; }',
+    "std function named like a call": "#include <algorithm>\nvoid g(int* a, int n) { std::remove(a, a + n, 0); }",
     "stringizing macro": "#define CHECK_CUDA(x) TORCH_CHECK(x.is_cuda(), #x \" must be a CUDA tensor\")\n"
                          "void g(torch::Tensor x) { CHECK_CUDA(x); }",
     "pragma and guards": "#pragma once\n#ifndef BLOCK\n#define BLOCK 256\n#endif\n"
@@ -75,6 +78,15 @@ REFUSED_SNIPPETS = {
     "system header": "#include <dlfcn.h>\nvoid g() {}",
     "line directive": "#line 1 \"x\"\nvoid g() {}",
     "trigraph": "??=define X 1\nvoid g() {}",
+    "name hidden by a digit separator": "void g() { int a = 1'0; PyRun_SimpleString(\"x\"); int b = 1'0; }",
+    "name hidden by a prefixed raw string": 'void g() { auto s = u8R"x(a"b)x"; dlopen(0, 2); auto t = ""; }',
+    "universal character name": "void g() { dl\\u0073ym(0, 0); }",
+    "global qualified call": "void g() { ::write(3, \"x\", 1); }",
+    "function address": "void g() { auto f = &write; f(3, \"x\", 1); }",
+    "function decayed to a pointer": "void g() { auto f = write; f(3, \"x\", 1); }",
+    "using declaration": "using ::write;\nvoid g() {}",
+    "file descriptors of others": "void g() { pidfd_getfd(0, 3, 0); }",
+    "frame walking": "void g() { void* f = __builtin_frame_address(0); (void)f; }",
 }
 
 

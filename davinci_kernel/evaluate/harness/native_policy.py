@@ -98,16 +98,35 @@ _EXACT = frozenset({
 # Parts of names refused wherever they appear inside a name (families with many members).
 _PARTS = ("RecordFunction", "Callback", "callback", "rofil", "kineto", "Kineto", "cupti", "CUPTI", "Python",
           "HostFunc", "Interpreter")
-# Generic words refused only when called: ``read(...)`` is a system call, ``read`` a variable.
-DENIED_CALLS = frozenset({"open", "openat", "creat", "read", "write", "pread", "pwrite", "close", "unlink", "remove",
-                          "rename", "mkdir", "rmdir", "chmod", "chdir", "connect", "bind", "listen", "accept", "send",
-                          "recv", "sendmsg", "recvmsg", "dup", "dup2", "pipe", "select", "poll", "sleep", "usleep",
-                          "nanosleep", "exit", "_exit", "abort"})
+# Library functions (libc, POSIX, Linux) that torch/extension.h's headers declare: refused
+# wherever their name stands unqualified (called, passed or taken the address of); a member
+# (``r.read()``, ``p->write()``) or ``std::`` name is another function.
+DENIED_CALLS = frozenset({
+    "open", "openat", "openat2", "creat", "read", "write", "pread", "pwrite", "readv", "writev", "close", "lseek",
+    "unlink", "unlinkat", "remove", "rename", "renameat", "link", "linkat", "symlink", "symlinkat", "readlink",
+    "readlinkat", "truncate", "ftruncate", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod", "chown", "fchown",
+    "lchown", "chdir", "fchdir", "chroot", "access", "faccessat", "mkstemp", "mkdtemp", "mkfifo", "mknod",
+    "tmpfile", "tmpnam", "tempnam", "realpath", "opendir", "fdopendir", "readdir", "scandir", "nftw", "ftw",
+    "connect", "bind", "listen", "accept", "accept4", "send", "sendto", "recv", "recvfrom", "sendmsg", "recvmsg",
+    "socketpair", "sendfile", "splice", "vmsplice", "dup", "dup2", "dup3", "pipe", "pipe2", "select", "pselect",
+    "poll", "ppoll", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "eventfd", "signalfd",
+    "timerfd_create", "inotify_init", "inotify_init1", "fanotify_init", "memfd_create", "shm_open", "shm_unlink",
+    "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "mq_open", "setns", "unshare", "mount", "umount", "umount2", "pivot_root", "personality", "setrlimit",
+    "prlimit", "setuid", "setgid", "seteuid", "setegid", "setreuid", "setregid", "setsid", "setpgid", "getpid",
+    "getppid", "gettid", "killpg", "tgkill", "tkill", "sigqueue", "alarm", "pause", "setitimer", "sleep", "usleep",
+    "nanosleep", "exit", "_exit", "_Exit", "quick_exit", "abort", "waitpid", "wait", "wait3", "wait4", "waitid",
+    "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "perf_event_open", "bpf", "userfaultfd", "keyctl", "add_key",
+    "request_key", "sched_setaffinity", "sched_setscheduler", "madvise", "mlock", "mlockall", "brk", "sbrk",
+    "__builtin_frame_address", "__builtin_return_address", "__builtin_extract_return_addr",
+})
+QUALIFIERS_OK = frozenset({"std"})
 
 _TOKEN = re.compile(r"""
     (?P<comment>//[^\n]*|/\*.*?\*/)
-  | (?P<raw>R"(?P<delim>[^()\\\s]{0,16})\(.*?\)(?P=delim)")
+  | (?P<raw>(?:u8|u|U|L)?R"(?P<delim>[^()\\\s]{0,16})\(.*?\)(?P=delim)")
   | (?P<string>"(?:\\.|[^"\\\n])*")
+  | (?P<number>\.?[0-9](?:[eEpP][+-]|'?[0-9A-Za-z_.])*)
   | (?P<char>'(?:\\.|[^'\\\n])*')
   | (?P<ident>[A-Za-z_]\w*)
   | (?P<scope>::)
@@ -132,7 +151,7 @@ def check_text(text: str) -> list[str]:
         if s.startswith("#"):
             out += _directive(s[1:].strip())
     toks = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(text)
-            if m.lastgroup not in ("comment", "string", "char", "raw")]
+            if m.lastgroup not in ("comment", "string", "char", "raw", "number")]
     for i, (kind, tok) in enumerate(toks):
         nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
         prev = toks[i - 1][1] if i else ""
@@ -140,6 +159,9 @@ def check_text(text: str) -> list[str]:
         before = toks[i - 2][1] if i > 1 else ""
         if kind == "paste":
             out.append(f"'{tok}' (token pasting or a digraph) is refused: it builds names no check can read")
+        elif tok == "\\":
+            out.append("a backslash outside a literal (a universal character name) is refused: it spells names "
+                       "no check can read")
         elif kind != "ident":
             continue
         elif tok in ("py", "pybind11") and not (nxt == "::" and after in ("arg", "arg_v")) \
@@ -153,8 +175,10 @@ def check_text(text: str) -> list[str]:
             out.append("'extern' is allowed only as 'extern __shared__': declarations of outside functions are refused")
         elif denied(tok) and not (tok == "module" and prev == "PYBIND11_MODULE"):
             out.append(f"'{tok}' is refused in native code ({_why(tok)})")
-        elif tok in DENIED_CALLS and nxt == "(" and prev not in (".", "::") and (prev, before) != (">", "-"):
-            out.append(f"calling '{tok}' is refused in native code (system calls)")
+        elif tok in DENIED_CALLS and prev != "." and (prev, before) != (">", "-") \
+                and not (prev == "::" and before in QUALIFIERS_OK):
+            out.append(f"'{tok}' is refused in native code unless it names a member or a std:: function "
+                       "(a system or library call)")
     return list(dict.fromkeys(out))
 
 

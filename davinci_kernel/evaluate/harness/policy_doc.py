@@ -74,10 +74,12 @@ def _native() -> list[str]:
         "- compiler flags (whole-flag patterns; `-Xcompiler`, `-Xptxas` and the like pass on an allowed flag): "
         + ", ".join(f"`{p.pattern}`" for p in native.FLAG_PATTERNS if p.pattern),
         f"- linker flags: {names(x for x in native.LDFLAGS if x)}",
-        "- the preprocessor: no `##` token pasting, no `%:` digraphs, no trigraphs, no `#line`; "
+        "- the preprocessor: no `##` token pasting, no `%:` digraphs, no trigraphs, no `#line`, no backslash "
+        "outside a literal (universal character names); "
         "other directives as usual",
         f"- names refused anywhere: {names(native._EXACT)}; names starting with {names(native._PREFIXES)}; "
         f"names containing {names(native._PARTS)}",
-        f"- names refused when called (not as members): {names(native.DENIED_CALLS)}",
+        f"- library functions refused wherever they stand unqualified (a member or `std::` name is another "
+        f"function): {names(native.DENIED_CALLS)}",
         "- `py::`/`pybind11::` beyond `py::arg`, `.attr(...)`, `std::thread`/`std::jthread`/`std::async`, "
         "`extern` other than `extern __shared__`", ""]
