@@ -49,8 +49,9 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
         def exclusive(self):
             with super().exclusive():
                 t0 = time.monotonic()
-                for h in list(self._holders):  # each checking process: every pid of it stopped
-                    running_beside.extend(pid for pid in h.tree() if _state(pid) not in ("T", "t", "Z", "X", None))
+                for h in list(self._holders):  # each checking worker: its cgroup frozen or every pid stopped
+                    if not h.is_stopped():
+                        running_beside.extend(pid for pid in h.tree() if _state(pid) not in ("T", "t", "Z", "X", None))
                 yield
                 spans.append((t0, time.monotonic()))
 

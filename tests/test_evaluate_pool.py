@@ -62,9 +62,11 @@ def test_freeze_stops_the_whole_tree(cpu_evaluator):
         else:
             states = {pid: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] for pid in w.tree()}
             assert states and all(s in "Tt" for s in states.values()), states
+        assert w.is_stopped()  # what the gate's callers (and the GPU test of two workers) read
         w.thaw()
         if w._frozen_by_cgroup:
             assert "frozen 0" in open(os.path.join(w.cgroup.path, "cgroup.events")).read()
+        assert not w.is_stopped()
     finally:
         pool.release(slot, w)
 

@@ -124,6 +124,7 @@ class WorkerProcess:
         self._freeze_lock = threading.Lock()
         self._frozen = 0  # nested freeze() calls not yet thawed
         self._frozen_by_cgroup = False
+        self._stopped_by_signal = False
         self._ready = False
         self._gone = False
         self.lease: Optional[sandbox.UidLease] = None
@@ -255,8 +256,16 @@ class WorkerProcess:
             self._frozen += 1
             if self._frozen == 1 and self.proc is not None and self.proc.returncode is None:
                 self._frozen_by_cgroup = self.cgroup is not None and self.cgroup.freeze(True)
-                if not self._frozen_by_cgroup:
+                # a process the freezer has not reached in time is stopped by signal as well
+                self._stopped_by_signal = not (self._frozen_by_cgroup and self.cgroup.is_frozen())
+                if self._stopped_by_signal:
                     self._stop_tree()
+
+    def is_stopped(self) -> bool:
+        """Nothing of the worker runs: its cgroup is frozen, or every process of it is stopped."""
+        if self.cgroup is not None and self.cgroup.is_frozen():
+            return True
+        return all(_state(pid) in _STOPPED | _EXITED for pid in self.tree())
 
     def _stop_tree(self) -> None:
         for _ in range(3):  # a process forked meanwhile is caught by the next pass
@@ -275,7 +284,8 @@ class WorkerProcess:
             self._frozen = max(0, self._frozen - 1)
             if self._frozen or self.proc is None or self.proc.returncode is not None:
                 return
-            if self._frozen_by_cgroup and self.cgroup is not None and self.cgroup.freeze(False):
+            if self._frozen_by_cgroup and self.cgroup is not None and self.cgroup.freeze(False) \
+                    and not self._stopped_by_signal:
                 return
             for pid in self.tree():
                 try:

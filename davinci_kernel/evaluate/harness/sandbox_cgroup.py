@@ -164,8 +164,10 @@ class Cgroup:
         return False
 
     def freeze(self, frozen: bool, timeout: float = 2.0) -> bool:
-        """v2: freeze or thaw every process in it and wait until the kernel says so.
-        False where there is no v2 cgroup (the caller then uses signals)."""
+        """v2: freeze or thaw every process in it and wait (up to ``timeout``) until the kernel
+        says so. False where there is no v2 cgroup (the caller then uses signals); True once
+        asked, even if a process has not frozen yet (``is_frozen`` says; one in the driver
+        may take longer, and the caller then stops it with signals as well)."""
         if not self.v2:
             return False
         path = self.paths["v2"]
@@ -178,6 +180,10 @@ class Cgroup:
         while want not in _read(os.path.join(path, "cgroup.events")) and time.monotonic() < deadline:
             time.sleep(0.0005)
         return True
+
+    def is_frozen(self) -> bool:
+        """v2: the kernel says every process in it is frozen (``frozen 1`` in cgroup.events)."""
+        return self.v2 and "frozen 1" in _read(os.path.join(self.paths["v2"], "cgroup.events"))
 
     def kill(self) -> None:
         """SIGKILL every process in it (v2: cgroup.kill; v1: each pid, a few passes)."""
