@@ -35,8 +35,8 @@ def _module(path: Path, name: str):
     return mod
 
 
-def do_bench_ratio(problem: Path, candidate: Path) -> float:
-    """Median do_bench time of Model over that of ModelNew, same init seed and inputs."""
+def do_bench_ratio(problem: Path, candidate: Path) -> tuple[float, float, float]:
+    """(ratio, Model's ms, ModelNew's ms): median do_bench times, same init seed and inputs."""
     import torch
     import triton.testing
 
@@ -54,7 +54,7 @@ def do_bench_ratio(problem: Path, candidate: Path) -> float:
     with torch.no_grad():
         t_ref = triton.testing.do_bench(lambda: ref(*x), warmup=50, rep=300, return_mode="median")
         t_new = triton.testing.do_bench(lambda: new(*x), warmup=50, rep=300, return_mode="median")
-    return t_ref / t_new
+    return t_ref / t_new, t_ref, t_new
 
 
 def main() -> None:
@@ -89,9 +89,9 @@ def main() -> None:
     rows = []
     for (t, cand, prob), r in zip(items, results):
         try:
-            bench = do_bench_ratio(prob, cand) if r.correct else None
+            bench, bench_ref_ms, bench_cand_ms = do_bench_ratio(prob, cand) if r.correct else (None, None, None)
         except Exception as e:  # noqa: BLE001 - reported, not fatal
-            bench = None
+            bench = bench_ref_ms = bench_cand_ms = None
             print(f"{t.name}: do_bench failed: {type(e).__name__}: {e}")
         rows.append({"task": t.name, "correct": r.correct, "flags": r.flags, "error_kind": r.error_kind,
                      "error_msg": (r.error_msg or "")[:300], "speedup": r.speedup, "do_bench_speedup": bench,
@@ -100,7 +100,8 @@ def main() -> None:
                      "judged_inputs": r.judged_inputs,
                      # the harness's own wall time around the timed calls vs the event times (judge.wall_check)
                      "wall": (r.timing_detail or {}).get("wall"), "iters": (r.timing_detail or {}).get("iters"),
-                     "cand_ms": r.runtime_ms, "ref_ms": r.ref_runtime_ms})
+                     "cand_ms": r.runtime_ms, "ref_ms": r.ref_runtime_ms,
+                     "do_bench_ref_ms": bench_ref_ms, "do_bench_cand_ms": bench_cand_ms})
     print(f"{'task':44s} {'ok':>3s} {'ours':>7s} {'do_bench':>8s} {'ratio':>6s} {'cov':>5s}  flags")
     for row in rows:
         f = (lambda v, n=7: f"{v:{n}.3f}" if isinstance(v, float) else " " * (n - 1) + "-")
