@@ -38,7 +38,9 @@ def main() -> None:
     paths = [p for p in CHEATS if not only or p.stem in only]
     rows = []
     for policy in (["allowlist", "off"] if args.policy == "both" else ["allowlist" if args.policy == "on" else "off"]):
-        chosen = [p for p in paths if policy == "allowlist" or (runtime_fixture(p) and p in RUNTIME_GPU)]
+        # with the policy off: the runtime fixtures, or any fixture named in --only (to see
+        # whether an attack the policy refuses would get through at run time)
+        chosen = [p for p in paths if policy == "allowlist" or only or (runtime_fixture(p) and p in RUNTIME_GPU)]
         cfg = EvalConfig(device="cuda", code_policy=policy, baseline_compile=False)
         t0 = time.time()
         with Evaluator(cfg, workers=args.workers) as ev:
