@@ -65,8 +65,9 @@ class Conversation:
         self.seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
         cfg = self.cfg
         out_bytes = ref.get("output_bytes")
-        # no output may hold much more than the reference's (other sizes stay within 1.25x or 64 MiB of it)
-        self.max_bytes = 2 * int(out_bytes) + (64 << 20) if out_bytes else None
+        # no output may hold much more than the reference's: other sizes (at most 1.25x per
+        # dimension) and a wider dtype stay within 4x of it; outputs read whole stay small
+        self.max_bytes = 4 * int(out_bytes) + (1 << 20) if out_bytes else None
         self.deadline = Deadline(cfg.compile_timeout_s + 2 * cfg.run_timeout_s + 30.0)
 
     # ------------------------------------------------------------------ checks

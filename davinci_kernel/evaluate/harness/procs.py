@@ -53,6 +53,8 @@ def device_env(device: str) -> dict:
     return env
 
 
+HOST_OOM_NOTE = "worker killed: out of host memory"  # a worker whose cgroup recorded an OOM kill
+
 class Limits:
     """Resource limits of a candidate worker (from ``EvalConfig``). ``cpu_cores``: its CPU
     quota (None: the pool's share, cores / slots); ``scratch_bytes``: the size of its scratch
@@ -220,7 +222,7 @@ class WorkerProcess:
             return f"worker stopped answering ({why})"
         code = self.proc.returncode
         if self.cgroup is not None and self.cgroup.oom_killed():
-            return "worker killed: out of host memory (the worker's memory limit, eval.worker_memory_gb)"
+            return f"{HOST_OOM_NOTE} (the worker's memory limit, eval.worker_memory_gb)"
         lines = [ln for ln in (self.output.text() if self.output else "").splitlines()[-50:] if ln.strip()]
         tail = " | ".join(ln[-300:] for ln in lines[-3:])
         sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"

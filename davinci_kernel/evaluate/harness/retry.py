@@ -24,14 +24,24 @@ import time
 
 from ...records import EvalResult
 from . import judge
+from .procs import HOST_OOM_NOTE
 
 RETIMED = {"timing_mismatch", "reference_slowed"}  # two timings disagree: measured once more before they stand
-_OOM = re.compile(r"out of memory|OutOfMemoryError|out of host memory|MemoryError")
+_DEVICE_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
 
 
 def out_of_memory(res: EvalResult) -> bool:
-    """The evaluation failed for want of device or host memory (the reference's or the candidate's)."""
-    return bool(res.error_kind) and (res.error_kind == "too_large" or bool(_OOM.search(res.error_msg or "")))
+    """The evaluation failed for want of memory, as the harness knows it: the admission's
+    ``too_large``, or an OOM kill the worker's cgroup recorded. On a GPU also torch's
+    out-of-memory error, which only the worker's message carries (no process outside it
+    sees device allocations): a candidate that raises it on purpose buys one more run of
+    itself, alone on the device, within its own deadlines, and nothing else. A candidate's
+    own ``MemoryError`` on the CPU is its own failure."""
+    if not res.error_kind:
+        return False
+    msg = res.error_msg or ""
+    return res.error_kind == "too_large" or HOST_OOM_NOTE in msg or (
+        res.device != "cpu" and bool(_DEVICE_OOM.search(msg)))
 
 
 def alone_if_out_of_memory(first: EvalResult, shared: bool, again) -> EvalResult:
