@@ -48,6 +48,8 @@ REFUSED_SNIPPETS = {
     "token pasting": "#define CAT(a, b) a##b\nvoid g() { CAT(Py, Run_SimpleString)(\"x\"); }",
     "digraph pasting": "%:define CAT(a, b) a%:%:b\nvoid g() {}",
     "line splice": 'void g() { PyRun_Simple\\\nString("x"); }',
+    "line splice with blanks": 'void g() { P\\   \nyRun_SimpleString("x"); }',
+    "line splice with a tab and CRLF": 'void g() { dl\\\t\r\nsym(0, 0); }',
     "dynamic loader": 'void g() { void* h = dlopen("libc.so.6", 2); (void)h; }',
     "extern declaration": 'extern "C" int getpid();\nvoid g() { getpid(); }',
     "inline assembly": 'void g() { asm volatile("nop"); }',

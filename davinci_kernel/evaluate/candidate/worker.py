@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import resource
+import secrets
 import sys
 import threading
 
@@ -269,6 +270,7 @@ class CandidateRunner:
                                      **j.timing.kw(), placements=plan.placements, reclone=rt.clone_args,
                                      poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
                                      before_compared=lambda k, s=None: rt.seed_call(self.seed(k) if s is None else s),
+                                     before_other=lambda: rt.seed_call(secrets.randbits(62)),
                                      on_timed=lambda: self.ch.send({"event": "timed_start"}), checks=checks)
             self.ch.send({"event": "timed_end"})
         marks.append(rt.C.perf())

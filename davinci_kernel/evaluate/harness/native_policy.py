@@ -122,6 +122,7 @@ DENIED_CALLS = frozenset({
 })
 QUALIFIERS_OK = frozenset({"std"})
 
+_SPLICE = re.compile(r"\\[ \t\f\v]*\r?\n")
 _TOKEN = re.compile(r"""
     (?P<comment>//[^\n]*|/\*.*?\*/)
   | (?P<raw>(?:u8|u|U|L)?R"(?P<delim>[^()\\\s]{0,16})\(.*?\)(?P=delim)")
@@ -143,7 +144,7 @@ def denied(ident: str) -> bool:
 def check_text(text: str) -> list[str]:
     """Why the C++/CUDA source ``text`` is refused: one message per rule broken (empty: allowed)."""
     out: list[str] = []
-    text = text.replace("\\\r\n", "").replace("\\\n", "")  # line splices join what they split
+    text = _SPLICE.sub("", text)  # line splices join what they split (compilers allow blanks before the newline)
     if "??" in text and re.search(r"\?\?[=/'()!<>\-]", text):
         out.append("trigraphs are refused")
     for line in text.splitlines():

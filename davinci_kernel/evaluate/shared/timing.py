@@ -213,7 +213,7 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
                 max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None,
                 lead_us: float = 0.0, warmup_ms: float = 0.0, hold: bool = True, lead_from_ref: bool = False,
-                on_timed=None, fresh: bool = True, before_compared=None, checks=None) -> dict:
+                on_timed=None, fresh: bool = True, before_compared=None, checks=None, before_other=None) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks.
 
     ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
@@ -232,7 +232,10 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     (position in [0, 1), seed) each: the round at that position among the rounds on set 0
     (the last excepted) runs on set 0 varied from that seed (``vary_seeded``, which the
     reference process repeats) and its output is kept; ``before_compared(0, seed)``
-    starts its random stream. The candidate cannot tell these rounds from the others."""
+    starts its random stream. ``before_other()`` runs before every other timed call of the
+    candidate (the worker starts a random stream from a fresh secret seed there), so no call
+    differs from a compared one in how its random stream began. The candidate cannot tell
+    these rounds from the others."""
     _perf = C.perf
 
     torch = C.torch
@@ -285,6 +288,8 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
                 else:
                     if before_compared is not None and (last_round or check is not None):
                         before_compared(k, None if check is None else check[1])
+                    elif before_other is not None:
+                        before_other()
                     e, w, out = run_cand(args)
                     cand_ev.append(e)
                     cand_wall.append(w)
