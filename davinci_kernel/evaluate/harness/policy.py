@@ -35,6 +35,7 @@ from .policy_tables import (
     JIT_DECORATORS,
     JIT_METHODS,
     KNOWN_MODULES,
+    MODULE_ATTRS,
     OS_ALLOWED,
     REEXPORT_OK,
     REFLECTION,
@@ -297,6 +298,9 @@ class _Visitor:
             self.add(node, "frame", f"the attribute '{attr}' reads frame, code or generator internals")
         elif attr in ATTRS_DENIED:
             self.add(node, "host", f"'.{attr}' is not allowed: {ATTRS_DENIED[attr]}")
+        elif attr in MODULE_ATTRS and self.resolve(node) is None:
+            self.add(node, "module_value", f"'.{attr}' names a module: on an object the policy cannot trace to an "
+                     "allowed import (a call's result, a variable) it is refused")
 
     def _call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id == "type" and node.func.id not in self.aliases \

@@ -18,6 +18,8 @@ from .policy_tables import (
     JIT_BUILTINS,
     JIT_DECORATORS,
     JIT_METHODS,
+    MODULE_ATTRS,
+    MODULE_ATTRS_OK,
     OS_ALLOWED,
     REFLECTION,
     TORCH_ALLOWED_UNDER_DENIED,
@@ -42,6 +44,9 @@ def render_markdown() -> str:
         f"- any name ending in `Storage`; under `torch.utils` only {', '.join(sorted(TORCH_ALLOWED_UNDER_DENIED))}",
         "", "### Attributes refused on any object", "", *attrs,
         f"- frame, code, generator and traceback internals: {', '.join(f'`{n}`' for n in sorted(FRAME_ATTRS))}",
+        "- a module's name (the standard library's, torch's submodules, the big packages: "
+        f"{len(MODULE_ATTRS)} names) on an object the policy cannot trace to an allowed import; "
+        f"allowed as tensor or module methods: {', '.join(f'`{n}`' for n in sorted(MODULE_ATTRS_OK))}",
         "", "### Builtins", "", *builtins,
         f"- {', '.join(f'`{n}`' for n in sorted(REFLECTION))}: only with a constant attribute name",
         "- `type` with three arguments", "",

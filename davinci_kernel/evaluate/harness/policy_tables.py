@@ -70,6 +70,7 @@ TORCH_DENY: dict[str, str] = {
     "torch.set_default_dtype": "global torch state", "torch.set_default_device": "global torch state",
     "torch.set_float32_matmul_precision": "global torch state", "torch.use_deterministic_algorithms": "global torch state",
     "torch.set_num_threads": "global torch state", "torch.set_flush_denormal": "global torch state",
+    "torch.get_device_module": "returns a module as a value (what is reached through it escapes the policy)",
     "torch.nested": "nested tensors record no shapes: their work cannot be counted",
     **{f"torch.nn.modules.module.register_module_{h}": "a hook on every module, the reference timed beside the "
        "candidate included" for h in ("forward_hook", "forward_pre_hook", "full_backward_hook",
@@ -88,10 +89,28 @@ ATTRS_DENIED: dict[str, str] = {
     "map2_": "a Python function per element", "share_memory_": "shares memory with other processes",
     "record_stream": "side streams", "to_dlpack": "hands memory to host code", "from_dlpack": "hands memory to host code",
     "cell_contents": "closure internals",
+    "get_capture_scope": "a kernel's globals, modules included, as a value",
     "handle": "an interpreted kernel's block as a raw numpy array (host compute)",
     **{n: "sparse and nested layouts record no dense shapes: their work cannot be counted"
        for n in ("to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc", "to_padded_tensor")},
 }
+# Attribute names that are module names (the standard library's, torch's public submodules,
+# the big packages): refused on any object the policy cannot resolve to an allowed import,
+# since a value obtained at run time (a call's result) may be a module or hold modules
+# (``torch.get_device_module("cuda").importlib``). The few that are also tensor or module
+# methods (``x.cuda()``, ``x.chunk(2)``) stay allowed.
+TORCH_SUBMODULES = frozenset({
+    "accelerator", "amp", "ao", "autograd", "backends", "compiler", "contrib", "cpu", "cuda", "distributed",
+    "distributions", "export", "fft", "func", "functional", "futures", "fx", "hub", "jit", "library", "linalg",
+    "masked", "monitor", "mps", "mtia", "multiprocessing", "nativert", "nested", "nn", "numa", "onnx", "optim",
+    "overrides", "package", "profiler", "quantization", "quasirandom", "random", "return_types", "serialization",
+    "signal", "sparse", "special", "storage", "testing", "torch_version", "types", "utils", "version", "xpu",
+    "ops", "classes", "cpp_extension", "graphs", "memory", "nccl", "jiterator", "streams"})
+MODULE_ATTRS_OK = frozenset({"chunk", "cpu", "cuda", "select", "trace", "xpu", "mtia"})
+MODULE_ATTRS = frozenset(
+    n for n in (set(sys.stdlib_module_names) | TORCH_SUBMODULES
+                | {"torch", "triton", "numpy", "davinci_kernel", "language", "runtime", "tl", "np", "F", "nn"})
+    if not n.startswith("_") and n not in MODULE_ATTRS_OK)
 # Frame, code, generator and traceback internals (attribute names of those objects).
 FRAME_ATTRS = frozenset(n for t in (types.FrameType, types.CodeType, types.GeneratorType, types.CoroutineType,
                                     types.AsyncGeneratorType, types.TracebackType)
