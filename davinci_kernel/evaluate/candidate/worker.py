@@ -138,7 +138,7 @@ class CandidateRunner:
         rt.seed_call(seed)
         task = model is self.cand_model  # the task's size (else the perturbed or odd size)
         if self.j.audit and (audit or task):  # odd sizes are information only: not watched
-            out, a = audited_call(self.torch, model, args, all_threads=on_cpu, gpu=not on_cpu)
+            out, a = audited_call(self.torch, model, args, all_threads=on_cpu, gpu=not on_cpu, strict=True)
             table = a.pop("table", None)
             a.pop("ops", None)  # which ops ran: the judge reads their work, not their names
             if table is not None:

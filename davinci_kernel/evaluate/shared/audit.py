@@ -31,7 +31,56 @@ MEMORY_OPS = {
 }
 
 
-def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False):
+# Ops whose work is their elements (elementwise math, comparisons, reductions, scans, sorts,
+# normalizations, softmax, losses, pooling, padding, resampling, indexing, joins): names as
+# the profiler shows them without ``aten::``, leading ``_`` or a trailing in-place ``_``.
+# A candidate's op outside this list, outside the ops whose FLOPs the profiler counts and
+# outside the formulas below, that calls no other op, is weighed as doing all the work
+# (``UNCOUNTED``): a linear solve, an attention or a transform does far more than its inputs
+# suggest, and an allowlist is the only way no such op is missed.
+ELEMENT_OPS = frozenset("""
+abs absolute acos acosh add addcdiv addcmul all amax amin aminmax angle any arccos arccosh arcsin arcsinh arctan
+arctan2 arctanh argmax argmin argsort asin asinh atan atan2 atanh baddbmm_scale bernoulli bincount binary_cross_entropy
+binary_cross_entropy_with_logits bitwise_and bitwise_left_shift bitwise_not bitwise_or bitwise_right_shift
+bitwise_xor bucketize cat ceil celu channel_shuffle clamp clamp_max clamp_min clip col2im complex concat concatenate
+conj conj_physical constant_pad_nd copysign cos cosh count_nonzero cross_entropy_loss cummax cummin cumprod cumsum
+deg2rad diag diag_embed diff digamma div divide dropout elu embedding_renorm eq erf erfc erfinv exp exp2 expm1
+exponential eye fill fix flip fliplr flipud float_power floor floor_divide fmax fmin fmod frac gather gcd ge gelu
+geometric glu greater greater_equal grid_sampler grid_sampler_2d grid_sampler_3d group_norm gt hardshrink
+hardsigmoid hardswish hardtanh heaviside histc huber_loss hypot i0 igamma igammac im2col index index_add index_copy
+index_fill index_put index_reduce index_select instance_norm isclose isfinite isin isinf isnan isneginf isposinf
+isreal kl_div kthvalue l1_loss layer_norm lcm ldexp le leaky_relu lerp less less_equal lgamma linspace log log10
+log1p log2 log_normal log_sigmoid log_sigmoid_forward log_softmax logaddexp logaddexp2 logcumsumexp logical_and
+logical_not logical_or logical_xor logit logspace logsumexp lt margin_ranking_loss masked_fill masked_scatter
+masked_select max max_pool1d max_pool2d max_pool2d_with_indices max_pool3d max_pool3d_with_indices maximum mean
+median min minimum mish mode mse_loss mul multinomial multiply mvlgamma nan_to_num nanmean nanmedian nanquantile
+nansum native_batch_norm native_dropout native_group_norm native_layer_norm ne neg negative nextafter nll_loss
+nll_loss2d nll_loss2d_forward nll_loss_forward nll_loss_nd nonzero norm normal not_equal one_hot pad pdist pixel_shuffle
+pixel_unshuffle poisson polar polygamma pos positive pow prelu prod put quantile rad2deg rand rand_like randint
+randint_like randn randn_like random randperm range real reciprocal reflection_pad1d reflection_pad2d
+reflection_pad3d relu relu6 remainder renorm repeat repeat_interleave replication_pad1d replication_pad2d
+replication_pad3d rms_norm fused_rms_norm roll rot90 round rrelu rsqrt rsub scatter scatter_add scatter_reduce
+searchsorted selu sgn sigmoid sign signbit silu sin sinc sinh smooth_l1_loss soft_margin_loss softmax softmin softplus
+softshrink sort sqrt square std std_mean sub subtract sum take tan tanh threshold tile topk trace tril triu true_divide
+trunc uniform unique unique_consecutive unique_dim var var_mean vector_norm linalg_vector_norm where xlogy zeros
+softmax_backward_data batch_norm cudnn_batch_norm miopen_batch_norm native_batch_norm_legit
+native_batch_norm_legit_no_training batch_norm_impl_index stack hstack vstack dstack cartesian_prod meshgrid
+upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d upsample_bicubic2d
+upsample_trilinear3d upsample_nearest_exact1d upsample_nearest_exact2d upsample_nearest_exact3d avg_pool1d avg_pool2d
+avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d
+adaptive_max_pool3d fractional_max_pool2d lp_pool1d lp_pool2d reflection_pad unfold fold cosine_similarity
+pairwise_distance log_softmax_backward_data index_put_impl masked_softmax safe_softmax addcmul_ addcdiv_
+""".split())
+_ELEMENT_FAMILIES = ("foreach_", "special_", "bitwise_", "logical_", "fused_")
+
+
+def element_op(name: str) -> bool:
+    """Whether an aten op (``aten::`` already stripped) is weighed by its elements."""
+    base = name.lstrip("_").rstrip("_")
+    return base in ELEMENT_OPS or base.startswith(_ELEMENT_FAMILIES)
+
+
+def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, strict: bool = False):
     """``fn(*args)`` under torch's C++-level op profiler (the legacy one: it starts in
     milliseconds, where a Python dispatch mode imports dynamo for seconds in every fresh
     worker; it also sees ops run with every Python dispatch mode switched off, and
@@ -57,7 +106,7 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False):
     for e in outermost_compute(events):
         ops[e.name[6:]] = ops.get(e.name[6:], 0) + 1
     items, dtoh = host_reads(events, prof)
-    a = {"ops": ops, "work": profiled_work(events), "items": items, "dtoh_bytes": dtoh}
+    a = {"ops": ops, "work": profiled_work(events, strict), "items": items, "dtoh_bytes": dtoh}
     if raw is not None:
         a["table"] = kernel_table(raw)
     return out, a
@@ -124,27 +173,33 @@ def outermost_compute(events):
             yield e
 
 
-def profiled_work(events) -> float:
+def profiled_work(events, strict: bool = False) -> float:
     """Work of the outermost aten compute ops among profiler events (``op_work``). A
     top-level ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` and ``tolist()``
     run: a tensor handed to the host, whose work no torch-level view sees, counts as work
     done outside custom kernels."""
-    return sum(op_work(e) for e in outermost_compute(events))
+    return sum(op_work(e, strict) for e in outermost_compute(events))
 
 
-def op_work(e) -> float:
+def op_work(e, strict: bool = False) -> float:
     """One op's work: the largest of its FLOPs (the profiler's count, its own and its
     callees', e.g. matmul's mm; or ``conv_flops`` / ``embedding_bag``'s, which the
     profiler lacks), the elements of its inputs broadcast together (a reduction over
     broadcast views does the work of the full shape), of its largest input or of its
     tensor lists (``_foreach_*``), and the summed work of the compute ops it called (an op
-    with no shapes or no formula does at least what its callees do)."""
+    with no shapes or no formula does at least what its callees do). ``strict`` (a
+    candidate's ops): an op that calls no other compute op, is not weighed by its elements
+    (``element_op``) and has neither profiler FLOPs nor a formula is ``UNCOUNTED``."""
     shapes = [s for s in (getattr(e, "input_shapes", None) or []) if s]
     lists = [s for s in (getattr(e, "structured_input_shapes", None) or []) if s and isinstance(s[0], list)]
     sizes = [1, broadcast_numel(shapes)] + [_numel(s) for s in shapes] + [sum(_numel(t) for t in lst) for lst in lists]
-    own = max(max(sizes), _flops(e), formula_flops(e))
-    kids = sum(op_work(c) for c in getattr(e, "cpu_children", None) or []
-               if getattr(c, "name", "").startswith("aten::") and c.name[6:] not in MEMORY_OPS)
+    flops, formula = _flops(e), formula_flops(e)
+    own = max(max(sizes), flops, formula)
+    children = [c for c in getattr(e, "cpu_children", None) or []
+                if getattr(c, "name", "").startswith("aten::") and c.name[6:] not in MEMORY_OPS]
+    kids = sum(op_work(c, strict) for c in children)
+    if strict and not children and not flops and not formula and not element_op(getattr(e, "name", "")[6:]):
+        return UNCOUNTED
     return max(own, kids)
 
 
