@@ -3,7 +3,7 @@
 Covers: ``collect(sandbox=...)`` — the versions of davinci-kernel, Python, torch, Triton and
 CUDA, the git commit of the checkout the package runs from (when it is one), the NVIDIA
 driver, the GPUs' names and count, and the sandbox the caller reports — and ``record``, which
-puts it into a run's metadata, keeping the provenance of earlier sessions of a resumed run
+puts it into a run's metadata, keeping the provenance of a resumed run's earlier starts
 when it differs. Nothing here initialises CUDA in the calling process: GPUs and driver are
 read from ``nvidia-smi`` (or ``/proc/driver/nvidia/version``), versions from package
 metadata. Does not cover: probing the sandbox (the evaluator does; its caller passes the
@@ -114,7 +114,7 @@ def _package_version() -> Optional[str]:
 
 
 def record(meta: dict, old: Optional[dict] = None, sandbox: Optional[str] = None) -> dict:
-    """``meta`` with ``provenance`` set to this session's. A resumed run (``old`` is its
+    """``meta`` with ``provenance`` set to this start's. A resumed run (``old`` is its
     earlier run.json) keeps each earlier, different provenance in ``provenance_history``, so
     a run continued on another machine or version says so."""
     new = collect(sandbox)

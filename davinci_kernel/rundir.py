@@ -84,8 +84,8 @@ class RunDir:
     # ------------------------------------------------------------------ resuming
     def start(self, meta: dict, sandbox: Optional[str] = None) -> dict:
         """Create the directory and write run.json, or check that an existing one describes
-        the same run. Given the evaluator's ``sandbox`` (a session that will do work), it
-        records this session's ``provenance`` too (``provenance.record``)."""
+        the same run. Given the evaluator's ``sandbox`` (a start that will do work), it
+        records this start's ``provenance`` too (``provenance.record``)."""
         self.path.mkdir(parents=True, exist_ok=True)
         old: dict = {}
         if self.file(RUN_FILE).is_file():

@@ -178,7 +178,7 @@ def meta_html(run: RunData) -> str:
 
 
 def provenance_html(meta: dict) -> str:
-    """What the run ran on (run.json's ``provenance``), and earlier sessions' when they differ."""
+    """What the run ran on (run.json's ``provenance``), and earlier starts' when they differ."""
     prov = meta.get("provenance")
     if not isinstance(prov, dict):
         return ""
@@ -187,7 +187,7 @@ def provenance_html(meta: dict) -> str:
     out.append("</dl>")
     history = meta.get("provenance_history")
     if isinstance(history, list) and history:
-        out.append(f'<p class="muted">{len(history)} earlier session(s) of this run ran elsewhere: '
+        out.append(f'<p class="muted">{len(history)} earlier start(s) of this run ran elsewhere: '
                    f"{_e(json.dumps(history, default=str))}</p>")
     return "".join(out)
 
