@@ -107,3 +107,13 @@ def test_served_model_is_the_servers_own_entry():
                     max_model_len=32768)]
     assert _served(models, "Qwen/Qwen3-8B") == {"id": "Qwen/Qwen3-8B", "root": "/models/qwen3-8b",
                                                 "owned_by": "vllm", "max_model_len": 32768, "created": 2}
+
+
+def test_comparison_names_what_each_run_ran_on(tmp_path):
+    from davinci_kernel.report.compare import run_summary
+    from davinci_kernel.report.rundata import RunData
+
+    meta = {"kind": "run", "model": "openai:http://h/v1#m", "server_model": {"id": "m", "root": "/models/m"},
+            "provenance": {**provenance.collect(), "gpu": "NVIDIA H200", "torch": "2.11.0"}}
+    line = run_summary(RunData(path=tmp_path, meta=meta))
+    assert "served /models/m" in line and "torch 2.11.0" in line and "GPU NVIDIA H200" in line
