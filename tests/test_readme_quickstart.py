@@ -73,3 +73,12 @@ def test_readme_is_short():
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 200, f"README has {len(lines)} lines; move detail into docs/"
     assert "Drafted section" not in (ROOT / "configs" / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_links_and_images_resolve():
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert "docs/img/quickstart-report.png" in local
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert not missing, f"README links to missing files: {missing}"
