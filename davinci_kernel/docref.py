@@ -87,27 +87,26 @@ def _usage(cmd: Any, ctx: Any) -> str:
 
 def _commands(cmd: Any, ctx: Any, out: list[str]) -> None:
     subs = getattr(cmd, "commands", None)
-    if subs is None or ctx.parent is not None:
-        out.append(f"\n## {ctx.command_path}\n")
-        out.append(f"```text\n{_usage(cmd, ctx)}\n```\n")
-        if cmd.help:
-            out.append(inspect.cleandoc(cmd.help).replace("\b\n", "") + "\n")
-        params = [p for p in cmd.get_params(ctx) if not getattr(p, "hidden", False)]
-        if params:
-            out.append("| argument / option | value | default | meaning |")
-            out.append("|---|---|---|---|")
-            out += [_param_row(p, ctx) for p in params]
+    out.append(f"\n## {ctx.command_path}\n")
+    out.append(f"```text\n{_usage(cmd, ctx)}\n```\n")
+    if cmd.help:
+        out.append(inspect.cleandoc(cmd.help).replace("\b\n", "") + "\n")
+    params = [p for p in cmd.get_params(ctx) if not getattr(p, "hidden", False)]
+    if params:
+        out.append("| argument / option | value | default | meaning |")
+        out.append("|---|---|---|---|")
+        out += [_param_row(p, ctx) for p in params]
     for name in sorted(subs or {}):
         sub = subs[name]
         if getattr(sub, "hidden", False):
             continue
-        _commands(sub, sub.context_class(sub, info_name=name, parent=ctx), out)
+        _commands(sub, sub.context_class(sub, info_name=name, parent=ctx, **(sub.context_settings or {})), out)
 
 
 def cli_markdown() -> str:
     """The CLI reference page (Markdown)."""
     root = _root_command()
-    ctx = root.context_class(root, info_name="dvk")
+    ctx = root.context_class(root, info_name="dvk", **(root.context_settings or {}))
     out = [_CLI_INTRO, "## Commands\n"]
     out += [f"- [`dvk {name}`](#dvk-{name}){': ' + _cell(sub.get_short_help_str(80)) if sub.help else ''}"
             for name, sub in sorted(root.commands.items()) if not getattr(sub, "hidden", False)]

@@ -52,6 +52,7 @@ def test_cli_reference_lists_every_command_and_option():
                 if opt.startswith("-"):
                     assert f"`{opt}`" in page, (path, opt)
     assert "<str>" not in page and "{problem}" not in page
+    assert "| `-h`, `--help` |" in page  # the short help option is documented as it works
 
 
 def test_config_reference_lists_every_key_with_its_help():
