@@ -74,7 +74,8 @@ def _param_row(p: Any, ctx: Any) -> str:
         name = _code(p.metavar or p.name.upper())
         value = ""
     else:
-        name = ", ".join(_code(o) for o in [*p.opts, *p.secondary_opts])
+        names = sorted(p.opts, key=lambda o: (o.startswith("--"), o)) + list(p.secondary_opts)
+        name = ", ".join(_code(o) for o in names)  # short names first, in a stable order
         shown = p.display_type_rich(ctx) if hasattr(p, "display_type_rich") else None
         value = "" if getattr(p, "is_flag", False) else _code(shown or p.metavar or "")
     return f"| {name} | {value} | {_default(p)} | {_cell(p.help or '')} |"
