@@ -1,4 +1,4 @@
-"""PNG figures for the README from the committed GPU results (no GPU needed).
+"""PNG figures for the docs (docs/results.md) from the committed GPU results (no GPU needed).
 
 Reads ``bench/results/reference_kernels_h200.json`` (per-task speedups of the reference
 kernels, through the report's own figure code) and ``bench/results/harness_h200.json``

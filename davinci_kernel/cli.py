@@ -19,9 +19,11 @@ from typing import Optional
 
 import typer
 
+from .clihelp import HELP_OPTIONS, tidy
 from .errors import Interrupted, UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings=HELP_OPTIONS,
                   help="davinci-kernel: evaluate, optimize and train GPU-kernel agents with a skill library.\n\n"
                        "Exit codes: 0 done (a wrong kernel is a result), 2 bad usage or input, "
                        "1 our own failure, 130 interrupted (Ctrl-C).")
@@ -114,7 +116,7 @@ def _command():
             fix_help(sub)
 
     fix_help(cmd)
-    return cmd
+    return tidy(cmd)
 
 
 def _interrupt_exit(note: str) -> None:

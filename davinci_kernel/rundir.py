@@ -20,9 +20,9 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from . import files
+from . import files, provenance
 from .errors import UsageError
 
 RUNS = Path("runs")  # where a run goes when no --out is given
@@ -82,10 +82,12 @@ class RunDir:
         return old if isinstance(old, dict) else {}
 
     # ------------------------------------------------------------------ resuming
-    def start(self, meta: dict) -> dict:
+    def start(self, meta: dict, sandbox: Optional[str] = None) -> dict:
         """Create the directory and write run.json, or check that an existing one describes
-        the same run."""
+        the same run. Given the evaluator's ``sandbox`` (a start that will do work), it
+        records this start's ``provenance`` too (``provenance.record``)."""
         self.path.mkdir(parents=True, exist_ok=True)
+        old: dict = {}
         if self.file(RUN_FILE).is_file():
             old = self.read_meta()
             for key in _SAME_RUN_KEYS:
@@ -93,6 +95,8 @@ class RunDir:
                     raise UsageError(f"{self.path} holds a run with {key}={old[key]!r}, not {meta[key]!r}: "
                                      "resume it with the same options or choose another --out")
             meta = {**old, **meta, "resumed": int(old.get("resumed", 0)) + 1}
+        if sandbox is not None:
+            meta = provenance.record(meta, old=old, sandbox=sandbox)
         self.write_json(RUN_FILE, meta)
         return meta
 

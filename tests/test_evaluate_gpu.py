@@ -114,7 +114,7 @@ def test_two_large_tasks_on_one_gpu_are_admitted_one_at_a_time(tmp_path):
 def test_a_task_of_15_percent_of_gpu_memory_fits_the_plan(tmp_path):
     """Inputs plus outputs of one call are 15 % of the GPU's memory (a ReLU): the task is
     judged and timed, and the worker's measured peak stays within 4 x (inputs + outputs) +
-    the flush buffer + a fixed context allowance (the bound in the README)."""
+    the flush buffer + a fixed context allowance (the bound in docs/guarantees.md)."""
 
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator

@@ -46,7 +46,7 @@ NEEDS_SETUP = {"sandbox_network_oracle", "sandbox_write_state", "sandbox_host_so
                "sandbox_keyring", "sandbox_stdout_flood", "sandbox_getpwuid"}
 ALL = sorted(CHEATS.glob("sandbox_*.py"))
 # numpy work is invisible to torch's dispatch audit and C++ profiler alike on CPU (on the GPU it
-# pays for host round trips in its timing): a stated limit (README, "Not covered").
+# pays for host round trips in its timing): a stated limit (docs/guarantees.md).
 CPU_LIMITS: set = set()
 CPU_FIXTURES = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="numpy work is not seen on CPU"))
                 if p.stem in CPU_LIMITS else p for p in ALL if p.stem not in GPU_ONLY | NEEDS_SETUP]

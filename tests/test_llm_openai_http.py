@@ -57,6 +57,7 @@ def test_generate_returns_text_token_ids_and_logprobs(server, tiny_dir):
 
     out = asyncio.run(go())
     assert backend.model == "tiny-qwen3"  # learned from /v1/models
+    assert backend.served_model == {"id": "tiny-qwen3", "owned_by": "davinci-kernel", "created": 0}
     assert len(out) == 4
     for c in out:
         assert c.error is None

@@ -106,6 +106,8 @@ def test_sft_training_lowers_loss(data, tmp_path):
     losses = [json.loads(l)["loss"] for l in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     assert losses[-1] < 0.7 * losses[0], losses
     assert info["samples"] == 6 and info["filter"]["near_duplicates"] == 1
+    prov = json.loads((tmp_path / "out" / "run.json").read_text())["provenance"]
+    assert prov["torch"] == torch.__version__ and "git_sha" in prov
     from transformers import AutoModelForCausalLM
 
     assert AutoModelForCausalLM.from_pretrained(info["model_dir"]) is not None

@@ -49,6 +49,8 @@ def test_run_layout_and_metrics(tmp_path):
         assert (d / "model" / "config.json").is_file() and (d / "optimizer.pt").is_file()
         assert (d / "rng-rank0.pt").is_file()
     assert any((tmp_path / "tb").iterdir())
+    run = json.loads((tmp_path / "run.json").read_text())  # what the run ran on
+    assert run["kind"] == "train rl" and run["provenance"]["python"] and "gpu_count" in run["provenance"]
 
 
 def test_a_control_run_at_lr_0_samples_and_scores_but_never_moves_the_weights(tmp_path):

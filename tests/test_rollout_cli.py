@@ -57,6 +57,8 @@ def test_run_writes_results_and_resumes(setup):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["last"]["1"]["fast_0"] == 0.5 and summary["best"]["all"]["n"] == 2
     assert "fast_1.2" in p.stdout or "fast_1" in p.stdout
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["provenance"]["sandbox"] and meta["server_model"] is None  # a scripted model has no server
 
     # interrupt on paper: drop the Scale task's lines, leave a half-written line, resume
     keep = [x for x in (out / "results.jsonl").read_text().splitlines() if "2_Scale" not in x]
@@ -85,6 +87,7 @@ def test_optimize_writes_best_and_trajectories(setup):
     assert best["correct"] is True and best["where"] == [0, 0, 0]
     group = json.loads((out / "groups.jsonl").read_text().splitlines()[0])
     assert len(group["episodes"]) == 2 and "ok (untimed)" in p.stdout
+    assert json.loads((out / "run.json").read_text())["provenance"]["python"]
 
 
 def _free_port():

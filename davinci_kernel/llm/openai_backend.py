@@ -55,6 +55,7 @@ class OpenAIBackend(Backend):
         self._loop = None
         self._client = None
         self._sem: Optional[asyncio.Semaphore] = None
+        self.served_model: Optional[dict] = None  # the server's entry for the model (check() fills it)
 
     @property
     def client(self):
@@ -85,7 +86,8 @@ class OpenAIBackend(Backend):
                                  "set OPENAI_API_KEY") from None
             raise UsageError(f"{self.base_url}/models answered HTTP {e.status_code}: "
                              "is this an OpenAI-compatible /v1 URL?") from None
-        ids = [m.id for m in getattr(models, "data", [])]
+        data = list(getattr(models, "data", []))
+        ids = [m.id for m in data]
         if not self.model:
             if not ids:
                 raise UsageError(f"{self.base_url} serves no model: give one as openai:URL#MODEL")
@@ -94,6 +96,7 @@ class OpenAIBackend(Backend):
         elif ids and self.model not in ids:
             raise UsageError(f"{self.base_url} does not serve '{self.model}' "
                              f"(it serves: {', '.join(ids[:5])})")
+        self.served_model = _served(data, self.model)
 
     async def aclose(self) -> None:
         if self._client is not None and self._loop is asyncio.get_running_loop():
@@ -145,6 +148,22 @@ class OpenAIBackend(Backend):
             kwargs["extra_body"] = dict(VLLM_EXTRAS)
         resp = await self.client.chat.completions.create(**kwargs)
         return completion_from_response(resp.model_dump(), self.model)
+
+
+def _served(models: list, model_id: str) -> dict:
+    """The server's own entry for the model a run uses: its ``id`` and, where the server
+    gives them (vLLM, SGLang), ``root`` (the weights it loaded), ``owned_by`` and
+    ``max_model_len``."""
+    out: dict[str, Any] = {"id": model_id}
+    for m in models:
+        if getattr(m, "id", None) != model_id:
+            continue
+        extra = getattr(m, "model_extra", None) or {}
+        for key in ("root", "owned_by", "max_model_len", "created"):
+            value = extra.get(key, getattr(m, key, None))
+            if value is not None:
+                out[key] = value
+    return out
 
 
 def completion_from_response(data: dict[str, Any], model: str = "") -> Completion:

@@ -54,6 +54,7 @@ def report(
             "fastp": {name: {str(lvl): row for lvl, row in table.items()}
                       for name, table in rep.tables.items()},
             "notes": rep.run.notes,
+            "provenance": rep.run.meta.get("provenance"),
         })
         return
     from rich.console import Console
@@ -67,6 +68,13 @@ def report(
         console.print(fastp_rich_table(table, f"Fast_p — {name} results" if name else "Fast_p", DEFAULT_PS))
     if not rep.tables:
         console.print("no evaluation results in this run (no results.jsonl lines)")
+    prov = rep.run.meta.get("provenance")
+    if isinstance(prov, dict):
+        from ..provenance import summary
+
+        console.print(f"ran on: {summary(prov)}", highlight=False, soft_wrap=True)
+    else:
+        console.print("ran on: not recorded (run.json has no provenance)", highlight=False)
     figs = ", ".join(p.name for p in rep.figures.values()) or "none"
     console.print(f"wrote {rep.html} (figures: {figs})", highlight=False, soft_wrap=True)
     sys.stdout.flush()

@@ -171,4 +171,10 @@ def run_summary(run: RunData) -> str:
     lib = m.get("library")
     if isinstance(lib, dict) and "skills" in lib:
         parts.append(f"library {lib['skills']} skills")
+    served = m.get("server_model")
+    if isinstance(served, dict) and served.get("root"):
+        parts.append(f"served {served['root']}")
+    prov = m.get("provenance")
+    if isinstance(prov, dict):  # what it ran on, so runs from different machines are told apart
+        parts.append(f"dvk {prov.get('davinci_kernel')}, torch {prov.get('torch')}, GPU {prov.get('gpu') or 'none'}")
     return ", ".join(str(p) for p in parts) or "no run.json"

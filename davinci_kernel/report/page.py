@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import quote
 
+from ..provenance import items as provenance_items
 from .fastp import NA_NOTE, timing_unavailable
 from .plots import level_label
 from .rundata import RunData, candidate_path
@@ -160,15 +161,35 @@ def tasks_html(name: str, rows: list[dict], run_dir: Path) -> str:
     return "".join(out)
 
 
+_OWN_SECTION = ("provenance", "provenance_history")
+
+
 def meta_html(run: RunData) -> str:
     items = []
     for key, value in run.meta.items():
+        if key in _OWN_SECTION:
+            continue
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         items.append(f"<dt>{_e(key)}</dt><dd>{_e(text)}</dd>")
     items.append(f"<dt>run directory</dt><dd>{_e(run.path)}</dd>")
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     items.append(f"<dt>report written</dt><dd>{_e(stamp)}</dd>")
-    return f'<dl class="meta">{"".join(items)}</dl>'
+    return f'<dl class="meta">{"".join(items)}</dl>' + provenance_html(run.meta)
+
+
+def provenance_html(meta: dict) -> str:
+    """What the run ran on (run.json's ``provenance``), and earlier starts' when they differ."""
+    prov = meta.get("provenance")
+    if not isinstance(prov, dict):
+        return ""
+    out = ['<h3>Provenance</h3><dl class="meta">']
+    out += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in provenance_items(prov)]
+    out.append("</dl>")
+    history = meta.get("provenance_history")
+    if isinstance(history, list) and history:
+        out.append(f'<p class="muted">{len(history)} earlier start(s) of this run ran elsewhere: '
+                   f"{_e(json.dumps(history, default=str))}</p>")
+    return "".join(out)
 
 
 def final_metrics_html(metrics: list[dict]) -> str:

@@ -38,6 +38,7 @@ from ..errors import UsageError
 from ..files import iter_jsonl
 from ..records import TaskGroup, Turn
 from ..rollout.rewards import scheme_rewards
+from ..rundir import RunDir
 from .diversity import SFT_ROLES, Example, FilterReport, diversity_filter, fingerprints, kmeans  # noqa: F401
 from .sequences import Row, assemble, first_fit, length_groups
 
@@ -228,6 +229,7 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
     acc = Accelerator(mixed_precision=mixed_precision(s.bf16), cpu=not torch.cuda.is_available())
     if acc.is_main_process:
         out_dir.mkdir(parents=True, exist_ok=True)
+        RunDir(out_dir).start({"kind": "train sft", "sft_model": s.model}, sandbox="none (no evaluator)")
         base = resolve_model(s.model, out_dir)
     acc.wait_for_everyone()
     if not acc.is_main_process:

@@ -35,6 +35,7 @@ from ..config import Config, to_dict
 from ..llm.spec import resolve_model
 from ..records import TaskGroup
 from ..rollout.rewards import fill_rewards
+from ..rundir import RunDir
 from . import checkpoint as ckpt
 from .advantages import fill_advantages
 from .data import TaskSampler
@@ -112,6 +113,9 @@ class RLTrainer:
         self.log = MetricsLog(self.out, resume_step=self.start_step if found else None) if self.main else None
         if self.main:
             (self.out / "config.json").write_text(json.dumps(to_dict(cfg), indent=2))
+            evaluator = getattr(self.env, "evaluator", None)
+            RunDir(self.out).start({"kind": "train rl", "rl_model": cfg.rl.model, "env": cfg.rl.env},
+                                   sandbox=getattr(evaluator, "sandbox_description", None) or "none (no evaluator)")
 
     # ------------------------------------------------------------------ loading
     def _load(self, resume: bool):

@@ -24,7 +24,7 @@ from ..rundir import BEST_CODE, BEST_RESULT, GROUPS_FILE, RESULTS_FILE, SKILLS_F
 from ..skills.admit import Admission
 from .context import Context
 from .group import GroupPlan, run_group
-from .session import open_session
+from .session import open_session, sandbox_of, served_model
 
 
 @dataclass
@@ -78,7 +78,8 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
         async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
                                 use_skills=use_skills, seed_library=settings.seed_library,
                                 **(session_kw or {})) as s:
-            rundir.start(meta)
+            meta["server_model"] = served_model(s.backend)
+            rundir.start(meta, sandbox=sandbox_of(s.evaluator))
             skills_cfg = SkillsConfig(select_mode=settings.select if use_skills else "none",
                                       seed_library=settings.seed_library)
             ctx = Context(s.backend, s.evaluator, rc, RewardConfig(), skills_cfg, progress=progress)

@@ -4,7 +4,8 @@ Covers: ``open_session`` — builds the backend from its spec and checks it answ
 unreachable server is one ``UsageError`` line), starts the evaluator's worker pool on the
 chosen device, opens the library when skills are on (a new, empty one seeded with the bundled
 skills unless ``seed_library`` is false, as ``--no-seed`` says) — and closes all of it afterwards.
-Does not cover: what the session is used for (``suite``, ``optimize``).
+``served_model`` and ``sandbox_of`` say what a run's
+run.json records of them. Does not cover: what the session is used for (``suite``, ``optimize``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,18 @@ class Session:
     backend: Backend
     evaluator: Any
     store: Any = None
+
+
+def served_model(backend: Backend) -> Optional[dict]:
+    """What the model server says it serves for this run (``id`` and, from vLLM, ``root``
+    and ``max_model_len``), learned when the session checked it; None for local backends."""
+    served = getattr(backend, "served_model", None)
+    return dict(served) if served else None
+
+
+def sandbox_of(evaluator: Any) -> str:
+    """The evaluator's sandbox, as run.json's provenance records it."""
+    return getattr(evaluator, "sandbox_description", None) or "unknown"
 
 
 @asynccontextmanager

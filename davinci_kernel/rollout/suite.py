@@ -28,7 +28,7 @@ from ..tasks import suite_id
 from .context import Context
 from .episodes import best_result, last_result
 from .group import GroupPlan, run_group
-from .session import Session, open_session
+from .session import Session, open_session, sandbox_of, served_model
 
 FASTP_PS = (0.0, 1.0, 1.2, 1.5, 2.0)
 
@@ -109,7 +109,8 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
                                 **(session_kw or {})) as session:
             if session.store is not None:  # the library the run starts from (read, never changed)
                 meta["library"] = {"db": str(session.store.path), "skills": len(session.store)}
-            rundir.start(meta)
+            meta["server_model"] = served_model(session.backend)
+            rundir.start(meta, sandbox=sandbox_of(session.evaluator))
             skills_cfg = SkillsConfig(select_mode=settings.select if settings.skills else "none",
                                       seed_library=settings.seed_library)
             ctx = Context(session.backend, session.evaluator, settings.rollout, RewardConfig(), skills_cfg,

@@ -55,24 +55,19 @@ def _open(db: Optional[str], seed: bool = True):
 
 
 def _table(skills, scores=None, title: str = ""):
-    from rich.console import Console
-    from rich.table import Table
+    from ..tables import Col, print_table
 
-    t = Table(title=title, show_lines=False, caption=_SPEEDUP_NOTE if skills else None)
-    if scores is not None:
-        t.add_column("score", justify="right")
-    t.add_column("name", no_wrap=True)
-    t.add_column("scope")
-    t.add_column("tags")
-    for col in ("speedup", "used", "improved", "step"):
-        t.add_column(col, justify="right")
+    cols = ([Col("score", justify="right")] if scores is not None else []) + [
+        Col("name", whole=True), Col("speedup", 1, "right"), Col("scope", 4), Col("tags", 5),
+        Col("step", 6, "right"), Col("used", 7, "right"), Col("improved", 8, "right")]
+    rows = []
     for i, s in enumerate(skills):
         row = [] if scores is None else [f"{scores[i]:.2f}"]
-        row += [s.name, s.scope, ", ".join(s.tags[:3]),
-                "-" if s.verify_speedup is None else f"{s.verify_speedup:.2f}x",
-                str(s.times_selected), str(s.times_improved), "-" if s.step is None else str(s.step)]
-        t.add_row(*row)
-    Console().print(t)
+        row += [s.name, "-" if s.verify_speedup is None else f"{s.verify_speedup:.2f}x", s.scope,
+                ", ".join(s.tags[:3]), "-" if s.step is None else str(s.step), str(s.times_selected),
+                str(s.times_improved)]
+        rows.append(row)
+    print_table(cols, rows, title=title, caption=_SPEEDUP_NOTE if skills else None)
 
 
 def _meta(s) -> dict:

@@ -45,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
+from .. import provenance
 from ..config import EvalConfig
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..evaluate.harness.pool import check_workers
@@ -203,6 +204,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
         evaluator = (_make_evaluator(backend, cfg, workers) if backend == "ray"
                      else _quiet(lambda: _make_evaluator(backend, cfg, workers)))
         meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
+        meta = provenance.record(meta, old=meta, sandbox=getattr(evaluator, "sandbox_description", None))
     write_json(run_dir / RUN_FILE, meta)
     if todo:
         stop = threading.Event()

@@ -57,15 +57,10 @@ def register(app: typer.Typer) -> None:
                         "tasks": [{"name": t.name, "level": t.level, "problem_id": t.problem_id,
                                    "op_type": t.op_type, "path": t.path, "hash": t.hash} for t in tasks]})
             return
-        from rich.console import Console
-        from rich.table import Table
+        from ..tables import Col, print_table
 
-        table = Table(title=f"{suite}: {len(tasks)} tasks")
-        for col in ("task", "level", "op type"):
-            table.add_column(col)
-        for t in tasks:
-            table.add_row(t.name, str(t.level), t.op_type)
-        Console().print(table)
+        print_table([Col("task", whole=True), Col("level", 1), Col("op type", 2)],
+                    [(t.name, t.level, t.op_type) for t in tasks], title=f"{suite}: {len(tasks)} tasks")
 
     @app.command("eval")
     def eval_cmd(

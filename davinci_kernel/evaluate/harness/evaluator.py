@@ -106,6 +106,13 @@ class Evaluator:
 
     # ------------------------------------------------------------------ public
     @property
+    def sandbox_description(self) -> str:
+        """The ``eval.sandbox`` mode and what this machine gave workers (run.json's provenance)."""
+        if self.cfg.sandbox == "off":
+            return "off (plain worker processes)"
+        return f"{self.cfg.sandbox}: {sandbox.probe().describe()}"
+
+    @property
     def n_workers(self) -> int:
         return len(self.pool)
 
