@@ -129,6 +129,7 @@ def _native_violations(source: str) -> list[str]:
     ('S = "torch::Tensor f(torch::Tensor x);"', 'load_inline("m", S, functions=["f"])'),
     ('A = "torch::Tensor f("\nB = A + "torch::Tensor x);"', 'load_inline(name="m", cpp_sources=[B], functions=["f"])'),
     ("N = 256", 'load_inline(name="m", cpp_sources=f"#define BLOCK {N}\\ntorch::Tensor f(torch::Tensor x);")'),
+    ("", 'load_inline(name="m", cpp_sources="", functions={"f": "the op, fused", "g": "doc"})'),
     ("", 'load_inline(name="m", cpp_sources="", cuda_sources=("__global__ void k() {}" "\\n"), '
          'extra_cuda_cflags=["-O3", "--use_fast_math"], extra_ldflags=["-lcublas"], verbose=False)'),
 ])
@@ -150,6 +151,12 @@ def test_statically_known_sources_pass(prelude, call):
     ("", 'load_inline(name="m", cpp_sources="", extra_ldflags=["-ldl"])', "extra_ldflags"),
     ("F = ['-O3']\nF.append('-DX=Py')", 'load_inline(name="m", cpp_sources="", extra_cflags=F)', "literal list"),
     ("", 'load_inline(name="m", cpp_sources="PyRun_SimpleString(0);")', "Python C API"),
+    ("", 'load_inline(name="m", cpp_sources="", functions={"f": \'x"); m.def("r", [](){ return 1; }, "\'})',
+     "functions must be identifiers"),
+    ("", 'load_inline(name="m", cpp_sources="", functions=["f(){}; void g"])', "functions must be identifiers"),
+    ("F = [\"f\"]\nF.append(\"g\")", 'load_inline(name="m", cpp_sources="", functions=F)', "functions must be"),
+    ("", 'load_inline(name="m -DX=1", cpp_sources="")', "name must be an identifier"),
+    ("N = \"m\" + chr(59)", 'load_inline(name=N, cpp_sources="")', "name must be an identifier"),
 ])
 def test_unknown_or_refused_load_inline_use(prelude, call, why):
     found = _native_violations(_src(call, prelude))

@@ -262,6 +262,12 @@ def _static_value(node: ast.AST, env: Callable[[str], Optional[ast.AST]], depth:
     if isinstance(node, (ast.List, ast.Tuple)):
         items = [_static_value(e, env, depth + 1) for e in node.elts]
         return None if any(not isinstance(x, str) for x in items) else items
+    if isinstance(node, ast.Dict):
+        keys = [_static_value(k, env, depth + 1) if k is not None else None for k in node.keys]
+        vals = [_static_value(v, env, depth + 1) for v in node.values]
+        if any(not isinstance(x, str) for x in keys + vals):
+            return None
+        return dict(zip(keys, vals))
     if isinstance(node, ast.JoinedStr):
         parts = []
         for v in node.values:
@@ -312,6 +318,29 @@ def check_tree(tree: ast.AST, resolve: Callable[[ast.AST], Optional[str]], bound
     return found
 
 
+_IDENT = re.compile(r"[A-Za-z_]\w{0,127}")
+_DOC = re.compile(r"[^\"\\\n\r]{0,400}")
+
+
+def _names_problems(key: str, value) -> list[str]:
+    """``name`` and ``functions`` are pasted into generated C++ and a build command as they
+    are: each name must be an identifier and each docstring plain text without quotes,
+    backslashes or line breaks."""
+    if key == "name":
+        ok = isinstance(value, str) and _IDENT.fullmatch(value)
+        return [] if ok else ["load_inline's name must be an identifier known before the run"]
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list):
+        ok = all(_IDENT.fullmatch(v) for v in value)
+    elif isinstance(value, dict):
+        ok = all(_IDENT.fullmatch(k) and _DOC.fullmatch(v) for k, v in value.items())
+    else:
+        ok = False
+    return [] if ok else ["load_inline's functions must be identifiers (a dict's docstrings plain text, no quotes or "
+                          "backslashes), known before the run: they are pasted into the generated C++"]
+
+
 def _call_problems(call: ast.Call, env) -> list[str]:
     out: list[str] = []
     if len(call.args) > len(POSITIONAL) or any(isinstance(a, ast.Starred) for a in call.args) \
@@ -343,6 +372,8 @@ def _call_problems(call: ast.Call, env) -> list[str]:
                 ok = f.strip() in LDFLAGS if key == "extra_ldflags" else flag_allowed(f)
                 if not ok:
                     out.append(f"the flag {f!r} in {key} is refused (docs/policy.md lists the allowed ones)")
+        elif key in ("name", "functions"):
+            out += _names_problems(key, _static_value(value, env))
         elif key == "is_python_module" and not (isinstance(value, ast.Constant) and value.value is True):
             out.append("is_python_module must stay True (a library of ops registers them with torch's dispatcher)")
     return out
