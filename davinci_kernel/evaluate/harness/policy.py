@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from . import native_policy
+from .policy_objects import object_problem
 from .policy_tables import (
     _REEXPORTED,
     ATTRS_DENIED,
@@ -225,7 +226,8 @@ class _Visitor:
                         self.add(node, "import", f"'from {mod} import *' hides which names are used")
                     elif names is not None and a.name not in names:
                         self.add(node, "import", f"'{full}' is not allowed (from {mod} only {', '.join(sorted(names))})")
-                    elif (p := path_problem(full, partial=True)) is not None and mod != "__future__":
+                    elif (p := path_problem(full, partial=True) or object_problem(full)) is not None \
+                            and mod != "__future__":
                         self.add(node, p[0], f"import of {p[1]}")
                     self.aliases[a.asname or a.name] = full
                     if full in KNOWN_MODULES or allowed_import(full):
@@ -251,7 +253,7 @@ class _Visitor:
         path = self.resolve(node)
         if path is None:
             return
-        problem = path_problem(path)
+        problem = path_problem(path) or object_problem(path)
         if problem:
             self.add(node, problem[0], problem[1])
         ctx = getattr(node, "ctx", ast.Load())

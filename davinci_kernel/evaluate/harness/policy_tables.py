@@ -70,6 +70,8 @@ TORCH_DENY: dict[str, str] = {
     "torch.set_default_dtype": "global torch state", "torch.set_default_device": "global torch state",
     "torch.set_float32_matmul_precision": "global torch state", "torch.use_deterministic_algorithms": "global torch state",
     "torch.set_num_threads": "global torch state", "torch.set_flush_denormal": "global torch state",
+    "torch.ao": "quantized ops (packed weights, work outside the ops the audit weighs)",
+    "torch.quantization": "quantized ops (packed weights, work outside the ops the audit weighs)",
     "torch.get_device_module": "returns a module as a value (what is reached through it escapes the policy)",
     "torch.nested": "nested tensors record no shapes: their work cannot be counted",
     **{f"torch.nn.modules.module.register_module_{h}": "a hook on every module, the reference timed beside the "

@@ -70,7 +70,12 @@ upsample_trilinear3d upsample_nearest_exact1d upsample_nearest_exact2d upsample_
 avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d
 adaptive_max_pool3d fractional_max_pool2d lp_pool1d lp_pool2d reflection_pad unfold fold cosine_similarity
 pairwise_distance log_softmax_backward_data index_put_impl masked_softmax safe_softmax addcmul_ addcdiv_
+resolve_conj resolve_neg is_nonzero
 """.split())
+# Ops whose work is what the ops they call do (each weighed itself): the matrix products'
+# front ends. Any other op outside ELEMENT_OPS needs its own FLOP count or a formula.
+COMPOSITE_OPS = frozenset({"matmul", "linear", "einsum", "tensordot", "chain_matmul", "linalg_multi_dot",
+                           "multi_dot", "linalg_vecdot", "bilinear"})
 _ELEMENT_FAMILIES = ("foreach_", "special_", "bitwise_", "logical_", "fused_")
 
 
@@ -158,16 +163,29 @@ def _bytes(t) -> int:
     return _numel(list(getattr(t, "sizes", None) or [])) * int(getattr(dtype, "itemsize", 4) or 4)
 
 
-def outermost_compute(events):
-    """The aten compute ops no other aten op called: each is work the caller asked for.
-    A user scope (``record_function``) or a TorchScript function between an op and the
-    top does not hide it; an op called by another aten op (matmul's mm) is that op's work."""
+_OWN_LABELS = ("dvk::",)  # the worker's own record_function labels (profile.py), not ops
+
+
+def dispatcher_op(name: str) -> bool:
+    """A dispatcher op of any namespace (``aten::mm``, ``quantized::linear_dynamic_fp16``,
+    ``mkl::_mkl_linear``), not a label of ours or a runtime call."""
+    ns, sep, op = name.partition("::")
+    return bool(sep) and ns.isidentifier() and op.split(".")[0].isidentifier() and not name.startswith(_OWN_LABELS)
+
+
+def outermost_compute(events, any_namespace: bool = False):
+    """The compute ops no other op called: each is work the caller asked for. A user scope
+    (``record_function``) or a TorchScript function between an op and the top does not hide
+    it; an op called by another op (matmul's mm) is that op's work. ``any_namespace``: ops
+    of every dispatcher namespace (a candidate's ``quantized::`` or ``mkl::`` op is work
+    too), else ``aten`` ones only."""
+    is_op = dispatcher_op if any_namespace else (lambda n: n.startswith("aten::"))
     for e in events:
         name = getattr(e, "name", "")
-        if not name.startswith("aten::") or name[6:] in MEMORY_OPS:
+        if not is_op(name) or (name.startswith("aten::") and name[6:] in MEMORY_OPS):
             continue
         up = getattr(e, "cpu_parent", None)
-        while up is not None and not getattr(up, "name", "").startswith("aten::"):
+        while up is not None and not is_op(getattr(up, "name", "")):
             up = getattr(up, "cpu_parent", None)
         if up is None:
             yield e
@@ -178,7 +196,7 @@ def profiled_work(events, strict: bool = False) -> float:
     top-level ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` and ``tolist()``
     run: a tensor handed to the host, whose work no torch-level view sees, counts as work
     done outside custom kernels."""
-    return sum(op_work(e, strict) for e in outermost_compute(events))
+    return sum(op_work(e, strict) for e in outermost_compute(events, any_namespace=strict))
 
 
 def op_work(e, strict: bool = False) -> float:
@@ -189,18 +207,22 @@ def op_work(e, strict: bool = False) -> float:
     tensor lists (``_foreach_*``), and the summed work of the compute ops it called (an op
     with no shapes or no formula does at least what its callees do). ``strict`` (a
     candidate's ops): an op that calls no other compute op, is not weighed by its elements
-    (``element_op``) and has neither profiler FLOPs nor a formula is ``UNCOUNTED``."""
+    (``element_op``), is no matrix product's front end (``COMPOSITE_OPS``) and has neither
+    its own profiler FLOPs nor a formula is ``UNCOUNTED``, whatever it calls (a Cholesky
+    calls only ``tril``; its LAPACK work is never dispatched), as is any op outside
+    ``aten``."""
     shapes = [s for s in (getattr(e, "input_shapes", None) or []) if s]
     lists = [s for s in (getattr(e, "structured_input_shapes", None) or []) if s and isinstance(s[0], list)]
     sizes = [1, broadcast_numel(shapes)] + [_numel(s) for s in shapes] + [sum(_numel(t) for t in lst) for lst in lists]
-    flops, formula = _flops(e), formula_flops(e)
-    own = max(max(sizes), flops, formula)
+    name = getattr(e, "name", "")
+    formula = formula_flops(e)
+    if strict and not (name.startswith("aten::") and (element_op(name[6:]) or name[6:] in COMPOSITE_OPS
+                                                        or float(getattr(e, "flops", 0) or 0) or formula)):
+        return UNCOUNTED
+    own = max(max(sizes), _flops(e), formula)
     children = [c for c in getattr(e, "cpu_children", None) or []
                 if getattr(c, "name", "").startswith("aten::") and c.name[6:] not in MEMORY_OPS]
-    kids = sum(op_work(c, strict) for c in children)
-    if strict and not children and not flops and not formula and not element_op(getattr(e, "name", "")[6:]):
-        return UNCOUNTED
-    return max(own, kids)
+    return max(own, sum(op_work(c, strict) for c in children))
 
 
 def broadcast_numel(shapes) -> int:
