@@ -45,6 +45,15 @@ def trainer_scorer(model, temperature: float, autocast=None):
     return score
 
 
+def check_head_size(kind: str, model) -> None:
+    """vLLM's CPU attention needs a head size of at least 32 (a one-line ``UsageError``)."""
+    cfg = getattr(model, "config", None)
+    head = getattr(cfg, "head_dim", None) or (cfg.hidden_size // cfg.num_attention_heads if cfg else None)
+    if kind == "vllm" and not torch.cuda.is_available() and head is not None and head < 32:
+        raise UsageError(f"vLLM's CPU attention needs a head size of at least 32; this model's is {head}: use "
+                         "rl.model=tiny:hidden=128,heads=4 (head size 32) for a CPU smoke run")
+
+
 def _autocast(cfg):
     from .modeling import mixed_precision
 
@@ -58,14 +67,16 @@ class ServerRollouts:
         r = cfg.rl
         mode = r.generator_sync if r.generator_sync != "auto" else ("lora" if r.lora_r > 0 else "full")
         serve_dir = Path(base)
-        if r.generator == "vllm" and mode == "full" and is_tied(serve_dir):
-            if r.generator_url:
-                raise UsageError(f"{base} ties its input and output embeddings, and vLLM's in-place reload leaves a "
-                                 "tied output head on its old weights: let the trainer start the server "
-                                 "(rl.generator_python; it serves an untied copy), or use LoRA sync")
+        check_head_size(r.generator, model)
+        tied = r.generator == "vllm" and mode == "full" and is_tied(serve_dir)
+        if tied and not r.generator_url:
             serve_dir = untied_copy(serve_dir, Path(out) / "sync" / "base-untied")
         conn = connect_server(cfg, serve_dir, Path(out), echo=echo)
         try:
+            if tied and r.generator_url:
+                raise UsageError(f"{base} ties its input and output embeddings, and vLLM's in-place reload leaves a "
+                                 "tied output head on its old weights: let the trainer start the server "
+                                 "(rl.generator_python; it serves an untied copy), or use LoRA sync")
             sync = WeightSync(conn.client, Path(out) / "sync", mode, serving_dtype(cfg), tokenizer)
             sync.check()
             secs = sync.push(model, version)
