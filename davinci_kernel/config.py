@@ -363,11 +363,7 @@ def validate(cfg: Config) -> Config:
         ("rl.minibatches", cfg.rl.minibatches >= 1, "at least 1"),
         ("rl.micro_batch_tokens", cfg.rl.micro_batch_tokens >= 16, "at least 16"),
         ("rl.lora_r", cfg.rl.lora_r >= 0, "non-negative"),
-        ("rl.generator_python", cfg.rl.generator == "local" or bool(cfg.rl.generator_url or cfg.rl.generator_python),
-         f"set (or rl.generator_url) with rl.generator={cfg.rl.generator}: the interpreter of the server's own venv"),
         ("rl.generator_timeout_s", cfg.rl.generator_timeout_s > 0, "more than 0 seconds"),
-        ("rl.generator_sync", not (cfg.rl.generator_sync == "lora" and cfg.rl.lora_r == 0),
-         "full or auto when rl.lora_r is 0 (there is no adapter to hot-load)"),
         ("rl.fsdp", not (cfg.rl.fsdp and cfg.rl.generator != "local"),
          "false with a generation server (syncing a sharded model is not built yet)"),
         ("rl.fsdp", not (cfg.rl.fsdp and cfg.rl.lora_r > 0), "false with rl.lora_r > 0 (adapters are small: "

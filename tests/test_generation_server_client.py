@@ -144,9 +144,7 @@ def test_server_commands_and_config():
     argv, _ = server_command("sglang", "/py", "/m", 8000, "dvk-m")
     assert argv[1:3] == ["-m", "sglang.launch_server"]
     assert load_config(None, []).rl.generator == "local"
-    with pytest.raises(ConfigError, match="rl.generator_python"):
-        load_config(None, ["rl.generator=vllm"])
     with pytest.raises(ConfigError, match="allowed values are local, vllm, sglang"):
         load_config(None, ["rl.generator=tgi"])
-    with pytest.raises(ConfigError, match="rl.generator_sync"):
-        load_config(None, ["rl.generator=vllm", "rl.generator_url=http://x", "rl.generator_sync=lora"])
+    with pytest.raises(ConfigError, match="rl.fsdp"):
+        load_config(None, ["rl.generator=vllm", "rl.fsdp=true"])

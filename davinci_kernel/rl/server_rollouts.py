@@ -65,6 +65,12 @@ class ServerRollouts:
     def open(cls, cfg, base: Path, out: Path, model, tokenizer, version: int, echo=None) -> ServerRollouts:
         echo = echo or (lambda msg: None)
         r = cfg.rl
+        if not (r.generator_url or r.generator_python):
+            raise UsageError(f"rl.generator={r.generator} needs rl.generator_python (the python of the server's own "
+                             "venv, e.g. .venv-vllm/bin/python) or rl.generator_url (a running server)")
+        if r.generator_sync == "lora" and r.lora_r == 0:
+            raise UsageError("rl.generator_sync=lora needs rl.lora_r > 0 (there is no adapter to hot-load); "
+                             "use full or auto")
         mode = r.generator_sync if r.generator_sync != "auto" else ("lora" if r.lora_r > 0 else "full")
         serve_dir = Path(base)
         check_head_size(r.generator, model)
