@@ -76,8 +76,9 @@ class ServerGenerator:
 
 class ServerBackend(Backend):
     """The rollout pipeline's backend over a ``ServerGenerator``: requests grouped by
-    sampling settings, ``max_batch`` prompts a request, in a worker thread; a failed request
-    becomes error completions (the turn fails, as with any backend)."""
+    sampling settings, ``max_batch`` prompts a request, in a worker thread; a refused batch
+    is retried prompt by prompt, and a refused prompt becomes an error completion (the turn
+    fails, as with any backend)."""
 
     gives_token_ids = True
 
@@ -102,15 +103,19 @@ class ServerBackend(Backend):
             for start in range(0, len(idx), self.max_batch):
                 chunk = idx[start:start + self.max_batch]
                 r0 = requests[chunk[0]]
-                try:
-                    res = self.gen.generate([requests[i].messages for i in chunk], r0.max_new_tokens,
-                                            r0.temperature, r0.top_p)
-                except ServerError as e:
-                    res = [Completion(text="", finish_reason="error", model=self.name, error=f"server: {e}")
-                           for _ in chunk]
-                for i, c in zip(chunk, res):
+                for i, c in zip(chunk, self._request([requests[i].messages for i in chunk], r0)):
                     out[i] = c
         return out  # type: ignore[return-value]
+
+    def _request(self, prompts: list, r0: GenRequest) -> list[Completion]:
+        """One batched request; when the server refuses it, each prompt alone (so one prompt
+        over the context length fails its own turn, not its batch's)."""
+        try:
+            return self.gen.generate(prompts, r0.max_new_tokens, r0.temperature, r0.top_p)
+        except ServerError as e:
+            if len(prompts) > 1:
+                return [c for p in prompts for c in self._request([p], r0)]
+            return [Completion(text="", finish_reason="error", model=self.name, error=f"server: {e}")]
 
 
 @dataclass
@@ -147,7 +152,8 @@ def connect_server(cfg, model_dir: Path, run_dir: Path, echo=None) -> Connection
         _check_model(client, model_dir)
         return Connection(client, None)
     proc = ServerProcess(r.generator, r.generator_python, model_dir, run_dir / "logs", served,
-                         dtype=serving_dtype(cfg), lora_rank=r.lora_r, extra=r.generator_args)
+                         dtype=serving_dtype(cfg), max_model_len=_context_length(model_dir), lora_rank=r.lora_r,
+                         extra=r.generator_args)
     echo(f"starting {r.generator} server on {proc.url} (log: {proc.log_path})")
     secs = proc.wait(r.generator_timeout_s)
     echo(f"{r.generator} server healthy after {secs:.0f} s")
@@ -158,6 +164,14 @@ def connect_server(cfg, model_dir: Path, run_dir: Path, echo=None) -> Connection
         proc.stop()
         raise
     return Connection(client, proc)
+
+
+def _context_length(model_dir: Path) -> int:
+    """The model's own context length (``max_position_embeddings``), 4096 when it gives none."""
+    import json
+
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    return int(cfg.get("max_position_embeddings") or 4096)
 
 
 def _served_name(model_dir: Path) -> str:
