@@ -41,7 +41,7 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("vllm")
     base = build_tiny(root / "tiny128", hidden=128, heads=4)
     served = untied_copy(base, root / "served")
-    proc = ServerProcess("vllm", VLLM_PY, served, root / "logs", "tiny")
+    proc = ServerProcess("vllm", VLLM_PY, served, root / "logs", "tiny", lora_rank=8)  # LoRA hot-load too
     try:
         proc.wait(600)
         yield {"client": ServerClient("vllm", proc.url, "tiny"), "dir": served, "root": root, "url": proc.url}
@@ -125,6 +125,33 @@ def test_the_prefix_cache_is_reset_by_a_sync(server, tmp_path):
     sync.push(model, 1)  # the full order, same weights
     _, fresh = _gaps(c, model, prompt, n=4)
     assert max(fresh) < TOL
+
+
+def test_a_lora_adapter_is_hot_loaded_in_place(server, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    from davinci_kernel.rl.modeling import LORA_TARGETS
+
+    c = server["client"]
+    base, tok = _model(server["dir"])
+    WeightSync(c, tmp_path / "full", "full", "float32").push(base, 0)
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=LORA_TARGETS, lora_dropout=0.0))
+    sync = WeightSync(c, tmp_path / "sync", "lora", "float32")
+    gen = ServerGenerator(c, tok, lora_name=sync.lora_name)
+    prompt = list(range(30, 70))
+    for version, seed in ((1, 4), (2, 5)):  # the same adapter name, new weights each time
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "lora_" in n:
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+        sync.push(model, version)
+        x = gen.generate([prompt], max_new_tokens=12, temperature=1.0, stop_at_eos=False)[0]
+        mine = trainer_scorer(model, 1.0)(prompt, x.token_ids)
+        assert max(abs(a - b) for a, b in zip(x.logprobs, mine)) < TOL
+        with model.disable_adapter():
+            plain = trainer_scorer(model, 1.0)(prompt, x.token_ids)
+        assert sum(abs(a - b) for a, b in zip(x.logprobs, plain)) / len(plain) > 0.05  # the adapter is in use
 
 
 def test_logprobs_that_disagree_fail_the_start_up_probe(server):
