@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,8 @@ def server(tmp_path_factory):
     proc = ServerProcess("vllm", VLLM_PY, served, root / "logs", "tiny", lora_rank=8)  # LoRA hot-load too
     try:
         proc.wait(600)
-        yield {"client": ServerClient("vllm", proc.url, "tiny"), "dir": served, "root": root, "url": proc.url}
+        yield {"client": ServerClient("vllm", proc.url, "tiny"), "dir": served, "root": root, "url": proc.url,
+               "proc": proc}
     finally:
         proc.stop()
 
@@ -181,11 +183,12 @@ def test_a_server_that_serves_another_model_is_one_line(server, tmp_path):
     assert "serves tiny" in line and "not the trainer's model" in line and "Traceback" not in r.stderr
 
 
-def test_train_rl_through_vllm_two_steps_then_resume(tmp_path):
+def test_train_rl_through_vllm_two_steps(tmp_path):
+    """The command a user types: the trainer starts the server, syncs after each step, stops it.
+    (``--resume`` reconnecting and re-syncing: the last test of this file.)"""
     out = tmp_path / "run"
-    common = ["--config", "configs/tiny-cpu.yaml", "--out", str(out), "rl.model=tiny:hidden=128,heads=4",
-              "rl.generator=vllm", f"rl.generator_python={VLLM_PY}"]
-    r = _dvk("train", "rl", *common, "rl.steps=2")
+    r = _dvk("train", "rl", "--config", "configs/tiny-cpu.yaml", "--out", str(out), "rl.model=tiny:hidden=128,heads=4",
+             "rl.generator=vllm", f"rl.generator_python={VLLM_PY}", "rl.steps=2")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "weights at version 0" in r.stderr and "done: step 2" in r.stderr
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -197,11 +200,6 @@ def test_train_rl_through_vllm_two_steps_then_resume(tmp_path):
         import urllib.request
 
         urllib.request.urlopen(url + "/health", timeout=3)
-    r = _dvk("train", "rl", "--resume", *common, "rl.steps=3")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "resumed from" in r.stderr and "weights at version 2" in r.stderr  # reconnected and re-synced
-    recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in recs] == [1, 2, 3] and recs[-1]["weight_version"] == 3
 
 
 def test_an_unhealthy_server_is_one_line(tmp_path):
@@ -210,3 +208,33 @@ def test_an_unhealthy_server_is_one_line(tmp_path):
              f"rl.generator_url=http://127.0.0.1:{free_port()}", "rl.generator_timeout_s=2", "rl.steps=1")
     assert r.returncode == 2 and "not healthy within 2 s" in r.stderr.strip().splitlines()[-1]
     assert "Traceback" not in r.stderr
+
+
+def test_a_server_that_dies_mid_run_stops_it_and_resume_continues_elsewhere(server, tmp_path):
+    """Kept last in this file: it ends the session's server. The run samples from it by URL
+    (its model is the very folder the server serves); the server dies after step 1; the run
+    stops with one line naming the checkpoint kept; ``--resume`` with another server (one the
+    trainer starts) continues."""
+    out = tmp_path / "run"
+    common = ["train", "rl", "--config", "configs/tiny-cpu.yaml", "--out", str(out), f"rl.model=hf:{server['dir']}",
+              "rl.generator=vllm"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "davinci_kernel.cli", *common, f"rl.generator_url={server['url']}",
+                             "rl.steps=3"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("step 1/3"):
+            server["proc"].stop()
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=600) == 1, "".join(seen) + rest
+    last = rest.strip().splitlines()[-1]
+    assert last.startswith("error: the run stopped:") and "continue with --resume" in last and "Traceback" not in rest
+    r = _dvk(*common, "--resume", f"rl.generator_python={VLLM_PY}", "rl.steps=3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resumed from" in r.stderr and "done: step 3" in r.stderr
+    assert re.search(r"weights at version [12] ", r.stderr)  # reconnected (another server) and re-synced
+    recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in recs] == [1, 2, 3] and [m["weight_version"] for m in recs] == [1, 2, 3]
