@@ -72,6 +72,11 @@ class ServerRollouts:
             raise UsageError("rl.generator_sync=lora needs rl.lora_r > 0 (there is no adapter to hot-load); "
                              "use full or auto")
         mode = r.generator_sync if r.generator_sync != "auto" else ("lora" if r.lora_r > 0 else "full")
+        if mode == "full" and r.lora_r > 0:
+            raise UsageError("rl.generator_sync=full with rl.lora_r > 0 is not built (the adapter is synced alone): "
+                             "use lora or auto")
+        if mode == "lora" and r.generator == "sglang":
+            raise UsageError("LoRA sync to SGLang is not built: use rl.generator=vllm, or full weights (rl.lora_r=0)")
         serve_dir = Path(base)
         check_head_size(r.generator, model)
         tied = r.generator == "vllm" and mode == "full" and is_tied(serve_dir)
