@@ -148,3 +148,28 @@ def test_server_commands_and_config():
         load_config(None, ["rl.generator=tgi"])
     with pytest.raises(ConfigError, match="rl.fsdp"):
         load_config(None, ["rl.generator=vllm", "rl.fsdp=true"])
+
+
+def test_a_later_turn_continues_the_earlier_turns_ids(fake, tmp_path):
+    """Turn 2's prompt is turn 1's prompt ids + the sampled ids + the rest encoded: the sampled
+    ids are never decoded and re-encoded (the tiny tokenizer would encode these ids otherwise)."""
+    from davinci_kernel.llm.tiny import train_tokenizer
+
+    tok = train_tokenizer()
+    h, url = fake
+    weird = [tok.convert_tokens_to_ids(t) for t in "import"] + [tok.eos_token_id]  # not BPE's own split
+    h.routes[("POST", "/v1/completions")] = lambda b: {"choices": [
+        {"index": i, "token_ids": weird, "finish_reason": "stop", "logprobs": {"token_logprobs": [-1.0] * 7}}
+        for i in range(len(b["prompt"]))]}
+    gen = ServerGenerator(ServerClient("vllm", url, "m"), tok)
+    msgs = [{"role": "user", "content": "Write ModelNew."}]
+    c1 = gen.generate([msgs], max_new_tokens=4)[0]
+    assert tok(c1.text, add_special_tokens=False)["input_ids"] != weird[:6]  # re-encoding would change them
+    turn2 = msgs + [{"role": "assistant", "content": c1.text}, {"role": "user", "content": "Feedback: wrong."}]
+    c2 = gen.generate([turn2], max_new_tokens=4)[0]
+    assert c2.prompt_token_ids[:len(c1.prompt_token_ids) + 7] == c1.prompt_token_ids + weird
+    from davinci_kernel.rl.sequences import render_prompt
+
+    assert tok.decode(c2.prompt_token_ids) == tok.decode(render_prompt(tok, turn2))  # the same text
+    edited = msgs + [{"role": "assistant", "content": c1.text + " (edited)"}, {"role": "user", "content": "x"}]
+    assert gen.generate([edited], max_new_tokens=4)[0].prompt_token_ids == render_prompt(tok, edited)

@@ -3,7 +3,8 @@
 Covers: ``ServerGenerator``, with ``LocalGenerator``'s ``generate(prompts, ...)`` (chat
 messages are rendered to token ids with the trainer's tokenizer once; token-id prompts go
 as they are; the sampled ids and the server's log-probs come back, and text is decoded only
-for the environment to read, never re-encoded for training), ``ServerBackend`` (the same
+for the environment to read, never re-encoded for training; a later turn's prompt continues
+the earlier turns' ids, ``TurnIds``), ``ServerBackend`` (the same
 behind the rollout pipeline's ``Backend`` interface), and ``connect_server`` (start the
 server from ``rl.generator_python`` or reach ``rl.generator_url``, wait for health, check
 the served model, that token-id prompts work and that its log-probs agree with the
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +50,12 @@ class ServerGenerator:
         self.lora_name = lora_name
         self.name = f"{client.kind}:{client.url}"
         self.busy_s = 0.0
+        self.turns = TurnIds(tokenizer)
 
     def prompt_ids(self, prompt) -> list[int]:
-        return list(prompt) if prompt and isinstance(prompt[0], int) else render_prompt(self.tokenizer, prompt)
+        if prompt and isinstance(prompt[0], int):
+            return list(prompt)
+        return self.turns.ids(prompt) or render_prompt(self.tokenizer, prompt)
 
     def generate(self, prompts: Sequence, max_new_tokens: int = 64, temperature: float = 1.0,
                  top_p: float = 1.0, stop_at_eos: bool = True, generator=None) -> list[Completion]:
@@ -65,6 +70,9 @@ class ServerGenerator:
         got = self.client.complete_ids(ids, max_new_tokens, temperature, top_p, ignore_eos=not stop_at_eos,
                                        lora=self.lora_name)
         self.busy_s += time.perf_counter() - t0
+        for p, pid, s in zip(prompts, ids, got):
+            if p and not isinstance(p[0], int):  # a chat prompt: its next turn continues these ids
+                self.turns.remember(p, pid, s.token_ids)
         return [Completion(text=self.tokenizer.decode(s.token_ids, skip_special_tokens=True), token_ids=s.token_ids,
                            logprobs=s.logprobs, prompt_token_ids=p, model=self.name,
                            finish_reason="length" if s.finish_reason == "length" else "stop")
@@ -72,6 +80,58 @@ class ServerGenerator:
 
     def backend(self, max_batch: int = 64) -> ServerBackend:
         return ServerBackend(self, max_batch)
+
+
+class TurnIds:
+    """The token ids of earlier turns, so that a later turn's prompt continues them instead of
+    re-encoding their decoded text: a chat prompt whose messages hold, as an assistant
+    message, the very text of a completion this generator returned for the messages before it
+    becomes ``earlier prompt ids + sampled ids + the rest encoded``. The rest is what the chat
+    template renders after that reply (its end-of-turn marker, feedback, the next generation
+    prompt). A prompt that matches no earlier turn (or whose rendering does not continue the
+    earlier text) is encoded whole. Keeps the last ``limit`` turns."""
+
+    def __init__(self, tokenizer, limit: int = 8192):
+        from collections import OrderedDict
+
+        self.tokenizer = tokenizer
+        self.limit = limit
+        self._seen: OrderedDict = OrderedDict()  # (messages key, reply text) → (prompt ids, sampled ids)
+        self._lock = threading.Lock()  # the rollout backend calls from worker threads
+
+    @staticmethod
+    def _key(messages) -> str:
+        import json
+
+        return json.dumps(messages, sort_keys=True, default=str)
+
+    def remember(self, messages, prompt_ids: list[int], sampled: list[int]) -> None:
+        text = self.tokenizer.decode(sampled, skip_special_tokens=True)
+        with self._lock:
+            self._seen[(self._key(messages), text)] = (list(prompt_ids), list(sampled))
+            while len(self._seen) > self.limit:
+                self._seen.popitem(last=False)
+
+    def ids(self, messages) -> Optional[list[int]]:
+        """Prompt ids continuing the latest earlier turn found in ``messages``, or None."""
+        for k in range(len(messages) - 1, 0, -1):
+            m = messages[k]
+            if not isinstance(m, dict) or m.get("role") != "assistant":
+                continue
+            with self._lock:
+                hit = self._seen.get((self._key(messages[:k]), m.get("content")))
+            if hit is None:
+                continue
+            prev_ids, sampled = hit
+            tok = self.tokenizer
+            head = tok.apply_chat_template(messages[:k], tokenize=False, add_generation_prompt=True)
+            head += tok.decode(sampled, skip_special_tokens=False)
+            full = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            if not full.startswith(head):
+                return None
+            rest = tok(full[len(head):], add_special_tokens=False)["input_ids"] if len(full) > len(head) else []
+            return prev_ids + sampled + list(rest)
+        return None
 
 
 class ServerBackend(Backend):
