@@ -203,6 +203,26 @@ class RLConfig:
     lora_alpha: int = opt(32, "LoRA alpha")
     keep_checkpoints: int = opt(3, "complete checkpoints kept; older ones are deleted")
     val_suite: str = opt("", "validation suite for Fast_p every eval_every steps (empty: none)")
+    generator: str = opt("local", "who samples the rollouts: the trainer's own decode loop (local), or an "
+                         "inference server (vllm, sglang) fed token ids, returning sampled ids and log-probs, "
+                         "whose weights are synced after every optimizer step (docs/generation-servers.md)",
+                         choices=("local", "vllm", "sglang"))
+    generator_url: str = opt("", "base URL of a running generation server (http://HOST:PORT); empty: the trainer "
+                             "starts one from rl.generator_python and stops it with the run")
+    generator_python: str = opt("", "Python interpreter of the environment the server is installed in (vLLM and "
+                                "SGLang pin their own torch, so they live in a venv of their own); used when "
+                                "rl.generator_url is empty")
+    generator_args: str = opt("", "extra command-line arguments for a server the trainer starts (one string, "
+                              "split like a shell line), e.g. '--gpu-memory-utilization 0.4'")
+    generator_timeout_s: float = opt(300.0, "seconds to wait for a started or given server to become healthy")
+    generator_sync: str = opt("auto", "how weights reach the server after each step: full (save in the serving "
+                              "dtype, pause, reload from disk, reset the prefix cache, resume), lora (hot-load "
+                              "the adapter in place), auto (lora when rl.lora_r > 0, else full)",
+                              choices=("auto", "full", "lora"))
+    generator_dtype: str = opt("auto", "the serving dtype, in which synced weights are saved and the server is "
+                               "started: auto = bfloat16 with rl.bf16 on a GPU, else float32 (serve in the dtype "
+                               "the trainer scores in, or mismatch rejection keeps nothing)",
+                               choices=("auto", "float32", "bfloat16", "float16"))
 
 
 @dataclass
@@ -343,6 +363,9 @@ def validate(cfg: Config) -> Config:
         ("rl.minibatches", cfg.rl.minibatches >= 1, "at least 1"),
         ("rl.micro_batch_tokens", cfg.rl.micro_batch_tokens >= 16, "at least 16"),
         ("rl.lora_r", cfg.rl.lora_r >= 0, "non-negative"),
+        ("rl.generator_timeout_s", cfg.rl.generator_timeout_s > 0, "more than 0 seconds"),
+        ("rl.fsdp", not (cfg.rl.fsdp and cfg.rl.generator != "local"),
+         "false with a generation server (syncing a sharded model is not built yet)"),
         ("rl.fsdp", not (cfg.rl.fsdp and cfg.rl.lora_r > 0), "false with rl.lora_r > 0 (adapters are small: "
                                                              "replicate them with DDP)"),
         ("rl.fsdp", not (cfg.rl.fsdp and cfg.rl.logprob_impl == "fused"),

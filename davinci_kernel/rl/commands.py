@@ -6,7 +6,9 @@ field, the value and what is allowed; so do a config or ``sft.data`` file that i
 UTF-8 and an ``--out`` under a regular file. ``train rl`` refuses an ``--out`` that
 already holds a training run unless ``--resume`` (continue it) or ``--overwrite``
 (delete it whole first) is given; resuming a run that reached ``rl.steps`` says so and
-exits 0. Ctrl-C exits 130 naming the newest complete checkpoint. Does not cover
+exits 0. Ctrl-C exits 130 naming the newest complete checkpoint; a generation server that
+fails mid-run (a failed weight sync, a dead server) stops it with one line and exit 1,
+naming the newest complete checkpoint. Does not cover
 training itself.
 """
 
@@ -115,10 +117,17 @@ def register(app: typer.Typer) -> None:
             _echo(finished)
             return
         _setup_logging()
+        from ..llm.server_client import ServerError
         from .trainer import train_rl
 
         try:
             last = train_rl(cfg, out=str(out_dir), resume=resume, echo=_echo)
+        except ServerError as e:  # the generation server failed mid-run: what was saved is kept
+            step = _latest_step(out_dir)
+            kept = f"checkpoints up to step {step} kept; continue with --resume" if step is not None else \
+                "no complete checkpoint yet"
+            _echo(f"error: the run stopped: {e}; {kept}")
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             step = _latest_step(out_dir)
             saved = (f"checkpoints up to step {step} are in {out_dir / 'checkpoints'}; continue with --resume"

@@ -55,7 +55,8 @@ def make_env(cfg, workdir: Path) -> Env:
 class RolloutEnv:
     """The real pipeline: built-in / KernelBench tasks, the sandboxed evaluator, the skill
     store, and ``davinci_kernel.rollout.collect_groups`` driving the three agents on an
-    in-process backend that samples from the trainer's model object (``LocalBackend``)."""
+    in-process backend that samples from the trainer's model object (``LocalBackend``), or
+    on a generation server's backend (``server_gen.ServerBackend``) when the trainer has one."""
 
     name = "rollout"
 
@@ -86,6 +87,9 @@ class RolloutEnv:
 
     def _backend(self, generator):
         import torch
+
+        if hasattr(generator, "backend"):  # a generation server (rl.generator=vllm | sglang): token ids in and out
+            return generator.backend(max_batch=self.cfg.rollout.gen_batch)
 
         from .local_gen import LocalBackend
         from .modeling import mixed_precision

@@ -32,6 +32,7 @@ from typing import Optional
 import torch
 
 from ..config import Config, to_dict
+from ..errors import UsageError
 from ..llm.spec import resolve_model
 from ..records import TaskGroup
 from ..rollout.rewards import fill_rewards
@@ -116,6 +117,15 @@ class RLTrainer:
             evaluator = getattr(self.env, "evaluator", None)
             RunDir(self.out).start({"kind": "train rl", "rl_model": cfg.rl.model, "env": cfg.rl.env},
                                    sandbox=getattr(evaluator, "sandbox_description", None) or "none (no evaluator)")
+        self.server = None  # a ServerRollouts when rl.generator is a server
+        if cfg.rl.generator != "local":
+            from .server_rollouts import ServerRollouts
+
+            if self.world > 1:
+                raise UsageError(f"rl.generator={cfg.rl.generator} runs with one trainer process for now; "
+                                 "launch without --num_processes (or use rl.generator=local)")
+            self.server = ServerRollouts.open(cfg, self.base, self.out, self._bare(), self.tokenizer,
+                                              version=self.start_step, echo=self.echo)
 
     # ------------------------------------------------------------------ loading
     def _load(self, resume: bool):
@@ -258,7 +268,8 @@ class RLTrainer:
         t0 = time.perf_counter()
         tasks = self.sampler.batch_for(step)
         mine = tasks[self.rank::self.world]
-        gen = LocalGenerator(self._bare(), self.tokenizer, device=self.acc.device)
+        gen = (self.server.generator if self.server is not None
+               else LocalGenerator(self._bare(), self.tokenizer, device=self.acc.device))
         with self._whole():
             groups = self.env.collect(mine, gen, step)
         t_gen = time.perf_counter() - t0
@@ -266,6 +277,8 @@ class RLTrainer:
         dropped = self._prepare_groups(groups, step)
         samples = build_samples(groups, self.tokenizer)
         upd = update(self.model, self.optimizer, samples, self.settings, self.acc)
+        if self.server is not None:  # the server samples the next step with these weights
+            upd.update(self.server.sync(self._bare(), step))
         staged = self.env.staged()
         if self.world > 1:
             from accelerate.utils import gather_object
@@ -316,6 +329,13 @@ class RLTrainer:
         return out
 
     def run(self) -> dict:
+        try:
+            return self._run()
+        finally:
+            if self.server is not None:
+                self.server.close()
+
+    def _run(self) -> dict:
         last: dict = {}
         r = self.cfg.rl
         for step in range(self.start_step + 1, r.steps + 1):

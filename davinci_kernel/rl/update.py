@@ -2,7 +2,8 @@
 
 Covers: packing into micro-batches by tokens, the old-policy log-prob pass (needed for
 off-policy mini-batches and for comparing against another engine's log-probs), mismatch
-rejection or TIS weights, the clipped token-level loss with token-mean over each
+rejection or TIS weights (with the share of samples kept and the mean / max |trainer − rollout|
+log-prob gap, as metrics), the clipped token-level loss with token-mean over each
 mini-batch (across processes too), gradient accumulation without intermediate
 all-reduce, gradient clipping and the optimizer step. Under several processes every
 rank runs the same number of micro-batches (empty ones are padded in) so collective
@@ -199,7 +200,10 @@ class _Dist:
 def _weights(rows: list[Row], old: list[Optional[torch.Tensor]], n_samples: int, s: UpdateSettings,
              info: dict) -> list[torch.Tensor]:
     """Per-token weights (K,) per row: 0 for mismatch-rejected samples, TIS ratios, else 1."""
-    if s.mismatch == "off" or not rows or old[0] is None:
+    if not rows or old[0] is None:
+        return [torch.ones_like(r.adv) for r in rows]
+    _gap_stats(rows, old, info)
+    if s.mismatch == "off":
         return [torch.ones_like(r.adv) for r in rows]
     if s.mismatch == "reject":
         lr = torch.cat([o.cpu() - r.rollout_logp for o, r in zip(old, rows)])
@@ -207,8 +211,25 @@ def _weights(rows: list[Row], old: list[Optional[torch.Tensor]], n_samples: int,
         seg = torch.cat([r.seg for r in rows])
         keep = segment_mismatch_keep(lr.double(), valid, seg, n_samples)
         info["mismatch_dropped"] += int((~keep).sum())
+        info["mismatch_judged"] += n_samples
         return [keep[r.seg].float() for r in rows]
     return [tis_weights(o.cpu(), r.rollout_logp, s.tis_cap).to(r.adv.dtype) for o, r in zip(old, rows)]
+
+
+def _dist_max_float(accelerator, x: float) -> float:
+    t = torch.tensor([float(x)], device=accelerator.device)
+    return float(accelerator.gather(t).max().item())
+
+
+def _gap_stats(rows: list[Row], old: list[torch.Tensor], info: dict) -> None:
+    """Adds the |trainer − rollout| log-prob gaps of tokens with a rollout log-prob to ``info``."""
+    for o, r in zip(old, rows):
+        valid = ~torch.isnan(r.rollout_logp)
+        if bool(valid.any()):
+            gap = (o.cpu().double() - r.rollout_logp.double())[valid].abs()
+            info["gap_sum"] += float(gap.sum())
+            info["gap_n"] += int(valid.sum())
+            info["logprob_gap_max"] = max(info["logprob_gap_max"], float(gap.max()))
 
 
 def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerator=None,
@@ -224,7 +245,8 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
     minis += [[] for _ in range(n_minis - len(minis))]
     has_rollout_lp = any(x.rollout_logprobs is not None for x in samples)
     need_old = dist.max(int(s.minibatches > 1 or (s.mismatch != "off" and has_rollout_lp))) > 0
-    info = {"mismatch_dropped": 0, "optimizer_steps": 0, "grad_norm": 0.0, "update_tokens": 0}
+    info = {"mismatch_dropped": 0, "optimizer_steps": 0, "grad_norm": 0.0, "update_tokens": 0,
+            "mismatch_judged": 0, "gap_sum": 0.0, "gap_n": 0, "logprob_gap_max": 0.0}
     stats = RoleStats()
     t0 = time.perf_counter()
     packed = []
@@ -270,6 +292,13 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
         stats.sums = accelerator.reduce(sums, reduction="sum").cpu()
         info["mismatch_dropped"] = dist.sum(info["mismatch_dropped"])
         info["update_tokens"] = dist.sum(info["update_tokens"])
+        for k in ("mismatch_judged", "gap_sum", "gap_n"):
+            info[k] = dist.sum(info[k])
+        info["logprob_gap_max"] = _dist_max_float(accelerator, info["logprob_gap_max"])
+    judged, gap_n = info.pop("mismatch_judged"), info.pop("gap_n")
+    gap_sum = info.pop("gap_sum")
+    info["mismatch_kept_share"] = 1.0 - info["mismatch_dropped"] / judged if judged else 1.0
+    info["logprob_gap_mean"] = gap_sum / gap_n if gap_n else 0.0
     out = stats.summary()
     out.update(info)
     return out
