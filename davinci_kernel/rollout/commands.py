@@ -20,7 +20,7 @@ import typer
 
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
-from ..rundir import BEST_CODE, RESULTS_FILE, RUN_FILE, RunDir, default_dir
+from ..rundir import BEST_CODE, RESULTS_FILE, claim, default_dir, saved_note
 
 _RC = RolloutConfig()
 SKILLS_HELP = "on | off: the skill library's agents (selection, summaries, admission); off = the policy agent alone"
@@ -180,7 +180,7 @@ def register(app: typer.Typer) -> None:
         use_skills = _check_skills(skills)
         select_mode = _check_select(select, use_skills)
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
-        rundir = RunDir(check_out_dir(out or default_dir(f"optimize-{_slug(problem.stem)}")))
+        out_dir = check_out_dir(out or default_dir(f"optimize-{_slug(problem.stem)}"))
         if db is not None and use_skills:
             from ..skills.store import check_library_path
 
@@ -188,13 +188,17 @@ def register(app: typer.Typer) -> None:
         _note_seed(db, seed, use_skills)
         settings = OptimizeSettings(model=model, device=device, workers=workers, skills=use_skills, skills_db=db,
                                     rollout=rc, seed_library=seed, select=select_mode)
-        try:
-            with live(rc.turns, "turn", f"optimize {task.title}") as progress:
-                result = optimize(task, settings, rundir, progress=progress)
-        except KeyboardInterrupt:
-            raise Interrupted(f"dvk optimize writes its results when the task group ends: nothing but "
-                              f"{rundir.file(RUN_FILE)} was saved, and library writes are all-or-nothing") from None
-        _print_optimize(result, rundir)
+        with claim(out_dir) as rundir:
+            try:
+                with live(rc.turns, "turn", f"optimize {task.title}") as progress:
+                    result = optimize(task, settings, rundir, progress=progress)
+            except KeyboardInterrupt:
+                raise Interrupted(f"{saved_note(rundir.path)} (the task group is saved when it ends; library "
+                                  "writes are all-or-nothing)") from None
+            if result.get("resumed"):
+                typer.echo(f"{rundir.path} already holds this run's finished task group: nothing redone "
+                           "(choose another --out to optimize again)", err=True)
+            _print_optimize(result, rundir)
 
     @app.command("run")
     def run_cmd(
@@ -232,7 +236,7 @@ def register(app: typer.Typer) -> None:
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens)
         name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"
                                                          and skills == "on" else "")
-        rundir = RunDir(check_out_dir(out or default_dir(name)))
+        out_dir = check_out_dir(out or default_dir(name))
         uses_library = select_mode != "none"
         if db is not None and uses_library:
             from ..skills.store import check_library_path
@@ -242,12 +246,9 @@ def register(app: typer.Typer) -> None:
         settings = RunSettings(model=model, suite=suite, skills=skills == "on", turns=turns, device=device,
                                workers=workers, parallel=parallel, skills_db=db, rollout=rc, select=select_mode,
                                seed_library=seed)
-        try:
+        with claim(out_dir) as rundir:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)
-        except KeyboardInterrupt:
-            raise Interrupted(f"finished tasks are in {rundir.file(RESULTS_FILE)}; rerun the same command "
-                              "to resume") from None
-        how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
-        _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
-        typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")
+            how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
+            _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
+            typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")

@@ -8,7 +8,9 @@ alone while summaries still grow the library), committing a
 verified new skill to the library, and writing ``RUN_DIR/best.py`` (the best candidate:
 correct and fastest; else the one that got furthest), ``best.json`` (its EvalResult),
 ``groups.jsonl`` (every model call), ``results.jsonl`` and ``skills.jsonl`` (newly
-admitted skills). Does not cover: suites (``suite``) or training.
+admitted skills). A rerun into the same ``--out`` resumes: a task group already in
+``groups.jsonl`` is not run again (its outputs are rewritten from it, never appended twice).
+Does not cover: suites (``suite``) or training.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..config import RewardConfig, RolloutConfig, SkillsConfig
+from ..files import replace_jsonl_row
 from ..records import EvalResult, Stage, Task, TaskGroup
 from ..rundir import BEST_CODE, BEST_RESULT, GROUPS_FILE, RESULTS_FILE, SKILLS_FILE, RunDir
 from ..skills.admit import Admission
@@ -87,15 +90,36 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
             written = adm.commit(s.store, step=s.store.current_step() + 1) if s.store is not None and adm.staged else []
             return group, written
 
-    group, written = asyncio.run(main())
-    rundir.append(GROUPS_FILE, [group.to_dict()])
+    saved = _saved_group(task, rundir)
+    if saved is not None:  # a rerun of a finished (or nearly finished) run: nothing is redone
+        rundir.start(meta)
+        group, written = saved, []
+    else:
+        group, written = asyncio.run(main())
     code, result, where = best_candidate(group)
+    _write_outputs(task, rundir, group, code, result, where, written)
+    return {"group": group, "best_code": code, "best": result, "where": where, "admitted": written,
+            "resumed": saved is not None}
+
+
+def _saved_group(task: Task, rundir: RunDir) -> Optional[TaskGroup]:
+    """The task group an earlier run of this command saved in ``groups.jsonl`` (None if none)."""
+    for row in rundir.read_jsonl(GROUPS_FILE):
+        if row.get("task") == task.name:
+            return TaskGroup.from_dict(row)
+    return None
+
+
+def _write_outputs(task: Task, rundir: RunDir, group: TaskGroup, code, result, where, written: list) -> None:
+    """groups.jsonl first (what a rerun resumes from), then best.py, best.json and the result
+    line; each keyed by task (or skill name) and replaced, never appended twice."""
+    replace_jsonl_row(rundir.file(GROUPS_FILE), "task", group.to_dict())
     if code is not None:
         rundir.write_atomic(BEST_CODE, code)
         rundir.write_json(BEST_RESULT, {**(result.to_dict() if result else {}), "task": task.name,
                                         "level": task.level, "where": where})
     if result is not None:
-        rundir.append(RESULTS_FILE, [{**result.to_dict(), "task": task.name, "level": task.level, "which": "best"}])
-    if written:
-        rundir.append(SKILLS_FILE, [s.export_dict() for s in written])
-    return {"group": group, "best_code": code, "best": result, "where": where, "admitted": written}
+        replace_jsonl_row(rundir.file(RESULTS_FILE), "task",
+                          {**result.to_dict(), "task": task.name, "level": task.level, "which": "best"})
+    for s in written:
+        replace_jsonl_row(rundir.file(SKILLS_FILE), "name", s.export_dict())
