@@ -81,6 +81,10 @@ def _meta(s) -> dict:
 
 
 def register(app: typer.Typer) -> None:
+    def _check_step(step: Optional[int]) -> None:
+        if step is not None and step < 0:
+            raise UsageError(f"--step {step}: training steps count from 0")
+
     skills = typer.Typer(help="The skill library: list, search, show, add, import, export.",
                          no_args_is_help=True)
 
@@ -92,6 +96,7 @@ def register(app: typer.Typer) -> None:
                  seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                  as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Every skill in the library (name, scope, tags, verified speedup, usage)."""
+        _check_step(step)
         with _open(db, seed) as store:
             rows = store.all(step)
         if scope:
@@ -115,6 +120,8 @@ def register(app: typer.Typer) -> None:
         """BM25 search; a problem file is turned into a task query first."""
         from .bm25 import SkillIndex, task_query
 
+        if k < 1:
+            raise UsageError(f"-k {k}: give how many skills to show, at least 1")
         text = query
         p = Path(query)
         if p.suffix == ".py" and p.is_file():
@@ -135,6 +142,7 @@ def register(app: typer.Typer) -> None:
                  seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                  as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """One skill in full."""
+        _check_step(step)
         with _open(db, seed) as store:
             s = store.get(name, step)
         if as_json:
@@ -183,6 +191,9 @@ def register(app: typer.Typer) -> None:
             total = len(store)
         for line_no, msg in errors:
             typer.echo(f"warning: {jsonl}:{line_no}: {msg}", err=True)
+        if errors and not n:
+            raise UsageError(f"{jsonl}: none of its {len(errors)} skill lines could be imported (see the warnings "
+                             "above); one JSON skill object a line is expected")
         if as_json:
             print_json({"imported": n, "skipped": len(errors), "library_size": total,
                         "errors": [{"line": ln, "error": m} for ln, m in errors]})
@@ -197,6 +208,7 @@ def register(app: typer.Typer) -> None:
                    seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                    as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Write the library as JSONL (one skill per line)."""
+        _check_step(step)
         if jsonl == "-" and as_json:
             raise UsageError("export to - writes the library to standard output: --json cannot share it")
         if jsonl != "-":

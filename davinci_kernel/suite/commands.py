@@ -88,13 +88,11 @@ def register(app: typer.Typer) -> None:
         bad = check_problem_source(task.source)
         if bad:
             raise UsageError(f"{problem} is not a KernelBench problem: {bad}")
-        if not candidate.is_file():
-            read_text_file(candidate, "candidate file")  # raises: missing, or a directory
+        source = read_text_file(candidate, "candidate file")  # missing, a folder, not UTF-8: bad input
         cfg = EvalConfig(device=_check_device(device), trials=trials, atol=atol, rtol=rtol, **limits)
         validate(Config(eval=cfg))
-        # model-written text: undecodable bytes become U+FFFD and fail as a result, not an error
         try:
-            res = evaluate(task, candidate.read_text(encoding="utf-8", errors="replace"), cfg)
+            res = evaluate(task, source, cfg)
         except KeyboardInterrupt:
             raise Interrupted("no result (dvk eval writes no files)") from None
         timeout_note(res, timeout)
@@ -102,6 +100,8 @@ def register(app: typer.Typer) -> None:
             print_json(res.to_dict())
         else:
             _print_result(res)
+        if res.stage == "problem":  # the problem is broken, not the candidate: bad input
+            raise UsageError(f"the problem {problem} is broken (stage problem): {_last_line(res.error_msg)}")
 
     @app.command("bench")
     def bench_cmd(
@@ -140,6 +140,11 @@ def register(app: typer.Typer) -> None:
         run_bench(suite=suite, candidates=candidates, device=cfg.device, workers=workers,
                   backend=backend, level=level, out=out, json_out=json_out, cfg=cfg, retry_failed=retry_failed,
                   patterns=tasks)
+
+
+def _last_line(text) -> str:
+    lines = [x for x in str(text or "").strip().splitlines() if x.strip()]
+    return lines[-1].strip()[:300] if lines else "its Model or inputs failed"
 
 
 def _check_device(device: str) -> str:

@@ -34,13 +34,17 @@ def _op_type(source: str) -> str:
     return m.group(1) if m else ""
 
 
-def load_task_file(path: str | Path, suite: str = "file", root: Optional[Path] = None) -> Task:
-    """One problem file → Task. The level comes from a ``levelN`` parent folder (else 0)."""
+def load_task_file(path: str | Path, suite: str = "file", root: Optional[Path] = None, strict: bool = True) -> Task:
+    """One problem file → Task. The level comes from a ``levelN`` parent folder (else 0).
+    ``strict=False`` (a suite's files): bytes that are not UTF-8 read as U+FFFD, so the broken
+    problem fails its own evaluation (stage ``problem``) instead of ending a suite run."""
     p = Path(path)
     try:
         source = read_text_file(p, "problem file")
     except UsageError as e:
-        raise SuiteError(str(e)) from None
+        if strict or not p.is_file():
+            raise SuiteError(str(e)) from None
+        source = p.read_bytes().decode("utf-8", errors="replace")
     level = 0
     m = _LEVEL_RE.match(p.parent.name)
     if m:
@@ -89,7 +93,7 @@ def load_dir(root: str | Path, suite: str, level: Optional[int] = None) -> list[
         for f in d.glob("*.py"):
             # KernelBench keeps a problem's pre-fix version beside it as <id>_<Name>_OLD.py
             if _FILE_RE.match(f.name) and not f.stem.endswith("_OLD"):
-                tasks.append(load_task_file(f, suite=suite, root=root))
+                tasks.append(load_task_file(f, suite=suite, root=root, strict=False))
     tasks.sort(key=lambda t: (t.level, t.problem_id, t.name))
     return tasks
 
