@@ -144,7 +144,8 @@ def _print_fastp(summary: dict, title: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("optimize")
     def optimize_cmd(
-        problem: Path = typer.Argument(..., help="KernelBench-format file defining Model, get_inputs, get_init_inputs"),
+        problem: str = typer.Argument(..., metavar="PROBLEM", help="KernelBench-format problem (Model, get_inputs, "
+                                      "get_init_inputs): a file, or builtin:level1/3_Softmax, kernelbench:DIR:level1/19_ReLU"),
         model: str = typer.Option(..., "--model", help=MODEL_HELP),
         turns: int = typer.Option(_RC.turns, "--turns", help="policy turns per rollout"),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
@@ -169,18 +170,18 @@ def register(app: typer.Typer) -> None:
         By default all three agents run on the default library: skill selection, the policy
         and skill summaries (--skills off: the policy agent alone; --select bm25|none: the
         selection ablations, summaries still on)."""
-        from ..tasks import check_problem_source, load_task_file
+        from ..tasks import check_problem_source, load_task
         from .optimize import OptimizeSettings, optimize
         from .progress import live
 
-        task = load_task_file(problem)
+        task = load_task(problem)
         problem_error = check_problem_source(task.source)
         if problem_error:
             raise UsageError(f"{problem}: not a KernelBench-format problem ({problem_error})")
         use_skills = _check_skills(skills)
         select_mode = _check_select(select, use_skills)
         rc = _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
-        out_dir = check_out_dir(out or default_dir(f"optimize-{_slug(problem.stem)}"))
+        out_dir = check_out_dir(out or default_dir(f"optimize-{_slug(Path(task.name).name)}"))
         if db is not None and use_skills:
             from ..skills.store import check_library_path
 

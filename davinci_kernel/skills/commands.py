@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
             _table(rows, title=f"{len(rows)} skills")
 
     @skills.command("search")
-    def search_cmd(query: str = typer.Argument(..., help="words, code, or a KernelBench problem file (.py)"),
+    def search_cmd(query: str = typer.Argument(..., help="words, code, or a problem (a .py file, or builtin:level1/3_Softmax)"),
                    k: int = typer.Option(20, "--k", "-k", help="how many"),
                    scope: Optional[str] = typer.Option(None, help="only this scope"),
                    tag: Optional[list[str]] = typer.Option(None, "--tag", help="only skills with this tag"),
@@ -124,10 +124,10 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"-k {k}: give how many skills to show, at least 1")
         text = query
         p = Path(query)
-        if p.suffix == ".py" and p.is_file():
-            from ..tasks import load_task_file
+        if (p.suffix == ".py" and p.is_file()) or query.startswith(("builtin:", "kernelbench:", "hf:")):
+            from ..tasks import load_task
 
-            text = task_query(load_task_file(p))
+            text = task_query(load_task(query))
         with _open(db, seed) as store:
             hits = SkillIndex(store.all()).search_scored(text, k=k, scope=scope, tags=tag)
         if as_json:

@@ -16,6 +16,8 @@ import typer
 from ..errors import Interrupted, UsageError, read_text_file
 from ..files import print_json
 
+PROBLEM_HELP = ("KernelBench-format problem (defines Model, get_inputs, get_init_inputs): a file, or a task by "
+                "name: builtin:level1/3_Softmax, kernelbench:DIR:level1/19_ReLU (dvk tasks list shows the names)")
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
 TIMEOUT_HELP = ("seconds allowed to each stage of one candidate: building and importing it "
                 "(eval.compile_timeout_s) and, separately, running its checks and timing "
@@ -36,7 +38,7 @@ def timeout_note(res, timeout: float) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    tasks_app = typer.Typer(help="List task suites.", no_args_is_help=True)
+    tasks_app = typer.Typer(help="List task suites and show a task's problem.", no_args_is_help=True)
     app.add_typer(tasks_app, name="tasks")
 
     @tasks_app.command("list")
@@ -46,7 +48,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
     ) -> None:
         """List the problems of a suite."""
-        from ..tasks import load_suite
+        from ..tasks import load_suite, task_spec
 
         tasks = load_suite(suite, level=level)
         if json_out:
@@ -54,22 +56,40 @@ def register(app: typer.Typer) -> None:
             for t in tasks:
                 counts[t.level] = counts.get(t.level, 0) + 1
             print_json({"suite": suite, "count": len(tasks), "levels": {str(k): v for k, v in sorted(counts.items())},
-                        "tasks": [{"name": t.name, "level": t.level, "problem_id": t.problem_id,
+                        "tasks": [{"name": t.name, "spec": task_spec(suite, t), "level": t.level, "problem_id": t.problem_id,
                                    "op_type": t.op_type, "path": t.path, "hash": t.hash} for t in tasks]})
             return
         from rich.console import Console
         from rich.table import Table
 
         table = Table(title=f"{suite}: {len(tasks)} tasks")
-        for col in ("task", "level", "op type"):
+        table.add_column("task", overflow="fold")  # the whole name: dvk eval/optimize/tasks show take it
+        for col in ("level", "op type"):
             table.add_column(col)
         for t in tasks:
-            table.add_row(t.name, str(t.level), t.op_type)
+            table.add_row(task_spec(suite, t), str(t.level), t.op_type)
         Console().print(table)
+
+    @tasks_app.command("show")
+    def tasks_show(
+        name: str = typer.Argument(..., metavar="TASK", help="builtin:level1/3_Softmax, kernelbench:DIR:level1/19_ReLU, "
+                                                             "hf:NAME:level1/19_ReLU, or a problem file"),
+        json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
+    ) -> None:
+        """Print a problem's source (stdout) and where it is (stderr): `dvk tasks show NAME > problem.py`."""
+        from ..tasks import load_task
+
+        t = load_task(name)
+        if json_out:
+            print_json({"name": t.name, "suite": t.suite, "level": t.level, "problem_id": t.problem_id,
+                        "op_type": t.op_type, "path": t.path, "hash": t.hash, "source": t.source})
+            return
+        typer.echo(f"{t.name}: {t.path or t.suite}", err=True)
+        typer.echo(t.source, nl=not t.source.endswith("\n"))
 
     @app.command("eval")
     def eval_cmd(
-        problem: Path = typer.Argument(..., help="KernelBench-format problem file (defines Model)"),
+        problem: str = typer.Argument(..., metavar="PROBLEM", help=PROBLEM_HELP),
         candidate: Path = typer.Argument(..., help="candidate file (defines ModelNew)"),
         device: str = typer.Option("auto", help=DEVICE_HELP),
         trials: int = typer.Option(5, help="correctness trials"),
@@ -81,10 +101,10 @@ def register(app: typer.Typer) -> None:
         """Evaluate one candidate against one problem."""
         from ..config import Config, EvalConfig, validate
         from ..evaluate import evaluate
-        from ..tasks import check_problem_source, load_task_file
+        from ..tasks import check_problem_source, load_task
 
         limits = timeout_config(timeout)
-        task = load_task_file(problem)
+        task = load_task(problem)
         bad = check_problem_source(task.source)
         if bad:
             raise UsageError(f"{problem} is not a KernelBench problem: {bad}")
