@@ -20,6 +20,7 @@ from typing import Optional
 
 import typer
 
+from ..cliconfig import ALLOW_HELP, OVERRIDES_HELP, check_resume, command_config
 from ..errors import Interrupted, UsageError, check_out_dir, check_utf8
 from ..rundir import METRICS_FILE
 
@@ -77,6 +78,26 @@ def prepare_rl_out(out: Path, resume: bool, overwrite: bool, steps: int) -> Opti
     return None
 
 
+SECTIONS = ("eval", "skills", "rollout", "reward", "rl", "sft")
+
+
+def _check_resumed_config(out: Path, cfg, allow: Optional[list[str]]) -> None:
+    """The run's saved config.json against this one: a change of results needs --allow-config-change."""
+    import json
+
+    saved_file = out / "config.json"
+    if not saved_file.is_file():
+        return
+    try:
+        saved = json.loads(saved_file.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        raise UsageError(f"{saved_file} is not readable JSON: the run's config cannot be compared") from None
+    if not isinstance(saved, dict):
+        raise UsageError(f"{saved_file} is not a saved config")
+    for change in check_resume(saved, cfg, allow, str(out), ignore=("rl.steps",)):
+        _echo(f"note: resuming with a changed config ({change}; --allow-config-change)")
+
+
 def _check_sft_data(specs: list) -> None:
     """Every local sft.data file (and the *.jsonl of a data folder) is UTF-8, so a bad file is
     one line before a model is loaded."""
@@ -92,25 +113,31 @@ def _check_sft_data(specs: list) -> None:
 
 def register(app: typer.Typer) -> None:
     train = typer.Typer(no_args_is_help=True, help="Train the backbone: SFT cold start, then multi-turn RL.")
-    ctx = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-    @train.command("rl", context_settings=ctx)
-    def rl_cmd(config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
+    @train.command("rl")
+    def rl_cmd(ctx: typer.Context,
+               config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
                out: Optional[str] = typer.Option(None, "--out", help="run directory, created with missing parent "
                                                                     "folders (default: the config's out)"),
                resume: bool = typer.Option(False, "--resume", help="continue the run in --out from its newest "
                                                                    "complete checkpoint"),
                overwrite: bool = typer.Option(False, "--overwrite", help="delete the run already in --out, whole, "
                                                                          "and start over"),
-               overrides: Optional[list[str]] = typer.Argument(None, help="section.key=value overrides")):
+               allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                         help=ALLOW_HELP),
+               overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE",
+                                                               help=OVERRIDES_HELP)):
         """Multi-turn REINFORCE (TRLOO) over selection, policy and summary turns.
 
-        An --out that already holds a run is refused unless --resume or --overwrite is given."""
-        from ..config import load_config
-
-        cfg = load_config(config, overrides or [])
-        out_dir = Path(out or cfg.out).expanduser()
+        An --out that already holds a run is refused unless --resume or --overwrite is given;
+        a --resume whose config changes results (rl.steps aside) is refused unless each change is
+        named with --allow-config-change."""
+        cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, "train rl")
+        out_dir = Path(cfg.out).expanduser()
+        if allow and not resume:
+            raise UsageError("--allow-config-change goes with --resume")
         finished = prepare_rl_out(out_dir, resume, overwrite, cfg.rl.steps)
+        if resume:
+            _check_resumed_config(out_dir, cfg, allow)
         if finished:
             _echo(finished)
             return
@@ -127,16 +154,17 @@ def register(app: typer.Typer) -> None:
         if last:
             _echo(f"done: step {cfg.rl.steps}, reward/policy {last.get('reward/policy', 0.0):.3f}")
 
-    @train.command("sft", context_settings=ctx)
-    def sft_cmd(config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
+    @train.command("sft")
+    def sft_cmd(ctx: typer.Context,
+                config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
                 out: Optional[str] = typer.Option(None, "--out", help="output directory, created with missing parent "
                                                                      "folders (default: the config's out)"),
-                overrides: Optional[list[str]] = typer.Argument(None, help="section.key=value overrides")):
+                overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE",
+                                                                help=OVERRIDES_HELP)):
         """Supervised cold start on diversity-filtered successful trajectories."""
-        from ..config import load_config
-
-        cfg = load_config(config, overrides or [])
-        check_out_dir(Path(out or cfg.out))
+        cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, "train sft")
+        out = cfg.out
+        check_out_dir(Path(out))
         _check_sft_data(cfg.sft.data)
         _setup_logging()
         from .sft import train_sft

@@ -18,6 +18,7 @@ from typing import Optional
 
 import typer
 
+from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..rundir import BEST_CODE, RESULTS_FILE, claim, default_dir, saved_note
@@ -59,6 +60,26 @@ def _rollout_cfg(turns: int, language: str, temperature: Optional[float], max_ne
                 raise UsageError(f"--{name.split('_')[1]} {value}: too small")
             setattr(rc, name, value)
     return rc
+
+
+_FLAG_FIELDS = {"turns": "rollout.turns", "language": "rollout.language", "temperature": "rollout.temperature",
+                "max_new_tokens": "rollout.max_new_tokens", "schemes": "rollout.k_schemes",
+                "rollouts": "rollout.n_rollouts", "summaries": "rollout.s_summaries", "device": "eval.device",
+                "db": "skills.db", "seed": "skills.seed_library", "select": "skills.select_mode"}
+
+
+def _agent_config(ctx, config: Optional[str], overrides: Optional[list[str]], command: str, **flags):
+    """The config of ``dvk optimize``/``run``: --config, overrides, then the flags given (each a
+    shorthand for the field in ``_FLAG_FIELDS``)."""
+    from ..cliconfig import command_config
+
+    return command_config(ctx, config, overrides, {k: ((_FLAG_FIELDS[k],), v) for k, v in flags.items()},
+                          ("eval", "skills", "rollout", "reward"), command)
+
+
+def _db_of(cfg) -> Optional[str]:
+    """The library path a command was given (None: the default one)."""
+    return None if cfg.skills.db == SkillsConfig().db else cfg.skills.db
 
 
 def _check_skills(skills: str) -> bool:
@@ -144,6 +165,7 @@ def _print_fastp(summary: dict, title: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("optimize")
     def optimize_cmd(
+        ctx: typer.Context,
         problem: str = typer.Argument(..., metavar="PROBLEM", help="KernelBench-format problem (Model, get_inputs, "
                                       "get_init_inputs): a file, or builtin:level1/3_Softmax, kernelbench:DIR:level1/19_ReLU"),
         model: str = typer.Option(..., "--model", help=MODEL_HELP),
@@ -164,6 +186,8 @@ def register(app: typer.Typer) -> None:
         max_new_tokens: int = typer.Option(_RC.max_new_tokens, "--max-new-tokens", help="generation limit per call"),
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
+        config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Optimize one PyTorch module with the agent loop; writes RUN_DIR/best.py.
 
@@ -179,16 +203,22 @@ def register(app: typer.Typer) -> None:
         if problem_error:
             raise UsageError(f"{problem}: not a KernelBench-format problem ({problem_error})")
         use_skills = _check_skills(skills)
-        select_mode = _check_select(select, use_skills)
-        rc = _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
+        _check_select(select, use_skills)
+        _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
+        cfg = _agent_config(ctx, config, overrides, "optimize", turns=turns, language=language,
+                            temperature=temperature, max_new_tokens=max_new_tokens, schemes=schemes,
+                            rollouts=rollouts, summaries=summaries, device=device, db=db, seed=seed, select=select)
+        rc, db, seed = cfg.rollout, _db_of(cfg), cfg.skills.seed_library
+        select_mode = cfg.skills.select_mode if use_skills else "none"
         out_dir = check_out_dir(out or default_dir(f"optimize-{_slug(Path(task.name).name)}"))
         if db is not None and use_skills:
             from ..skills.store import check_library_path
 
             check_library_path(Path(db).expanduser())
         _note_seed(db, seed, use_skills)
-        settings = OptimizeSettings(model=model, device=device, workers=workers, skills=use_skills, skills_db=db,
-                                    rollout=rc, seed_library=seed, select=select_mode)
+        settings = OptimizeSettings(model=model, device=cfg.eval.device, workers=workers, skills=use_skills,
+                                    skills_db=db, rollout=rc, seed_library=seed, select=select_mode,
+                                    eval_cfg=cfg.eval, skills_cfg=cfg.skills, reward=cfg.reward)
         with claim(out_dir) as rundir:
             try:
                 with live(rc.turns, "turn", f"optimize {task.title}") as progress:
@@ -203,6 +233,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("run")
     def run_cmd(
+        ctx: typer.Context,
         suite: str = typer.Option("builtin", "--suite", help="builtin | kernelbench:DIR | hf:NAME_OR_PATH"),
         model: str = typer.Option(..., "--model", help=MODEL_HELP),
         skills: str = typer.Option("on", "--skills", help=SKILLS_HELP + " (the paper's ablation)"),
@@ -220,6 +251,8 @@ def register(app: typer.Typer) -> None:
         max_new_tokens: int = typer.Option(_RC.max_new_tokens, "--max-new-tokens", help="generation limit per call"),
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
+        config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Run every task of a suite through the episode; Fast_p at the last and best turn.
 
@@ -228,13 +261,18 @@ def register(app: typer.Typer) -> None:
         from .progress import live
         from .suite import RunSettings, run_suite
 
-        select_mode = _check_select(select, _check_skills(skills))
+        use_skills = _check_skills(skills)
+        _check_select(select, use_skills)
         if parallel < 1:
             raise UsageError("--parallel must be at least 1")
+        _rollout_cfg(turns, language, temperature, max_new_tokens)
+        cfg = _agent_config(ctx, config, overrides, "run", turns=turns, language=language, temperature=temperature,
+                            max_new_tokens=max_new_tokens, device=device, db=db, seed=seed, select=select)
+        rc, db, seed, turns = cfg.rollout, _db_of(cfg), cfg.skills.seed_library, cfg.rollout.turns
+        select_mode = cfg.skills.select_mode if use_skills else "none"
         tasks = load_suite(suite, level=level)
         if not tasks:
             raise UsageError(f"suite {suite} has no tasks" + (f" at level {level}" if level else ""))
-        rc = _rollout_cfg(turns, language, temperature, max_new_tokens)
         name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"
                                                          and skills == "on" else "")
         out_dir = check_out_dir(out or default_dir(name))
@@ -244,9 +282,9 @@ def register(app: typer.Typer) -> None:
 
             check_library_path(Path(db).expanduser())
         _note_seed(db, seed, uses_library)
-        settings = RunSettings(model=model, suite=suite, skills=skills == "on", turns=turns, device=device,
+        settings = RunSettings(model=model, suite=suite, skills=skills == "on", turns=turns, device=cfg.eval.device,
                                workers=workers, parallel=parallel, skills_db=db, rollout=rc, select=select_mode,
-                               seed_library=seed)
+                               seed_library=seed, eval_cfg=cfg.eval, skills_cfg=cfg.skills, reward=cfg.reward)
         with claim(out_dir) as rundir:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)

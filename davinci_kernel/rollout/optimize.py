@@ -16,11 +16,12 @@ Does not cover: suites (``suite``) or training.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..config import RewardConfig, RolloutConfig, SkillsConfig
+from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
 from ..files import replace_jsonl_row
 from ..records import EvalResult, Stage, Task, TaskGroup
 from ..rundir import BEST_CODE, BEST_RESULT, GROUPS_FILE, RESULTS_FILE, SKILLS_FILE, RunDir
@@ -40,6 +41,9 @@ class OptimizeSettings:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     seed_library: bool = True  # a new, empty library gets the bundled seed skills (False: --no-seed)
     select: str = "llm"  # skills.select_mode: llm | bm25 | none (with skills on)
+    eval_cfg: Optional[EvalConfig] = None  # the evaluator's settings (None: the defaults, on ``device``)
+    skills_cfg: SkillsConfig = field(default_factory=SkillsConfig)  # thresholds of selection and admission
+    reward: RewardConfig = field(default_factory=RewardConfig)
 
 
 def _rank(res: Optional[EvalResult]) -> tuple:
@@ -80,11 +84,11 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
     async def main() -> tuple[TaskGroup, list]:
         async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
                                 use_skills=use_skills, seed_library=settings.seed_library,
-                                **(session_kw or {})) as s:
+                                **{"eval_cfg": settings.eval_cfg, **(session_kw or {})}) as s:
             rundir.start(meta)
-            skills_cfg = SkillsConfig(select_mode=settings.select if use_skills else "none",
-                                      seed_library=settings.seed_library)
-            ctx = Context(s.backend, s.evaluator, rc, RewardConfig(), skills_cfg, progress=progress)
+            skills_cfg = dataclasses.replace(settings.skills_cfg, select_mode=settings.select if use_skills else "none",
+                                             seed_library=settings.seed_library)
+            ctx = Context(s.backend, s.evaluator, rc, settings.reward, skills_cfg, progress=progress)
             adm = Admission()
             group = await run_group(ctx, task, plan, store=s.store, admission=adm)
             written = adm.commit(s.store, step=s.store.current_step() + 1) if s.store is not None and adm.staged else []

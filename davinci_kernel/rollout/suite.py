@@ -16,11 +16,12 @@ Does not cover: training or skill summaries (``rl``; ``optimize`` for one module
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..config import RewardConfig, RolloutConfig, SkillsConfig
+from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
 from ..records import Task
 from ..report.fastp import fastp_table
 from ..rundir import GROUPS_FILE, RESULTS_FILE, SUMMARY_FILE, WHICH, RunDir
@@ -46,6 +47,9 @@ class RunSettings:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     select: str = "llm"  # skills.select_mode: llm | bm25 | none
     seed_library: bool = True  # a new, empty library gets the bundled seed skills (False: --no-seed)
+    eval_cfg: Optional[EvalConfig] = None  # the evaluator's settings (None: the defaults, on ``device``)
+    skills_cfg: SkillsConfig = field(default_factory=SkillsConfig)  # thresholds of selection
+    reward: RewardConfig = field(default_factory=RewardConfig)
 
     @property
     def uses_library(self) -> bool:
@@ -106,13 +110,13 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
     async def main() -> None:
         async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
                                 use_skills=settings.uses_library, seed_library=settings.seed_library,
-                                **(session_kw or {})) as session:
+                                **{"eval_cfg": settings.eval_cfg, **(session_kw or {})}) as session:
             if session.store is not None:  # the library the run starts from (read, never changed)
                 meta["library"] = {"db": str(session.store.path), "skills": len(session.store)}
             rundir.start(meta)
-            skills_cfg = SkillsConfig(select_mode=settings.select if settings.skills else "none",
-                                      seed_library=settings.seed_library)
-            ctx = Context(session.backend, session.evaluator, settings.rollout, RewardConfig(), skills_cfg,
+            skills_cfg = dataclasses.replace(settings.skills_cfg, select_mode=settings.select if settings.skills
+                                             else "none", seed_library=settings.seed_library)
+            ctx = Context(session.backend, session.evaluator, settings.rollout, settings.reward, skills_cfg,
                           progress=progress)
             await run_tasks(ctx, todo, settings, session, rundir)
 
