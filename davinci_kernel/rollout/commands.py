@@ -270,7 +270,7 @@ def register(app: typer.Typer) -> None:
                             max_new_tokens=max_new_tokens, device=device, db=db, seed=seed, select=select)
         rc, db, seed, turns = cfg.rollout, _db_of(cfg), cfg.skills.seed_library, cfg.rollout.turns
         select_mode = cfg.skills.select_mode if use_skills else "none"
-        tasks = load_suite(suite, level=level)
+        tasks = load_suite(suite, level=level, strict=False)
         if not tasks:
             raise UsageError(f"suite {suite} has no tasks" + (f" at level {level}" if level else ""))
         name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"

@@ -79,7 +79,7 @@ def collect(suite: str, candidates: str, level: Optional[int], patterns: Optiona
     """(tasks, [(task, candidate file)], tasks without a file, candidates folder); with
     ``self`` every task is paired with None (its own Model) and there is no folder.
     ``patterns``: only the tasks ``pick`` keeps."""
-    tasks = load_suite(suite, level=level)
+    tasks = load_suite(suite, level=level, strict=False)
     if not tasks:
         raise UsageError(f"suite {suite!r} has no tasks" + (f" at level {level}" if level else ""))
     tasks = pick(tasks, patterns)
@@ -186,7 +186,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
             console.print(f"resuming {run_dir}: {skipped} task(s) already in {RESULTS_FILE} skipped, "
                           f"{len(todo)} to run{again}")
 
-        all_tasks = load_suite(suite) if level is not None or patterns else tasks
+        all_tasks = load_suite(suite, strict=False) if level is not None or patterns else tasks
         levels = {t.level for t in tasks} | {int(r.get("level") or 0) for r in results.values()}
         totals = {lvl: sum(1 for t in all_tasks if t.level == lvl) for lvl in sorted(levels)}
         meta.update({"device": cfg.device, "backend": backend,

@@ -70,9 +70,10 @@ def check_problem_source(source: str) -> Optional[str]:
     return f"missing {', '.join(missing)}" if missing else None
 
 
-def load_dir(root: str | Path, suite: str, level: Optional[int] = None) -> list[Task]:
+def load_dir(root: str | Path, suite: str, level: Optional[int] = None, strict: bool = True) -> list[Task]:
     """Every ``levelN/<id>_<Name>.py`` under ``root`` (superseded ``*_OLD.py`` versions and
-    files not named ``<id>_<Name>.py`` skipped), sorted by level then id."""
+    files not named ``<id>_<Name>.py`` skipped), sorted by level then id. ``strict=False``: a
+    problem file that is not UTF-8 is loaded anyway (see ``load_task_file``), for suite runs."""
     root = Path(root).expanduser()
     if not root.is_dir():
         raise SuiteError(f"suite directory not found: {root}")
@@ -93,7 +94,7 @@ def load_dir(root: str | Path, suite: str, level: Optional[int] = None) -> list[
         for f in d.glob("*.py"):
             # KernelBench keeps a problem's pre-fix version beside it as <id>_<Name>_OLD.py
             if _FILE_RE.match(f.name) and not f.stem.endswith("_OLD"):
-                tasks.append(load_task_file(f, suite=suite, root=root, strict=False))
+                tasks.append(load_task_file(f, suite=suite, root=root, strict=strict))
     tasks.sort(key=lambda t: (t.level, t.problem_id, t.name))
     return tasks
 
@@ -127,11 +128,13 @@ def load_hf(name_or_path: str, level: Optional[int] = None) -> list[Task]:
     return tasks
 
 
-def load_suite(spec: str = "builtin", level: Optional[int] = None) -> list[Task]:
+def load_suite(spec: str = "builtin", level: Optional[int] = None, strict: bool = True) -> list[Task]:
     """``builtin`` | ``kernelbench:DIR`` | ``hf:NAME_OR_PATH`` | a plain directory.
 
-    A ``level`` the suite has no task at is a SuiteError naming the levels it has."""
-    tasks = _load_suite(spec, level)
+    A ``level`` the suite has no task at is a SuiteError naming the levels it has. ``strict=False``
+    (``bench``, ``run``): a problem file that is not text is a task that fails its evaluation
+    (stage ``problem``), not the end of the run."""
+    tasks = _load_suite(spec, level, strict)
     if level is not None and not tasks:
         have = sorted({t.level for t in _load_suite(spec, None)})
         has = ("levels " + ", ".join(map(str, have))) if have else "no tasks at all"
@@ -139,15 +142,15 @@ def load_suite(spec: str = "builtin", level: Optional[int] = None) -> list[Task]
     return tasks
 
 
-def _load_suite(spec: str, level: Optional[int]) -> list[Task]:
+def _load_suite(spec: str, level: Optional[int], strict: bool = True) -> list[Task]:
     if spec == "builtin":
         return load_dir(BUILTIN_DIR, suite="builtin", level=level)
     if spec.startswith("kernelbench:"):
-        return load_dir(spec.split(":", 1)[1], suite=spec, level=level)
+        return load_dir(spec.split(":", 1)[1], suite=spec, level=level, strict=strict)
     if spec.startswith("hf:"):
         return load_hf(spec.split(":", 1)[1], level=level)
     if Path(spec).expanduser().is_dir():
-        return load_dir(spec, suite=f"kernelbench:{spec}", level=level)
+        return load_dir(spec, suite=f"kernelbench:{spec}", level=level, strict=strict)
     raise SuiteError(f"unknown suite '{spec}': use builtin, kernelbench:DIR or hf:NAME")
 
 
