@@ -244,6 +244,10 @@ class Config:
     rl: RLConfig = field(default_factory=RLConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     out: str = opt("runs/latest", "output directory", results=False)
+    report_to: str = opt("tensorboard", "where training metrics go besides OUT/metrics.jsonl: tensorboard (OUT/tb), "
+                         "wandb (Weights & Biases; WANDB_PROJECT, WANDB_MODE as usual), mlflow (MLFLOW_TRACKING_URI, "
+                         "else OUT/mlruns) or none; the library is imported only when chosen",
+                         choices=("tensorboard", "wandb", "mlflow", "none"), results=False)
 
 
 # --------------------------------------------------------------------------- loading

@@ -22,10 +22,13 @@ import typer
 
 from ..cliconfig import ALLOW_HELP, OVERRIDES_HELP, check_resume, command_config
 from ..errors import Interrupted, UsageError, check_out_dir, check_utf8
+from ..files import print_json
 from ..rundir import METRICS_FILE
+from . import trackers
 
 # what a `dvk train rl` run directory holds (any of them marks one)
 _RUN_MARKERS = (METRICS_FILE, "checkpoints", "config.json")
+_SFT_MARKERS = (*_RUN_MARKERS, "model")
 
 
 def _setup_logging() -> None:
@@ -53,10 +56,33 @@ def _latest_step(out: Path) -> Optional[int]:
 def prepare_rl_out(out: Path, resume: bool, overwrite: bool, steps: int) -> Optional[str]:
     """Check ``--out`` of a `train rl` run before anything is loaded. Returns a message when
     the run is already finished (nothing to do), else None."""
+    _prepare_out(out, resume, overwrite, _RUN_MARKERS)
+    if resume:
+        last = _latest_step(out)
+        if last is not None and last >= steps:
+            return (f"the run in {out} is finished: its newest checkpoint is step {last} and rl.steps={steps}; "
+                    "nothing to do (raise rl.steps to train further)")
+    return None
+
+
+def prepare_sft_out(out: Path, resume: bool, overwrite: bool, epochs: int) -> Optional[str]:
+    """Check ``--out`` of a `train sft` run before anything is loaded: a folder holding a run (a
+    model, checkpoints, metrics) is never trained over without --resume or --overwrite. Returns a
+    message when the run is already finished, else None."""
+    _prepare_out(out, resume, overwrite, _SFT_MARKERS)
+    if resume:
+        last = _latest_step(out)
+        if last is not None and last >= epochs and (out / "model").is_dir():
+            return (f"the SFT run in {out} is finished: its newest checkpoint is after epoch {last} and "
+                    f"sft.epochs={epochs}; nothing to do (raise sft.epochs to train further)")
+    return None
+
+
+def _prepare_out(out: Path, resume: bool, overwrite: bool, markers: tuple) -> None:
     check_out_dir(out)
     if resume and overwrite:
         raise UsageError("--resume and --overwrite exclude each other: continue the run or start it over")
-    has_run = out.is_dir() and any((out / m).exists() for m in _RUN_MARKERS)
+    has_run = out.is_dir() and any((out / m).exists() for m in markers)
     if has_run and not resume:
         if not overwrite:
             raise UsageError(f"--out {out} already holds a training run: continue it with --resume, start over "
@@ -70,19 +96,14 @@ def prepare_rl_out(out: Path, resume: bool, overwrite: bool, steps: int) -> Opti
             raise UsageError(f"--overwrite runs in one process only: delete {out} before a multi-process launch")
         shutil.rmtree(out)
         _echo(f"deleted the earlier run in {out} (--overwrite)")
-    if resume:
-        last = _latest_step(out)
-        if last is not None and last >= steps:
-            return (f"the run in {out} is finished: its newest checkpoint is step {last} and rl.steps={steps}; "
-                    "nothing to do (raise rl.steps to train further)")
-    return None
 
 
 SECTIONS = ("eval", "skills", "rollout", "reward", "rl", "sft")
 
 
-def _check_resumed_config(out: Path, cfg, allow: Optional[list[str]]) -> None:
-    """The run's saved config.json against this one: a change of results needs --allow-config-change."""
+def _check_resumed_config(out: Path, cfg, allow: Optional[list[str]], more: str) -> None:
+    """The run's saved config.json against this one: a change of results needs --allow-config-change
+    (``more``: the field that says how long to train, which a resume may raise)."""
     import json
 
     saved_file = out / "config.json"
@@ -94,7 +115,7 @@ def _check_resumed_config(out: Path, cfg, allow: Optional[list[str]]) -> None:
         raise UsageError(f"{saved_file} is not readable JSON: the run's config cannot be compared") from None
     if not isinstance(saved, dict):
         raise UsageError(f"{saved_file} is not a saved config")
-    for change in check_resume(saved, cfg, allow, str(out), ignore=("rl.steps",)):
+    for change in check_resume(saved, cfg, allow, str(out), ignore=(more,)):
         _echo(f"note: resuming with a changed config ({change}; --allow-config-change)")
 
 
@@ -124,6 +145,7 @@ def register(app: typer.Typer) -> None:
                                                                          "and start over"),
                allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
                                                          help=ALLOW_HELP),
+               json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout when done"),
                overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE",
                                                                help=OVERRIDES_HELP)):
         """Multi-turn REINFORCE (TRLOO) over selection, policy and summary turns.
@@ -135,11 +157,14 @@ def register(app: typer.Typer) -> None:
         out_dir = Path(cfg.out).expanduser()
         if allow and not resume:
             raise UsageError("--allow-config-change goes with --resume")
+        trackers.check(cfg.report_to)
         finished = prepare_rl_out(out_dir, resume, overwrite, cfg.rl.steps)
         if resume:
-            _check_resumed_config(out_dir, cfg, allow)
+            _check_resumed_config(out_dir, cfg, allow, "rl.steps")
         if finished:
             _echo(finished)
+            if json_out:
+                print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": True, "last": None})
             return
         _setup_logging()
         from .trainer import train_rl
@@ -153,26 +178,55 @@ def register(app: typer.Typer) -> None:
             raise Interrupted(saved) from None
         if last:
             _echo(f"done: step {cfg.rl.steps}, reward/policy {last.get('reward/policy', 0.0):.3f}")
+        if json_out:
+            print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": False,
+                        "checkpoints": str(out_dir / "checkpoints"), "last": last or None})
 
     @train.command("sft")
     def sft_cmd(ctx: typer.Context,
                 config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
                 out: Optional[str] = typer.Option(None, "--out", help="output directory, created with missing parent "
                                                                      "folders (default: the config's out)"),
+                resume: bool = typer.Option(False, "--resume", help="continue the run in --out from its newest "
+                                                                   "complete checkpoint (one after every epoch)"),
+                overwrite: bool = typer.Option(False, "--overwrite", help="delete the run already in --out, whole, "
+                                                                          "and start over"),
+                allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                          help=ALLOW_HELP),
+                json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout when done"),
                 overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE",
                                                                 help=OVERRIDES_HELP)):
-        """Supervised cold start on diversity-filtered successful trajectories."""
+        """Supervised cold start on diversity-filtered successful trajectories.
+
+        A checkpoint is saved after every epoch; an --out that already holds a run (a model,
+        checkpoints) is refused unless --resume or --overwrite is given."""
         cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, "train sft")
-        out = cfg.out
-        check_out_dir(Path(out))
+        out_dir = Path(cfg.out).expanduser()
+        if allow and not resume:
+            raise UsageError("--allow-config-change goes with --resume")
+        trackers.check(cfg.report_to)
         _check_sft_data(cfg.sft.data)
+        finished = prepare_sft_out(out_dir, resume, overwrite, cfg.sft.epochs)
+        if resume:
+            _check_resumed_config(out_dir, cfg, allow, "sft.epochs")
+        if finished:
+            _echo(finished)
+            if json_out:
+                print_json({"out": str(out_dir), "finished_before": True, "model_dir": str(out_dir / "model")})
+            return
         _setup_logging()
         from .sft import train_sft
 
+        out = str(out_dir)
         try:
-            info = train_sft(cfg, out=out, echo=_echo)
+            info = train_sft(cfg, out=out, echo=_echo, resume=resume)
         except KeyboardInterrupt:
-            raise Interrupted("SFT saves its model only when training ends: no model was saved") from None
+            epoch = _latest_step(out_dir)
+            raise Interrupted(f"checkpoints up to epoch {epoch} are in {out_dir / 'checkpoints'}; continue with "
+                              "--resume" if epoch is not None else
+                              f"no epoch finished, nothing was saved in {out_dir}") from None
         _echo(f"done: {info['samples']} samples, model saved to {info['model_dir']}")
+        if json_out:
+            print_json({"out": str(out), **info})
 
     app.add_typer(train, name="train")

@@ -21,6 +21,7 @@ import typer
 from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
+from ..files import print_json
 from ..rundir import BEST_CODE, RESULTS_FILE, claim, default_dir, saved_note
 
 _RC = RolloutConfig()
@@ -151,6 +152,18 @@ def _print_optimize(out: dict, rundir) -> None:
         con.print(f"new skill admitted: {s.name} (verified {_fmt(s.verify_speedup)})")
 
 
+def _optimize_json(out: dict, rundir, task) -> dict:
+    """The one JSON document of ``dvk optimize --json``."""
+    best = out["best"]
+    return {"run_dir": str(rundir.path), "task": task.name, "resumed": bool(out.get("resumed")),
+            "best": best.to_dict() if best is not None else None,
+            "best_code": str(rundir.file(BEST_CODE)) if out["best_code"] is not None else None,
+            "where": dict(zip(("scheme", "rollout", "turn"), out["where"])) if out["where"] else None,
+            "rollouts": [{"scheme": ep.scheme, "skills": list(ep.skills), "turns": [_turn_cell(x) for x in ep.turns]}
+                         for ep in out["group"].episodes],
+            "admitted": [{"name": s.name, "verify_speedup": s.verify_speedup} for s in out["admitted"]]}
+
+
 def _print_fastp(summary: dict, title: str) -> None:
     from rich.console import Console
 
@@ -187,6 +200,8 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
         config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout (the best result, "
+                                      "where it is, the admitted skills)"),
         overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Optimize one PyTorch module with the agent loop; writes RUN_DIR/best.py.
@@ -229,7 +244,10 @@ def register(app: typer.Typer) -> None:
             if result.get("resumed"):
                 typer.echo(f"{rundir.path} already holds this run's finished task group: nothing redone "
                            "(choose another --out to optimize again)", err=True)
-            _print_optimize(result, rundir)
+            if json_out:
+                print_json(_optimize_json(result, rundir, task))
+            else:
+                _print_optimize(result, rundir)
 
     @app.command("run")
     def run_cmd(
@@ -252,6 +270,8 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
         config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout (Fast_p at the last "
+                                      "and best turn, tasks run and resumed)"),
         overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Run every task of a suite through the episode; Fast_p at the last and best turn.
@@ -288,6 +308,11 @@ def register(app: typer.Typer) -> None:
         with claim(out_dir) as rundir:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)
+            if json_out:
+                print_json({"run_dir": str(rundir.path), "results": str(rundir.file(RESULTS_FILE)), "suite": suite,
+                            "model": model, "skills": skills, "select": select_mode, "done": res["done"],
+                            "resumed": res["skipped"], "fast_p": res["summary"]})
+                return
             how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
             _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
             typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")
