@@ -273,7 +273,7 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
                 pass
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise ConfigError(f"{where}={value!r}: expected a whole number")
+        raise ConfigError(f"{where}={value!r}: expected an integer")
     if typ in (float, "float"):
         if isinstance(value, bool) or isinstance(value, (list, dict)) or value is None:
             raise ConfigError(f"{where}={value!r}: expected a number")

@@ -28,8 +28,8 @@ def one_error_line(p) -> str:
 
 
 @pytest.mark.parametrize("override,fragment", [
-    ("rl.steps=2.5", "rl.steps=2.5: expected a whole number"),
-    ("rl.steps=true", "expected a whole number"),
+    ("rl.steps=2.5", "rl.steps=2.5: expected an integer"),
+    ("rl.steps=true", "expected an integer"),
     ("rl.lr=abc", "rl.lr='abc': expected a number"),
     ("rl.lr=yes", "rl.lr=True: expected a number"),
     ("rl.lr=.inf", "expected a finite number"),
@@ -48,7 +48,7 @@ def test_values_are_type_checked_without_truncation(override, fragment):
 
 def test_train_rl_refuses_a_fractional_step_count(tmp_path):
     line = one_error_line(dvk(["train", "rl", "--config", TINY, "--out", tmp_path / "rl", "rl.steps=2.5"]))
-    assert "rl.steps=2.5" in line and "whole number" in line
+    assert "rl.steps=2.5" in line and "expected an integer" in line
     assert not (tmp_path / "rl").exists()
 
 

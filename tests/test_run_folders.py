@@ -136,3 +136,15 @@ def test_two_runs_sharing_the_baseline_cache_keep_each_others_entries(tmp_path):
     on_disk = json.loads((tmp_path / "baselines.json").read_text())
     assert set(on_disk) == {"task1|{}|cpu|2|m", "task2|{}|cpu|2|m"}
     assert BaselineCache(str(tmp_path)).get("task2|{}|cpu|2|m") == {"eager_ms": 2.0}
+
+
+def test_train_into_a_locked_out_is_refused(tmp_path):
+    from pathlib import Path
+
+    tiny = Path(__file__).parents[1] / "configs" / "tiny-cpu.yaml"
+    out = tmp_path / "rl"
+    out.mkdir()
+    with locks.hold(out / LOCK_FILE, "test"):
+        p = dvk(["train", "rl", "--config", tiny, "--out", out, "rl.steps=1"], timeout=120)
+    assert p.returncode == 2 and "in use by another dvk command" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (out / "metrics.jsonl").exists()

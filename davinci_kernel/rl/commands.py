@@ -23,7 +23,7 @@ import typer
 from ..cliconfig import ALLOW_HELP, OVERRIDES_HELP, check_resume, command_config
 from ..errors import Interrupted, UsageError, check_out_dir, check_utf8
 from ..files import print_json
-from ..rundir import METRICS_FILE
+from ..rundir import LOCK_FILE, METRICS_FILE, claim
 from . import trackers
 
 # what a `dvk train rl` run directory holds (any of them marks one)
@@ -43,6 +43,16 @@ def _setup_logging() -> None:
 
 def _echo(msg: str) -> None:
     typer.echo(msg, err=True)
+
+
+def _locked(out: Path):
+    """The run folder, locked for this command (``rundir.claim``: a second command into it is one
+    line, exit 2); in a multi-process launch only the main process takes the lock."""
+    import contextlib
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        return contextlib.nullcontext()
+    return claim(out)
 
 
 def _latest_step(out: Path) -> Optional[int]:
@@ -94,7 +104,9 @@ def _prepare_out(out: Path, resume: bool, overwrite: bool, markers: tuple) -> No
                              "choose a new --out")
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise UsageError(f"--overwrite runs in one process only: delete {out} before a multi-process launch")
-        shutil.rmtree(out)
+        for child in out.iterdir():  # all but the lock this command holds
+            if child.name != LOCK_FILE:
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         _echo(f"deleted the earlier run in {out} (--overwrite)")
 
 
@@ -158,29 +170,30 @@ def register(app: typer.Typer) -> None:
         if allow and not resume:
             raise UsageError("--allow-config-change goes with --resume")
         trackers.check(cfg.report_to)
-        finished = prepare_rl_out(out_dir, resume, overwrite, cfg.rl.steps)
-        if resume:
-            _check_resumed_config(out_dir, cfg, allow, "rl.steps")
-        if finished:
-            _echo(finished)
-            if json_out:
-                print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": True, "last": None})
-            return
-        _setup_logging()
-        from .trainer import train_rl
+        with _locked(out_dir):
+            finished = prepare_rl_out(out_dir, resume, overwrite, cfg.rl.steps)
+            if resume:
+                _check_resumed_config(out_dir, cfg, allow, "rl.steps")
+            if finished:
+                _echo(finished)
+                if json_out:
+                    print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": True, "last": None})
+                return
+            _setup_logging()
+            from .trainer import train_rl
 
-        try:
-            last = train_rl(cfg, out=str(out_dir), resume=resume, echo=_echo)
-        except KeyboardInterrupt:
-            step = _latest_step(out_dir)
-            saved = (f"checkpoints up to step {step} are in {out_dir / 'checkpoints'}; continue with --resume"
-                     if step is not None else f"no complete checkpoint in {out_dir} yet")
-            raise Interrupted(saved) from None
-        if last:
-            _echo(f"done: step {cfg.rl.steps}, reward/policy {last.get('reward/policy', 0.0):.3f}")
-        if json_out:
-            print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": False,
-                        "checkpoints": str(out_dir / "checkpoints"), "last": last or None})
+            try:
+                last = train_rl(cfg, out=str(out_dir), resume=resume, echo=_echo)
+            except KeyboardInterrupt:
+                step = _latest_step(out_dir)
+                saved = (f"checkpoints up to step {step} are in {out_dir / 'checkpoints'}; continue with --resume"
+                         if step is not None else f"no complete checkpoint in {out_dir} yet")
+                raise Interrupted(saved) from None
+            if last:
+                _echo(f"done: step {cfg.rl.steps}, reward/policy {last.get('reward/policy', 0.0):.3f}")
+            if json_out:
+                print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": False,
+                            "checkpoints": str(out_dir / "checkpoints"), "last": last or None})
 
     @train.command("sft")
     def sft_cmd(ctx: typer.Context,
@@ -205,28 +218,29 @@ def register(app: typer.Typer) -> None:
         if allow and not resume:
             raise UsageError("--allow-config-change goes with --resume")
         trackers.check(cfg.report_to)
-        _check_sft_data(cfg.sft.data)
-        finished = prepare_sft_out(out_dir, resume, overwrite, cfg.sft.epochs)
-        if resume:
-            _check_resumed_config(out_dir, cfg, allow, "sft.epochs")
-        if finished:
-            _echo(finished)
-            if json_out:
-                print_json({"out": str(out_dir), "finished_before": True, "model_dir": str(out_dir / "model")})
-            return
-        _setup_logging()
-        from .sft import train_sft
+        with _locked(out_dir):
+            _check_sft_data(cfg.sft.data)
+            finished = prepare_sft_out(out_dir, resume, overwrite, cfg.sft.epochs)
+            if resume:
+                _check_resumed_config(out_dir, cfg, allow, "sft.epochs")
+            if finished:
+                _echo(finished)
+                if json_out:
+                    print_json({"out": str(out_dir), "finished_before": True, "model_dir": str(out_dir / "model")})
+                return
+            _setup_logging()
+            from .sft import train_sft
 
-        out = str(out_dir)
-        try:
-            info = train_sft(cfg, out=out, echo=_echo, resume=resume)
-        except KeyboardInterrupt:
-            epoch = _latest_step(out_dir)
-            raise Interrupted(f"checkpoints up to epoch {epoch} are in {out_dir / 'checkpoints'}; continue with "
-                              "--resume" if epoch is not None else
-                              f"no epoch finished, nothing was saved in {out_dir}") from None
-        _echo(f"done: {info['samples']} samples, model saved to {info['model_dir']}")
-        if json_out:
-            print_json({"out": str(out), **info})
+            out = str(out_dir)
+            try:
+                info = train_sft(cfg, out=out, echo=_echo, resume=resume)
+            except KeyboardInterrupt:
+                epoch = _latest_step(out_dir)
+                raise Interrupted(f"checkpoints up to epoch {epoch} are in {out_dir / 'checkpoints'}; continue with "
+                                  "--resume" if epoch is not None else
+                                  f"no epoch finished, nothing was saved in {out_dir}") from None
+            _echo(f"done: {info['samples']} samples, model saved to {info['model_dir']}")
+            if json_out:
+                print_json({"out": str(out), **info})
 
     app.add_typer(train, name="train")
