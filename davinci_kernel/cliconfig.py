@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .config import Config, ConfigError, flatten, load_config, parse_overrides, result_changes
+from .config import Config, ConfigError, flatten, load_config, parse_overrides, refuse_changes
 
 CONFIG_HELP = ("YAML config file (sections eval, skills, rollout, reward, rl, sft; see configs/README.md); "
                "SECTION.KEY=VALUE overrides and the flags win over it")
 OVERRIDES_HELP = "config overrides SECTION.KEY=VALUE, e.g. eval.sandbox=require (the flags are shorthands for these)"
 ALLOW_HELP = ("with --resume: accept this config field's change from the run's saved config (repeat for several; "
               "fields that change no results, e.g. where files go, never need it)")
+
+RERUN_ALLOW_HELP = ("when --out holds an earlier run of this command: accept this config field's change from the "
+                    "config that run recorded (repeat for several; fields that change no results never need it)")
 
 Flag = tuple[tuple[str, ...], Any]  # (config fields the flag sets, its value)
 
@@ -61,15 +64,9 @@ def command_config(ctx: Any, config_file: Optional[str], overrides: Optional[lis
 
 def check_resume(saved: dict, cfg: Config, allow: Optional[list[str]], where: str,
                  ignore: tuple = ()) -> list[str]:
-    """Refuse (``ConfigError``) a resume whose ``cfg`` changes results against the ``saved``
+    """Refuse (``ConfigError``) a ``--resume`` whose ``cfg`` changes results against the ``saved``
     config (``config.to_dict`` of the run's), unless each change is in ``allow``. Returns the
     allowed changes (for a note)."""
     import dataclasses
 
-    now = dataclasses.asdict(cfg)
-    changes = result_changes(saved, now, tuple(allow or ()), ignore)
-    if changes:
-        flags = " ".join(f"--allow-config-change {c.split(':', 1)[0]}" for c in changes)
-        raise ConfigError(f"--resume: {where} was made with another config ({'; '.join(changes)}); resume with "
-                          f"the run's values, or accept the change with {flags}")
-    return [c for c in result_changes(saved, now, (), ignore) if c.split(":", 1)[0] in set(allow or ())]
+    return refuse_changes(saved, dataclasses.asdict(cfg), tuple(allow or ()), where, ignore, prefix="--resume: ")

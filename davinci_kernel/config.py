@@ -482,6 +482,19 @@ def result_changes(old: dict, new: dict, allow: tuple = (), ignore: tuple = ()) 
     return out
 
 
+def refuse_changes(old: dict, new: dict, allow: tuple = (), where: str = "the run", ignore: tuple = (),
+                   prefix: str = "") -> list[str]:
+    """``ConfigError`` naming every field in which config ``new`` changes the results of the run
+    made with ``old`` (both ``to_dict`` form, or some of their sections), unless each is in
+    ``allow``. Returns the changes ``allow`` let through."""
+    changes = result_changes(old, new, tuple(allow), ignore)
+    if changes:
+        flags = " ".join(f"--allow-config-change {c.split(':', 1)[0]}" for c in changes)
+        raise ConfigError(f"{prefix}{where} was made with another config ({'; '.join(changes)}): use the run's "
+                          f"values, choose another --out, or accept the change with {flags}")
+    return [c for c in result_changes(old, new, (), ignore) if c.split(":", 1)[0] in set(allow)]
+
+
 def load_config(path: Optional[str | Path] = None, overrides: Optional[list[str]] = None,
                 values: Optional[dict] = None) -> Config:
     """Defaults, then the YAML file, then dotted overrides, then ``values`` (dotted name → value:

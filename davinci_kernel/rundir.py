@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import files, locks
+from .config import refuse_changes
 from .errors import Interrupted, UsageError, check_out_dir
 
 RUNS = Path("runs")  # where a run goes when no --out is given
@@ -91,9 +92,10 @@ class RunDir:
         return old if isinstance(old, dict) else {}
 
     # ------------------------------------------------------------------ resuming
-    def start(self, meta: dict) -> dict:
+    def start(self, meta: dict, allow: tuple = ()) -> dict:
         """Create the directory and write run.json, or check that an existing one describes
-        the same run."""
+        the same run: the same options, and a ``config`` (the sections the command read) that
+        changes no results, unless each change is in ``allow`` (``--allow-config-change``)."""
         self.path.mkdir(parents=True, exist_ok=True)
         if self.file(RUN_FILE).is_file():
             old = self.read_meta()
@@ -101,6 +103,8 @@ class RunDir:
                 if key in old and key in meta and old[key] != meta[key]:
                     raise UsageError(f"{self.path} holds a run with {key}={old[key]!r}, not {meta[key]!r}: "
                                      "resume it with the same options or choose another --out")
+            if isinstance(old.get("config"), dict) and isinstance(meta.get("config"), dict):
+                refuse_changes(old["config"], meta["config"], tuple(allow), str(self.path))
             meta = {**old, **meta, "resumed": int(old.get("resumed", 0)) + 1}
         self.write_json(RUN_FILE, meta)
         return meta

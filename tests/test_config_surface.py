@@ -81,6 +81,12 @@ def test_bench_takes_overrides_and_a_config_file(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     row = json.loads((out / "results.jsonl").read_text().splitlines()[0])
     assert row["trials"] == 2 and row["device"] == "cpu" and row["correct"] is True
+    # a rerun into the same --out with a config that changes results is refused, naming the field
+    again = [*base, "eval.sandbox=require", "eval.trials=3", "eval.cache_dir=" + str(tmp_path / "cache"), "--out", out]
+    line = one_error_line(dvk(again))
+    assert "eval.trials: 2 → 3" in line and "--allow-config-change eval.trials" in line and "cache_dir" not in line
+    p = dvk([*again, "--allow-config-change", "eval.trials", "--json"])
+    assert p.returncode == 0 and "resuming" in p.stderr, p.stderr[-2000:]
     # bad values, sections the command does not read, and a field set twice: one line, exit 2
     assert "allowed values are auto, require, off" in one_error_line(dvk([*base, "eval.sandbox=bogus"]))
     assert "reads only the eval section" in one_error_line(dvk([*base, "rl.lr=1"]))

@@ -93,6 +93,8 @@ def test_optimize_rerun_resumes_and_never_duplicates(tmp_path):
     # a resumed run with other settings is refused, as for dvk run
     p = dvk([*args[:-2], "--turns", "2", "--out", out], script_env(log))
     assert p.returncode == 2 and "turns" in p.stderr
+    p = dvk([*args, "rollout.temperature=0.5"], script_env(log))
+    assert p.returncode == 2 and "rollout.temperature: 1.0 → 0.5" in p.stderr and log.read_text() == ""
 
 
 def test_interrupt_after_a_finished_bench_says_what_was_saved(bench_suite, tmp_path, monkeypatch, capsys):

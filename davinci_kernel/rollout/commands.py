@@ -18,7 +18,7 @@ from typing import Optional
 
 import typer
 
-from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP
+from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP, RERUN_ALLOW_HELP
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..files import print_json
@@ -200,6 +200,8 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
         config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                  help=RERUN_ALLOW_HELP),
         json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout (the best result, "
                                       "where it is, the admitted skills)"),
         overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
@@ -233,7 +235,8 @@ def register(app: typer.Typer) -> None:
         _note_seed(db, seed, use_skills)
         settings = OptimizeSettings(model=model, device=cfg.eval.device, workers=workers, skills=use_skills,
                                     skills_db=db, rollout=rc, seed_library=seed, select=select_mode,
-                                    eval_cfg=cfg.eval, skills_cfg=cfg.skills, reward=cfg.reward)
+                                    eval_cfg=cfg.eval, skills_cfg=cfg.skills, reward=cfg.reward,
+                                    allow=tuple(allow or ()))
         with claim(out_dir) as rundir:
             try:
                 with live(rc.turns, "turn", f"optimize {task.title}") as progress:
@@ -270,6 +273,8 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
         config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                  help=RERUN_ALLOW_HELP),
         json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout (Fast_p at the last "
                                       "and best turn, tasks run and resumed)"),
         overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
@@ -304,7 +309,8 @@ def register(app: typer.Typer) -> None:
         _note_seed(db, seed, uses_library)
         settings = RunSettings(model=model, suite=suite, skills=skills == "on", turns=turns, device=cfg.eval.device,
                                workers=workers, parallel=parallel, skills_db=db, rollout=rc, select=select_mode,
-                               seed_library=seed, eval_cfg=cfg.eval, skills_cfg=cfg.skills, reward=cfg.reward)
+                               seed_library=seed, eval_cfg=cfg.eval, skills_cfg=cfg.skills, reward=cfg.reward,
+                               allow=tuple(allow or ()))
         with claim(out_dir) as rundir:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)

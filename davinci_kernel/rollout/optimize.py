@@ -44,6 +44,14 @@ class OptimizeSettings:
     eval_cfg: Optional[EvalConfig] = None  # the evaluator's settings (None: the defaults, on ``device``)
     skills_cfg: SkillsConfig = field(default_factory=SkillsConfig)  # thresholds of selection and admission
     reward: RewardConfig = field(default_factory=RewardConfig)
+    allow: tuple = ()  # config fields a rerun into the same folder may change (--allow-config-change)
+
+    def config(self, select: str) -> dict:
+        """The config sections this command reads, as run.json records them (a rerun is checked against it)."""
+        return {"eval": dataclasses.asdict(self.eval_cfg or EvalConfig(device=self.device)),
+                "rollout": dataclasses.asdict(self.rollout), "reward": dataclasses.asdict(self.reward),
+                "skills": {**dataclasses.asdict(self.skills_cfg), "select_mode": select,
+                           "seed_library": self.seed_library}}
 
 
 def _rank(res: Optional[EvalResult]) -> tuple:
@@ -76,7 +84,8 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
             "turns": rc.turns, "skills": "on" if use_skills else "off",
             "select": settings.select if use_skills else "none",
             "db": (settings.skills_db or SkillsConfig().db) if use_skills else None, "k_schemes": rc.k_schemes,
-            "n_rollouts": rc.n_rollouts, "language": rc.language, "totals": {str(task.level): 1}}
+            "n_rollouts": rc.n_rollouts, "language": rc.language, "totals": {str(task.level): 1},
+            "config": settings.config(settings.select if use_skills else "none")}
     selects = use_skills and settings.select != "none"
     plan = GroupPlan(k_schemes=rc.k_schemes if selects else 0, null_scheme=True, n_rollouts=rc.n_rollouts,
                      turns=rc.turns, summaries=use_skills, record_usage=use_skills)
@@ -85,7 +94,7 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
         async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
                                 use_skills=use_skills, seed_library=settings.seed_library,
                                 **{"eval_cfg": settings.eval_cfg, **(session_kw or {})}) as s:
-            rundir.start(meta)
+            rundir.start(meta, settings.allow)
             skills_cfg = dataclasses.replace(settings.skills_cfg, select_mode=settings.select if use_skills else "none",
                                              seed_library=settings.seed_library)
             ctx = Context(s.backend, s.evaluator, rc, settings.reward, skills_cfg, progress=progress)
@@ -96,7 +105,7 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
 
     saved = _saved_group(task, rundir)
     if saved is not None:  # a rerun of a finished (or nearly finished) run: nothing is redone
-        rundir.start(meta)
+        rundir.start(meta, settings.allow)
         group, written = saved, []
     else:
         group, written = asyncio.run(main())

@@ -50,6 +50,14 @@ class RunSettings:
     eval_cfg: Optional[EvalConfig] = None  # the evaluator's settings (None: the defaults, on ``device``)
     skills_cfg: SkillsConfig = field(default_factory=SkillsConfig)  # thresholds of selection
     reward: RewardConfig = field(default_factory=RewardConfig)
+    allow: tuple = ()  # config fields a rerun into the same folder may change (--allow-config-change)
+
+    def config(self, select: str) -> dict:
+        """The config sections this command reads, as run.json records them (a rerun is checked against it)."""
+        return {"eval": dataclasses.asdict(self.eval_cfg or EvalConfig(device=self.device)),
+                "rollout": dataclasses.asdict(self.rollout), "reward": dataclasses.asdict(self.reward),
+                "skills": {**dataclasses.asdict(self.skills_cfg), "select_mode": select,
+                           "seed_library": self.seed_library}}
 
     @property
     def uses_library(self) -> bool:
@@ -63,7 +71,8 @@ class RunSettings:
                 "skills": "on" if self.skills else "off",
                 "select": self.select if self.skills else "none", "turns": self.turns,
                 "language": self.rollout.language, "temperature": self.rollout.temperature,
-                "max_new_tokens": self.rollout.max_new_tokens, "totals": totals}
+                "max_new_tokens": self.rollout.max_new_tokens, "totals": totals,
+                "config": self.config(self.select if self.skills else "none")}
 
 
 def result_rows(task: Task, group) -> list[dict]:
@@ -113,7 +122,7 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
                                 **{"eval_cfg": settings.eval_cfg, **(session_kw or {})}) as session:
             if session.store is not None:  # the library the run starts from (read, never changed)
                 meta["library"] = {"db": str(session.store.path), "skills": len(session.store)}
-            rundir.start(meta)
+            rundir.start(meta, settings.allow)
             skills_cfg = dataclasses.replace(settings.skills_cfg, select_mode=settings.select if settings.skills
                                              else "none", seed_library=settings.seed_library)
             ctx = Context(session.backend, session.evaluator, settings.rollout, settings.reward, skills_cfg,
@@ -123,7 +132,7 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
     if todo:
         asyncio.run(main())
     else:
-        rundir.start(meta)
+        rundir.start(meta, settings.allow)
     names = {t.name for t in tasks}
     rows = [r for r in rundir.read_jsonl(RESULTS_FILE) if r.get("task") in names]
     summary = summarize_results(rows, meta["totals"])

@@ -17,7 +17,8 @@ unfinished ones with why), never a Fast_p of solutions.
 
 Resuming: a rerun with the same ``--out`` skips tasks that already have a line in
 ``results.jsonl`` (another ``--level`` adds its tasks beside the earlier ones) and is
-refused when the directory was made for another suite or candidate set. The file is only
+refused when the directory was made for another suite or candidate set, or with an ``eval``
+config that changes results (run.json records it; ``--allow-config-change FIELD`` accepts a change). The file is only
 ever appended to, never deleted, with one exception: ``--retry-failed`` evaluates again the
 tasks whose line is not correct (in a self-check, the problems that did not finish), and
 each new line replaces the old one in a rewrite of the whole file that is atomic (an
@@ -45,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
-from ..config import EvalConfig
+from ..config import EvalConfig, refuse_changes
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..evaluate.harness.pool import check_workers
 from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, replace_jsonl_row, write_json
@@ -108,7 +109,7 @@ def read_results(path: Path) -> dict[str, dict]:
     return {d["task"]: d for d in read_jsonl(path) if d.get("task")}
 
 
-def _open_run_dir(run_dir: Path, meta: dict) -> dict:
+def _open_run_dir(run_dir: Path, meta: dict, allow: tuple = ()) -> dict:
     """Create the directory or check that it holds the same suite and candidates; return the
     run.json to write (with a ``resumed`` count)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -126,6 +127,8 @@ def _open_run_dir(run_dir: Path, meta: dict) -> dict:
             if key in old and old[key] != meta[key]:
                 raise UsageError(f"{run_dir} was made for {key} {old[key]!r}, not {meta[key]!r}: rerun with the "
                                  "same --suite and --candidates to resume it, or choose another --out")
+        if isinstance(old.get("config"), dict):  # run.json of a run made before configs were recorded: none
+            refuse_changes(old["config"], meta["config"], allow, str(run_dir))
     elif (run_dir / RESULTS_FILE).is_file():
         raise UsageError(f"{run_dir} has a results.jsonl but no run.json (not made by dvk bench): "
                          "choose another --out")
@@ -137,7 +140,7 @@ def _open_run_dir(run_dir: Path, meta: dict) -> dict:
 def run_bench(suite: str, candidates: str, device: str = "auto", workers: Optional[int] = None,
               backend: str = "local", level: Optional[int] = None, out: Optional[Path] = None,
               json_out: bool = False, cfg: Optional[EvalConfig] = None, retry_failed: bool = False,
-              patterns: Optional[str] = None) -> dict:
+              patterns: Optional[str] = None, allow: tuple = ()) -> dict:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -156,7 +159,8 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
 
     with claim(run_dir):
         named = candidates if candidates in ("reference", SELF) else str(cand_dir.resolve())
-        meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite_id(suite), "candidates": named})
+        meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite_id(suite), "candidates": named,
+                                       "config": {"eval": dataclasses.asdict(cfg)}}, allow)
         if self_check:
             meta["self_check"] = True
         drop_cut_line(results_path)

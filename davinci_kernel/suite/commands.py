@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP
+from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP, RERUN_ALLOW_HELP
 from ..errors import Interrupted, UsageError, read_text_file
 from ..files import print_json
 
@@ -149,6 +149,8 @@ def register(app: typer.Typer) -> None:
         retry_failed: bool = typer.Option(False, "--retry-failed", help="with an existing --out: evaluate again the "
                                           "tasks whose line is not correct (each new line replaces the old one)"),
         config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                  help=RERUN_ALLOW_HELP),
         overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Evaluate a folder of candidates against a suite; Fast_p per level.
@@ -166,7 +168,7 @@ def register(app: typer.Typer) -> None:
                            compile_baseline=(("eval.baseline_compile",), compile_baseline))
         run_bench(suite=suite, candidates=candidates, device=cfg.device, workers=workers,
                   backend=backend, level=level, out=out, json_out=json_out, cfg=cfg, retry_failed=retry_failed,
-                  patterns=tasks)
+                  patterns=tasks, allow=tuple(allow or ()))
 
 
 def _eval_config(ctx, config: Optional[str], overrides: Optional[list[str]], command: str,
