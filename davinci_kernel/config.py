@@ -118,7 +118,8 @@ class EvalConfig:
 class SkillsConfig:
     db: str = opt("~/.cache/davinci_kernel/skills.db", "SQLite skill library")
     seed_library: bool = opt(True, "[O] import the bundled seed skills (our own, not the paper's) into a "
-                              "new, empty library; false: start empty, as the paper does")
+                              "new, empty library; false: start empty, as the paper does (a library that "
+                              "holds skills is used as it is either way)", results=False)
     select_mode: str = opt("llm", "[P] how skills are chosen: llm = BM25 candidates reranked by the "
                            "selection agent (the method); bm25 = BM25 top skills, no model; none = no "
                            "skills (bm25 and none: the paper's ablations)", choices=("llm", "bm25", "none"))
