@@ -150,3 +150,23 @@ def test_train_into_a_locked_out_is_refused(tmp_path):
         p = dvk(["train", "rl", "--config", tiny, "--out", out, "rl.steps=1"], timeout=120)
     assert p.returncode == 2 and "in use by another dvk command" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (out / "metrics.jsonl").exists()
+
+
+def test_run_resume_after_a_cut_between_group_and_results_keeps_one_group_per_task(tmp_path):
+    scale = RELU.replace('"""ReLU.', '"""Scale by two.').replace("torch.relu(x)", "x * 2.0")
+    write_suite(tmp_path, {"1_ReLU": RELU, "2_Scale": scale})
+    script = write_script(tmp_path / "model.py", RESPOND, GOOD=relu_kernel())
+    out, log = tmp_path / "run", tmp_path / "calls.log"
+    args = ["run", "--suite", f"kernelbench:{tmp_path / 'suite'}", "--model", f"script:{script}", "--skills", "off",
+            "--turns", "1", "--device", "cpu", "--workers", "1", "--out", out]
+    p = dvk(args, script_env(log))
+    assert p.returncode == 0, p.stderr[-3000:]
+    # an interrupt after the Scale task's group line was written and before its result lines were
+    rows = (out / "results.jsonl").read_text().splitlines()
+    (out / "results.jsonl").write_text("".join(x + "\n" for x in rows if "2_Scale" not in x))
+    log.write_text("")
+    p = dvk(args, script_env(log))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert log.read_text().split() == ["call"]  # only the Scale task was redone
+    groups = [json.loads(x)["task"] for x in (out / "groups.jsonl").read_text().splitlines()]
+    assert sorted(groups) == ["level1/1_ReLU", "level1/2_Scale"]

@@ -6,7 +6,8 @@ injection (one selection sample from the library, chosen as ``skills.select_mode
 model call) or without (the null scheme: skills off or ``select=none``; no library is
 opened then); the ``last`` and ``best`` turn's result of each task appended to
 ``results.jsonl``, the size of the library the run started from in ``run.json``, the task
-group to ``groups.jsonl``; tasks already finished in ``--out`` are skipped; several tasks
+group to ``groups.jsonl``; tasks already finished in ``--out`` are skipped (group lines of
+unfinished ones are dropped first, so no task has two); several tasks
 may run at once (``parallel``) so generation and evaluation overlap; Fast_p for
 p ∈ {1, 1.2, 1.5, 2} per level at the last and at the best turn, in ``summary.json``.
 The library is read, never changed: evaluation does not learn.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
+from ..files import jsonl_text, write_atomic
 from ..records import Task
 from ..report.fastp import fastp_table
 from ..rundir import GROUPS_FILE, RESULTS_FILE, SUMMARY_FILE, WHICH, RunDir
@@ -109,6 +111,18 @@ async def run_tasks(ctx: Context, tasks: list[Task], settings: RunSettings, sess
     await asyncio.gather(*(one(t) for t in tasks))
 
 
+def _drop_unfinished_groups(rundir: RunDir, done: set[str]) -> None:
+    """Before a resume: the task groups of tasks without their result lines (an interrupt came
+    between the two writes) are removed, so the redone task has one group line, not two."""
+    path = rundir.file(GROUPS_FILE)
+    if not path.is_file():
+        return
+    rows = rundir.read_jsonl(GROUPS_FILE)
+    keep = [r for r in rows if r.get("task") in done]
+    if len(keep) != len(rows):
+        write_atomic(path, jsonl_text(keep))
+
+
 def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
               progress: Optional[Callable] = None, session_kw: Optional[dict] = None) -> dict:
     """Run the unfinished tasks; return ``{"done", "skipped", "summary"}``."""
@@ -123,6 +137,7 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
             if session.store is not None:  # the library the run starts from (read, never changed)
                 meta["library"] = {"db": str(session.store.path), "skills": len(session.store)}
             rundir.start(meta, settings.allow)
+            _drop_unfinished_groups(rundir, done)
             skills_cfg = dataclasses.replace(settings.skills_cfg, select_mode=settings.select if settings.skills
                                              else "none", seed_library=settings.seed_library)
             ctx = Context(session.backend, session.evaluator, settings.rollout, settings.reward, skills_cfg,
