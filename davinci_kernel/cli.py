@@ -124,10 +124,45 @@ def _interrupt_exit(note: str) -> None:
     sys.exit(130)
 
 
+def _on_devnull() -> bool:
+    """Whether standard output is /dev/null (rich points it there when its reader went away)."""
+    import os
+
+    try:
+        a, b = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _pipe_closed(code, null_before: bool) -> bool:
+    """Whether an exit came from a reader that closed the pipe (`dvk ... | head`): click wraps the
+    streams when it sees EPIPE; rich points stdout at /dev/null and exits 1."""
+    if type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":
+        return True
+    return code == 1 and not null_before and _on_devnull()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the exit flush after a closed pipe cannot fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     _register_all()
+    null_before = _on_devnull()
     try:
         rv = _command().main(args=argv, prog_name="dvk", standalone_mode=False)
+    except SystemExit as e:  # after a reader closed the pipe (`dvk ... | head`) the command is done: 0
+        sys.exit(0 if _pipe_closed(e.code, null_before) else e.code)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(0)
     except UsageError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)

@@ -23,10 +23,15 @@ class ConfigError(UsageError, ValueError):
     """A configuration value is invalid; the message says which and what is allowed."""
 
 
-def opt(default, help: str, choices: Optional[tuple] = None, **kw):
+def opt(default, help: str, choices: Optional[tuple] = None, results: bool = True, **kw):
+    """A config field: its default, ``help`` text, the allowed ``choices`` (if a choice) and
+    whether it changes a run's results (``results=False``: where files go, how many workers, how
+    often to save; a ``--resume`` may change those freely)."""
     meta = {"help": help}
     if choices is not None:
         meta["choices"] = choices
+    if not results:
+        meta["results"] = False
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata=meta, **kw)
     return field(default=default, metadata=meta, **kw)
@@ -82,7 +87,7 @@ class EvalConfig:
     perturb_shapes: bool = opt(True, "re-check correctness at perturbed module-level sizes")
     cpu_small_shapes: bool = opt(True, "on CPU use the task's CPU_SHAPES overrides")
     spare_workers: int = opt(-1, "candidate workers started ahead per device beyond one per slot (every candidate "
-                             "gets a fresh sandboxed process, so the next ones start while it runs); -1 = one per slot")
+                             "gets a fresh sandboxed process, so the next ones start while it runs); -1 = one per slot", results=False)
     sandbox: str = opt("auto", "the OS sandbox of candidate workers: 'auto' = all this machine allows (each result's "
                        "`sandbox` says what ran); 'require' = refuse to start without all of it; 'off' = plain "
                        "processes (trusted code only)", choices=("auto", "require", "off"))
@@ -100,12 +105,12 @@ class EvalConfig:
     wall_slack: float = opt(0.3, "share of the candidate's reported time that the harness's wall time around the "
                             "timed calls may leave unexplained (plus 0.5 ms a call and 20 ms) before timing_mismatch")
     workers_per_gpu: int = opt(1, "workers per GPU when --workers is not given: they check candidates side by "
-                               "side and take turns to time them (the GPU gate)")
+                               "side and take turns to time them (the GPU gate)", results=False)
     reuse_verdicts: bool = opt(False, "[O] a source already judged on the same task by this evaluator gets that "
                                "verdict again, not a new evaluation (an RL policy that samples the same kernel "
                                "many times; the same text then always earns the same reward); verdicts of harness "
                                "failures and timeouts are never reused")
-    cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches")
+    cache_dir: str = opt("~/.cache/davinci_kernel", "baseline and build caches", results=False)
 
 
 # --------------------------------------------------------------------------- skills
@@ -113,7 +118,8 @@ class EvalConfig:
 class SkillsConfig:
     db: str = opt("~/.cache/davinci_kernel/skills.db", "SQLite skill library")
     seed_library: bool = opt(True, "[O] import the bundled seed skills (our own, not the paper's) into a "
-                              "new, empty library; false: start empty, as the paper does")
+                              "new, empty library; false: start empty, as the paper does (a library that "
+                              "holds skills is used as it is either way)", results=False)
     select_mode: str = opt("llm", "[P] how skills are chosen: llm = BM25 candidates reranked by the "
                            "selection agent (the method); bm25 = BM25 top skills, no model; none = no "
                            "skills (bm25 and none: the paper's ablations)", choices=("llm", "bm25", "none"))
@@ -137,7 +143,7 @@ class RolloutConfig:
     top_p: float = opt(1.0, "[O] nucleus sampling")
     max_new_tokens: int = opt(4096, "[O] generation limit per call")
     gen_batch: int = opt(64, "most sequences the trainer's in-process sampler (rl/local_gen.py) runs at once; "
-                             "concurrent task groups are merged up to it")
+                             "concurrent task groups are merged up to it", results=False)
     language: str = opt("triton", "[O] kernel language the policy is asked for", choices=("triton", "cuda"))
 
 
@@ -192,8 +198,8 @@ class RLConfig:
                             "model makes the needed logits rows, log-softmax in row chunks; auto: fused, or chunked "
                             "under rl.fsdp (softmax math in Triton kernels on CUDA either way)",
                             choices=("auto", "fused", "chunked"))
-    save_every: int = opt(1, "checkpoint every N steps")
-    eval_every: int = opt(10, "validation Fast_p every N steps")
+    save_every: int = opt(1, "checkpoint every N steps", results=False)
+    eval_every: int = opt(10, "validation Fast_p every N steps", results=False)
     seed: int = opt(0, "data order and sampling seed")
     env: str = opt("rollout", "source of task groups: the real rollout, or a synthetic environment "
                    "(smoke runs, tests)", choices=("rollout", "synthetic"))
@@ -201,20 +207,21 @@ class RLConfig:
     tis_cap: float = opt(2.0, "[O] truncated importance sampling cap (mismatch=tis)")
     weight_decay: float = opt(0.0, "[O] AdamW weight decay")
     lora_alpha: int = opt(32, "LoRA alpha")
-    keep_checkpoints: int = opt(3, "complete checkpoints kept; older ones are deleted")
+    keep_checkpoints: int = opt(3, "complete checkpoints kept; older ones are deleted", results=False)
     val_suite: str = opt("", "validation suite for Fast_p every eval_every steps (empty: none)")
     generator: str = opt("local", "who samples the rollouts: the trainer's own decode loop (local), or an "
                          "inference server (vllm, sglang) fed token ids, returning sampled ids and log-probs, "
                          "whose weights are synced after every optimizer step (docs/generation-servers.md)",
                          choices=("local", "vllm", "sglang"))
     generator_url: str = opt("", "base URL of a running generation server (http://HOST:PORT); empty: the trainer "
-                             "starts one from rl.generator_python and stops it with the run")
+                             "starts one from rl.generator_python and stops it with the run", results=False)
     generator_python: str = opt("", "Python interpreter of the environment the server is installed in (vLLM and "
                                 "SGLang pin their own torch, so they live in a venv of their own); used when "
-                                "rl.generator_url is empty")
+                                "rl.generator_url is empty", results=False)
     generator_args: str = opt("", "extra command-line arguments for a server the trainer starts (one string, "
                               "split like a shell line), e.g. '--gpu-memory-utilization 0.4'")
-    generator_timeout_s: float = opt(300.0, "seconds to wait for a started or given server to become healthy")
+    generator_timeout_s: float = opt(300.0, "seconds to wait for a started or given server to become healthy",
+                                     results=False)
     generator_sync: str = opt("auto", "how weights reach the server after each step: full (save in the serving "
                               "dtype, pause, reload from disk, reset the prefix cache, resume), lora (hot-load "
                               "the adapter in place), auto (lora when rl.lora_r > 0, else full)",
@@ -232,7 +239,7 @@ class SFTConfig:
     lr: float = opt(2e-5, "[R] learning rate")
     epochs: int = opt(4, "[R] epochs")
     max_seconds: float = opt(0.0, "stop early rather than run past this many seconds: no epoch is begun that the "
-                             "longest epoch so far would take past it (0 = no limit); the model is saved either way")
+                             "longest epoch so far would take past it (0 = no limit); the model is saved either way", results=False)
     max_per_task: int = opt(8, "[O] diversity filter: samples kept per task and role")
     minhash_threshold: float = opt(0.85, "[O] diversity filter: Jaccard at or above this is a near duplicate "
                                 "(code, picks, or one proposed skill)")
@@ -258,7 +265,11 @@ class Config:
     reward: RewardConfig = field(default_factory=RewardConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
-    out: str = opt("runs/latest", "output directory")
+    out: str = opt("runs/latest", "output directory", results=False)
+    report_to: str = opt("tensorboard", "where training metrics go besides OUT/metrics.jsonl: tensorboard (OUT/tb), "
+                         "wandb (Weights & Biases; WANDB_PROJECT, WANDB_MODE as usual), mlflow (MLFLOW_TRACKING_URI, "
+                         "else OUT/mlruns) or none; the library is imported only when chosen",
+                         choices=("tensorboard", "wandb", "mlflow", "none"), results=False)
 
 
 # --------------------------------------------------------------------------- loading
@@ -275,18 +286,29 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             return value.lower() in ("true", "1", "yes", "on")
         raise ConfigError(f"{where}={value!r}: expected true or false")
     if typ in (int, "int"):
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            return int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}={value!r}: expected an integer") from None
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # 3.0 is 3; 2.5 is refused below, never truncated
+        if isinstance(value, str):
+            try:
+                return int(value.strip().replace("_", ""), 10)
+            except ValueError:
+                pass
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}={value!r}: expected an integer")
     if typ in (float, "float"):
+        if isinstance(value, bool) or isinstance(value, (list, dict)) or value is None:
+            raise ConfigError(f"{where}={value!r}: expected a number")
         try:
-            return float(value)
+            out = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{where}={value!r}: expected a number") from None
+        if out != out or out in (float("inf"), float("-inf")):
+            raise ConfigError(f"{where}={value!r}: expected a finite number")
+        return out
     if typ in (str, "str"):
+        if isinstance(value, (list, dict)) or value is None:
+            raise ConfigError(f"{where}={value!r}: expected text")
         return str(value)
     if typ in (list, "list") or origin is list:
         if isinstance(value, str):
@@ -352,6 +374,10 @@ def validate(cfg: Config) -> Config:
         ("rollout.turns", cfg.rollout.turns >= 1, "at least 1"),
         ("rollout.k_schemes", cfg.rollout.k_schemes >= 0, "non-negative"),
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),
+        ("rollout.s_summaries", cfg.rollout.s_summaries >= 1, "at least 1"),
+        ("rollout.max_new_tokens", cfg.rollout.max_new_tokens >= 1, "at least 1"),
+        ("rollout.temperature", cfg.rollout.temperature >= 0, "0 or more"),
+        ("rollout.top_p", 0 < cfg.rollout.top_p <= 1, "in (0, 1]"),
         ("skills.max_selected", 0 <= cfg.skills.max_selected <= 20, "between 0 and 20"),
         ("rl.lr", cfg.rl.lr >= 0, "0 or more (0: a control run that samples and scores but never moves the weights)"),
         ("rl.batch_tasks", cfg.rl.batch_tasks >= 1, "at least 1"),
@@ -393,6 +419,8 @@ def parse_overrides(overrides: list[str]) -> dict:
         if "=" not in item:
             raise ConfigError(f"override '{item}' must look like section.key=value")
         key, raw = item.split("=", 1)
+        if not key.strip() or any(not part for part in key.strip().split(".")):
+            raise ConfigError(f"override '{item}' must look like section.key=value")
         try:
             value = yaml.safe_load(raw) if raw != "" else ""
         except yaml.YAMLError:
@@ -405,8 +433,97 @@ def parse_overrides(overrides: list[str]) -> dict:
     return out
 
 
-def load_config(path: Optional[str | Path] = None, overrides: Optional[list[str]] = None) -> Config:
-    """Defaults, then the YAML file, then dotted overrides; validated."""
+def yaml_where(e: Exception) -> str:
+    """``LINE:COLUMN:`` (1-based) of a YAML error, or '' when it has no position."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    return f"{mark.line + 1}:{mark.column + 1}:" if mark is not None else ""
+
+
+def yaml_problem(e: Exception) -> str:
+    what = ", ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+    return what or str(e).splitlines()[0]
+
+
+def nest(values: dict) -> dict:
+    """``{"eval.trials": 3}`` → ``{"eval": {"trials": 3}}``."""
+    out: dict = {}
+    for key, value in values.items():
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """``{"eval": {"trials": 3}}`` → ``{"eval.trials": 3}``."""
+    out: dict = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def result_fields(cls: type = Config, prefix: str = "") -> set[str]:
+    """Dotted names of the fields that change a run's results (all but ``results=False`` ones)."""
+    out: set[str] = set()
+    inst = cls()
+    for f in dataclasses.fields(cls):
+        value = getattr(inst, f.name)
+        if dataclasses.is_dataclass(value):
+            out |= result_fields(type(value), f"{prefix}{f.name}.")
+        elif f.metadata.get("results", True):
+            out.add(prefix + f.name)
+    return out
+
+
+def _model_id(value: Any) -> Any:
+    """A model spec as far as results go: ``openai:URL#MODEL`` is its MODEL (a server moved to
+    another URL serves the same model)."""
+    if isinstance(value, str) and value.startswith("openai:") and "#" in value:
+        return "openai:" + value.rsplit("#", 1)[1]
+    return value
+
+
+def result_changes(old: dict, new: dict, allow: tuple = (), ignore: tuple = ()) -> list[str]:
+    """``field: old → new`` for each field of two saved configs (``to_dict``) that changes results;
+    fields in ``allow`` or ``ignore`` are let through. Unknown ``allow`` names are ``ConfigError``."""
+    known = result_fields()
+    for name in allow:
+        if name not in known:
+            import difflib
+
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"--allow-config-change {name}: not a config field that changes results{hint}")
+    a, b = flatten(old), flatten(new)
+    out = []
+    for key in sorted(known - set(allow) - set(ignore)):
+        if key in a and key in b and _model_id(a[key]) != _model_id(b[key]):
+            out.append(f"{key}: {a[key]!r} → {b[key]!r}")
+    return out
+
+
+def refuse_changes(old: dict, new: dict, allow: tuple = (), where: str = "the run", ignore: tuple = (),
+                   prefix: str = "") -> list[str]:
+    """``ConfigError`` naming every field in which config ``new`` changes the results of the run
+    made with ``old`` (both ``to_dict`` form, or some of their sections), unless each is in
+    ``allow``. Returns the changes ``allow`` let through."""
+    changes = result_changes(old, new, tuple(allow), ignore)
+    if changes:
+        flags = " ".join(f"--allow-config-change {c.split(':', 1)[0]}" for c in changes)
+        raise ConfigError(f"{prefix}{where} was made with another config ({'; '.join(changes)}): use the run's "
+                          f"values, choose another --out, or accept the change with {flags}")
+    return [c for c in result_changes(old, new, (), ignore) if c.split(":", 1)[0] in set(allow)]
+
+
+def load_config(path: Optional[str | Path] = None, overrides: Optional[list[str]] = None,
+                values: Optional[dict] = None) -> Config:
+    """Defaults, then the YAML file, then dotted overrides, then ``values`` (dotted name → value:
+    what a command's flags set); validated."""
     import yaml
 
     from .errors import read_text_file
@@ -421,12 +538,14 @@ def load_config(path: Optional[str | Path] = None, overrides: Optional[list[str]
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+            raise ConfigError(f"{p}:{yaml_where(e)} not valid YAML ({yaml_problem(e)})") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: expected a mapping of sections")
         _apply(cfg, data)
     if overrides:
         _apply(cfg, parse_overrides(overrides))
+    if values:
+        _apply(cfg, nest(values))
     return validate(cfg)
 
 

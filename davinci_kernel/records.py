@@ -106,20 +106,22 @@ class Stage:
     MISSING = "missing"  # a suite run found no candidate file for the task
     HARNESS = "harness"  # the harness itself failed (no worker, a bug): says nothing of the candidate
     STATIC = "static"  # AST checks before anything runs; also a reply without code
-    REFERENCE = "reference"  # the trusted reference failed, or its inputs and outputs do not fit
+    REFERENCE = "reference"  # the problem's inputs and outputs do not fit the device
+    PROBLEM = "problem"  # the problem itself is broken (its Model, get_inputs or get_init_inputs raised)
     COMPILE = "compile"  # importing the candidate module (module-level code, CUDA / Triton builds)
     LOAD = "load"  # ModelNew(*get_init_inputs())
     CORRECTNESS = "correctness"  # trials on fresh inputs
     PERTURBATION = "perturbation"  # the re-check at perturbed sizes (left only by a timeout there)
     TIMING = "timing"
     DONE = "done"
-    ORDER = (MISSING, HARNESS, STATIC, REFERENCE, COMPILE, LOAD, CORRECTNESS, PERTURBATION, TIMING, DONE)
+    ORDER = (MISSING, HARNESS, STATIC, PROBLEM, REFERENCE, COMPILE, LOAD, CORRECTNESS, PERTURBATION, TIMING, DONE)
 
 
 class ErrorKind:
     """``EvalResult.error_kind`` values (None when nothing failed); ``ALL`` holds every one."""
 
     MISSING = "missing"  # no candidate file (suite runs)
+    UNREADABLE = "unreadable"  # a candidate file that cannot be read as UTF-8 text (suite runs)
     NO_CODE = "no_code"  # the reply had no code block (rollout)
     HARNESS_ERROR = "harness_error"  # a bug of the harness
     NO_WORKER = "no_worker"  # no worker process became ready
@@ -142,7 +144,7 @@ class ErrorKind:
     NAN_INF = "nan_inf"  # NaN / Inf where the reference has finite values
     WRONG_OUTPUT = "wrong_output"  # values beyond the tolerances
     UNSUPPORTED_OUTPUT = "unsupported_output"  # an output the harness cannot compare
-    ALL = frozenset((MISSING, NO_CODE, HARNESS_ERROR, NO_WORKER, SYNTAX_ERROR, NO_MODELNEW, REJECTED,
+    ALL = frozenset((MISSING, UNREADABLE, NO_CODE, HARNESS_ERROR, NO_WORKER, SYNTAX_ERROR, NO_MODELNEW, REJECTED,
                      REFERENCE_ERROR, TOO_LARGE, IMPORT_ERROR, COMPILE_ERROR, UNSUPPORTED_ON_CPU, RUNTIME_ERROR,
                      CUDA_ERROR, WORKER_CRASH, TIMEOUT, PROTOCOL_ERROR, OUTPUT_STRUCTURE, SHAPE_MISMATCH,
                      DTYPE_MISMATCH, NAN_INF, WRONG_OUTPUT, UNSUPPORTED_OUTPUT))

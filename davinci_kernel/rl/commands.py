@@ -22,11 +22,15 @@ from typing import Optional
 
 import typer
 
+from ..cliconfig import ALLOW_HELP, OVERRIDES_HELP, check_resume, command_config
 from ..errors import Interrupted, UsageError, check_out_dir, check_utf8
-from ..rundir import METRICS_FILE
+from ..files import print_json
+from ..rundir import LOCK_FILE, METRICS_FILE, claim
+from . import trackers
 
 # what a `dvk train rl` run directory holds (any of them marks one)
 _RUN_MARKERS = (METRICS_FILE, "checkpoints", "config.json")
+_SFT_MARKERS = (*_RUN_MARKERS, "model")
 
 
 def _setup_logging() -> None:
@@ -43,6 +47,16 @@ def _echo(msg: str) -> None:
     typer.echo(msg, err=True)
 
 
+def _locked(out: Path):
+    """The run folder, locked for this command (``rundir.claim``: a second command into it is one
+    line, exit 2); in a multi-process launch only the main process takes the lock."""
+    import contextlib
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        return contextlib.nullcontext()
+    return claim(out)
+
+
 def _latest_step(out: Path) -> Optional[int]:
     from . import checkpoint as ckpt
 
@@ -54,10 +68,33 @@ def _latest_step(out: Path) -> Optional[int]:
 def prepare_rl_out(out: Path, resume: bool, overwrite: bool, steps: int) -> Optional[str]:
     """Check ``--out`` of a `train rl` run before anything is loaded. Returns a message when
     the run is already finished (nothing to do), else None."""
+    _prepare_out(out, resume, overwrite, _RUN_MARKERS)
+    if resume:
+        last = _latest_step(out)
+        if last is not None and last >= steps:
+            return (f"the run in {out} is finished: its newest checkpoint is step {last} and rl.steps={steps}; "
+                    "nothing to do (raise rl.steps to train further)")
+    return None
+
+
+def prepare_sft_out(out: Path, resume: bool, overwrite: bool, epochs: int) -> Optional[str]:
+    """Check ``--out`` of a `train sft` run before anything is loaded: a folder holding a run (a
+    model, checkpoints, metrics) is never trained over without --resume or --overwrite. Returns a
+    message when the run is already finished, else None."""
+    _prepare_out(out, resume, overwrite, _SFT_MARKERS)
+    if resume:
+        last = _latest_step(out)
+        if last is not None and last >= epochs and (out / "model").is_dir():
+            return (f"the SFT run in {out} is finished: its newest checkpoint is after epoch {last} and "
+                    f"sft.epochs={epochs}; nothing to do (raise sft.epochs to train further)")
+    return None
+
+
+def _prepare_out(out: Path, resume: bool, overwrite: bool, markers: tuple) -> None:
     check_out_dir(out)
     if resume and overwrite:
         raise UsageError("--resume and --overwrite exclude each other: continue the run or start it over")
-    has_run = out.is_dir() and any((out / m).exists() for m in _RUN_MARKERS)
+    has_run = out.is_dir() and any((out / m).exists() for m in markers)
     if has_run and not resume:
         if not overwrite:
             raise UsageError(f"--out {out} already holds a training run: continue it with --resume, start over "
@@ -69,14 +106,31 @@ def prepare_rl_out(out: Path, resume: bool, overwrite: bool, steps: int) -> Opti
                              "choose a new --out")
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise UsageError(f"--overwrite runs in one process only: delete {out} before a multi-process launch")
-        shutil.rmtree(out)
+        for child in out.iterdir():  # all but the lock this command holds
+            if child.name != LOCK_FILE:
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         _echo(f"deleted the earlier run in {out} (--overwrite)")
-    if resume:
-        last = _latest_step(out)
-        if last is not None and last >= steps:
-            return (f"the run in {out} is finished: its newest checkpoint is step {last} and rl.steps={steps}; "
-                    "nothing to do (raise rl.steps to train further)")
-    return None
+
+
+SECTIONS = ("eval", "skills", "rollout", "reward", "rl", "sft")
+
+
+def _check_resumed_config(out: Path, cfg, allow: Optional[list[str]], more: str) -> None:
+    """The run's saved config.json against this one: a change of results needs --allow-config-change
+    (``more``: the field that says how long to train, which a resume may raise)."""
+    import json
+
+    saved_file = out / "config.json"
+    if not saved_file.is_file():
+        return
+    try:
+        saved = json.loads(saved_file.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        raise UsageError(f"{saved_file} is not readable JSON: the run's config cannot be compared") from None
+    if not isinstance(saved, dict):
+        raise UsageError(f"{saved_file} is not a saved config")
+    for change in check_resume(saved, cfg, allow, str(out), ignore=(more,)):
+        _echo(f"note: resuming with a changed config ({change}; --allow-config-change)")
 
 
 def _check_sft_data(specs: list) -> None:
@@ -94,66 +148,108 @@ def _check_sft_data(specs: list) -> None:
 
 def register(app: typer.Typer) -> None:
     train = typer.Typer(no_args_is_help=True, help="Train the backbone: SFT cold start, then multi-turn RL.")
-    ctx = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-    @train.command("rl", context_settings=ctx)
-    def rl_cmd(config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
+    @train.command("rl")
+    def rl_cmd(ctx: typer.Context,
+               config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
                out: Optional[str] = typer.Option(None, "--out", help="run directory, created with missing parent "
                                                                     "folders (default: the config's out)"),
                resume: bool = typer.Option(False, "--resume", help="continue the run in --out from its newest "
                                                                    "complete checkpoint"),
                overwrite: bool = typer.Option(False, "--overwrite", help="delete the run already in --out, whole, "
                                                                          "and start over"),
-               overrides: Optional[list[str]] = typer.Argument(None, help="section.key=value overrides")):
+               allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                         help=ALLOW_HELP),
+               json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout when done"),
+               overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE",
+                                                               help=OVERRIDES_HELP)):
         """Multi-turn REINFORCE (TRLOO) over selection, policy and summary turns.
 
-        An --out that already holds a run is refused unless --resume or --overwrite is given."""
-        from ..config import load_config
+        An --out that already holds a run is refused unless --resume or --overwrite is given;
+        a --resume whose config changes results (rl.steps aside) is refused unless each change is
+        named with --allow-config-change."""
+        cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, "train rl")
+        out_dir = Path(cfg.out).expanduser()
+        if allow and not resume:
+            raise UsageError("--allow-config-change goes with --resume")
+        trackers.check(cfg.report_to)
+        with _locked(out_dir):
+            finished = prepare_rl_out(out_dir, resume, overwrite, cfg.rl.steps)
+            if resume:
+                _check_resumed_config(out_dir, cfg, allow, "rl.steps")
+            if finished:
+                _echo(finished)
+                if json_out:
+                    print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": True, "last": None})
+                return
+            _setup_logging()
+            from ..llm.server_client import ServerError
+            from .trainer import train_rl
 
-        cfg = load_config(config, overrides or [])
-        out_dir = Path(out or cfg.out).expanduser()
-        finished = prepare_rl_out(out_dir, resume, overwrite, cfg.rl.steps)
-        if finished:
-            _echo(finished)
-            return
-        _setup_logging()
-        from ..llm.server_client import ServerError
-        from .trainer import train_rl
+            try:
+                last = train_rl(cfg, out=str(out_dir), resume=resume, echo=_echo)
+            except ServerError as e:  # the generation server failed mid-run: what was saved is kept
+                step = _latest_step(out_dir)
+                kept = f"checkpoints up to step {step} kept; continue with --resume" if step is not None else \
+                    "no complete checkpoint yet"
+                _echo(f"error: the run stopped: {e}; {kept}")
+                raise typer.Exit(1) from None
+            except KeyboardInterrupt:
+                step = _latest_step(out_dir)
+                saved = (f"checkpoints up to step {step} are in {out_dir / 'checkpoints'}; continue with --resume"
+                         if step is not None else f"no complete checkpoint in {out_dir} yet")
+                raise Interrupted(saved) from None
+            if last:
+                _echo(f"done: step {cfg.rl.steps}, reward/policy {last.get('reward/policy', 0.0):.3f}")
+            if json_out:
+                print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": False,
+                            "checkpoints": str(out_dir / "checkpoints"), "last": last or None})
 
-        try:
-            last = train_rl(cfg, out=str(out_dir), resume=resume, echo=_echo)
-        except ServerError as e:  # the generation server failed mid-run: what was saved is kept
-            step = _latest_step(out_dir)
-            kept = f"checkpoints up to step {step} kept; continue with --resume" if step is not None else \
-                "no complete checkpoint yet"
-            _echo(f"error: the run stopped: {e}; {kept}")
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            step = _latest_step(out_dir)
-            saved = (f"checkpoints up to step {step} are in {out_dir / 'checkpoints'}; continue with --resume"
-                     if step is not None else f"no complete checkpoint in {out_dir} yet")
-            raise Interrupted(saved) from None
-        if last:
-            _echo(f"done: step {cfg.rl.steps}, reward/policy {last.get('reward/policy', 0.0):.3f}")
-
-    @train.command("sft", context_settings=ctx)
-    def sft_cmd(config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
+    @train.command("sft")
+    def sft_cmd(ctx: typer.Context,
+                config: str = typer.Option(..., "--config", help="YAML recipe (configs/*.yaml)"),
                 out: Optional[str] = typer.Option(None, "--out", help="output directory, created with missing parent "
                                                                      "folders (default: the config's out)"),
-                overrides: Optional[list[str]] = typer.Argument(None, help="section.key=value overrides")):
-        """Supervised cold start on diversity-filtered successful trajectories."""
-        from ..config import load_config
+                resume: bool = typer.Option(False, "--resume", help="continue the run in --out from its newest "
+                                                                   "complete checkpoint (one after every epoch)"),
+                overwrite: bool = typer.Option(False, "--overwrite", help="delete the run already in --out, whole, "
+                                                                          "and start over"),
+                allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                          help=ALLOW_HELP),
+                json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout when done"),
+                overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE",
+                                                                help=OVERRIDES_HELP)):
+        """Supervised cold start on diversity-filtered successful trajectories.
 
-        cfg = load_config(config, overrides or [])
-        check_out_dir(Path(out or cfg.out))
-        _check_sft_data(cfg.sft.data)
-        _setup_logging()
-        from .sft import train_sft
+        A checkpoint is saved after every epoch; an --out that already holds a run (a model,
+        checkpoints) is refused unless --resume or --overwrite is given."""
+        cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, "train sft")
+        out_dir = Path(cfg.out).expanduser()
+        if allow and not resume:
+            raise UsageError("--allow-config-change goes with --resume")
+        trackers.check(cfg.report_to)
+        with _locked(out_dir):
+            _check_sft_data(cfg.sft.data)
+            finished = prepare_sft_out(out_dir, resume, overwrite, cfg.sft.epochs)
+            if resume:
+                _check_resumed_config(out_dir, cfg, allow, "sft.epochs")
+            if finished:
+                _echo(finished)
+                if json_out:
+                    print_json({"out": str(out_dir), "finished_before": True, "model_dir": str(out_dir / "model")})
+                return
+            _setup_logging()
+            from .sft import train_sft
 
-        try:
-            info = train_sft(cfg, out=out, echo=_echo)
-        except KeyboardInterrupt:
-            raise Interrupted("SFT saves its model only when training ends: no model was saved") from None
-        _echo(f"done: {info['samples']} samples, model saved to {info['model_dir']}")
+            out = str(out_dir)
+            try:
+                info = train_sft(cfg, out=out, echo=_echo, resume=resume)
+            except KeyboardInterrupt:
+                epoch = _latest_step(out_dir)
+                raise Interrupted(f"checkpoints up to epoch {epoch} are in {out_dir / 'checkpoints'}; continue with "
+                                  "--resume" if epoch is not None else
+                                  f"no epoch finished, nothing was saved in {out_dir}") from None
+            _echo(f"done: {info['samples']} samples, model saved to {info['model_dir']}")
+            if json_out:
+                print_json({"out": str(out), **info})
 
     app.add_typer(train, name="train")

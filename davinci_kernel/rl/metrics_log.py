@@ -1,5 +1,6 @@
-"""Training logs: ``DIR/metrics.jsonl`` (one JSON object per step, with ``step``) and
-TensorBoard event files under ``DIR/tb`` (when tensorboard is installed).
+"""Training logs: ``DIR/metrics.jsonl`` (one JSON object per step, with ``step``) and the
+tracker ``report_to`` names (``trackers``: TensorBoard event files under ``DIR/tb`` by default,
+W&B, MLflow, or none).
 
 Covers: appending, and on resume dropping lines of steps after the checkpoint (those
 steps are run again, so each step appears once). Does not cover: computing metrics.
@@ -7,30 +8,24 @@ steps are run again, so each step appears once). Does not cover: computing metri
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Optional
 
 from ..files import append_jsonl, jsonl_text, read_jsonl, write_atomic
 from ..rundir import METRICS_FILE
+from .trackers import Tracker
 
 
 class MetricsLog:
-    def __init__(self, out: Path, tensorboard: bool = True, resume_step: Optional[int] = None):
+    def __init__(self, out: Path, report_to: str = "tensorboard", resume_step: Optional[int] = None,
+                 config: Optional[dict] = None):
         self.path = Path(out) / METRICS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None:
             self.truncate_after(resume_step)
         elif self.path.exists():
             self.path.unlink()
-        self.tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(Path(out) / "tb"))
-            except Exception:  # tensorboard is optional
-                self.tb = None
+        self.tracker = Tracker(report_to, Path(out), config) if report_to != "none" else None
 
     def truncate_after(self, step: int) -> None:
         if not self.path.exists():
@@ -42,15 +37,12 @@ class MetricsLog:
         rec = {"step": int(step)}
         rec.update({k: v for k, v in metrics.items() if k != "step"})
         append_jsonl(self.path, [rec])
-        if self.tb is not None:
-            for k, v in rec.items():
-                if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                    self.tb.add_scalar(k, v, step)
-            self.tb.flush()
+        if self.tracker is not None:
+            self.tracker.log(int(step), rec)
 
     def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
+        if self.tracker is not None:
+            self.tracker.close()
 
 
 def read_metrics(out: Path) -> list[dict]:

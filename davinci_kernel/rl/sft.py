@@ -26,6 +26,7 @@ filter compares examples (``diversity.py``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import random
 import time
@@ -209,14 +210,16 @@ def _out_of_time(acc, projected_s: float, limit_s: float) -> bool:
     return float(acc.reduce(late, reduction="sum").item()) > 0
 
 
-def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
-    """Load, filter, pack and train; saves ``OUT/model`` and ``OUT/metrics.jsonl``."""
+def train_sft(cfg, out: Optional[str] = None, echo=None, resume: bool = False) -> dict:
+    """Load, filter, pack and train; saves ``OUT/model``, ``OUT/metrics.jsonl`` and a checkpoint
+    after every epoch (``sft_checkpoint``); ``resume`` continues from the newest one."""
     from accelerate import Accelerator
 
     from ..llm.spec import resolve_model
+    from . import sft_checkpoint as sck
     from .metrics_log import MetricsLog
-    from .modeling import load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
-    from .update import row_logprobs
+    from .modeling import load_model, load_tokenizer, mixed_precision, trainable_parameters
+    from .progress import bar as progress_bar
 
     s = cfg.sft
     echo = echo or (lambda msg: None)
@@ -230,33 +233,76 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
     if acc.is_main_process:
         out_dir.mkdir(parents=True, exist_ok=True)
         RunDir(out_dir).start({"kind": "train sft", "sft_model": s.model}, sandbox="none (no evaluator)")
+        (out_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))  # what --resume checks
         base = resolve_model(s.model, out_dir)
     acc.wait_for_everyone()
     if not acc.is_main_process:
         base = resolve_model(s.model, out_dir)
     torch.manual_seed(s.seed)
     tokenizer = load_tokenizer(base)
-    model = load_model(base, lora_r=s.lora_r, bf16=s.bf16, grad_checkpointing=s.grad_checkpointing)
+    found = sck.load(out_dir, base, s, echo) if resume else None
+    if found is not None:
+        state, ck_path, model = found
+    else:
+        state, ck_path = {"epoch": 0, "step": 0}, None
+        model = load_model(base, lora_r=s.lora_r, bf16=s.bf16, grad_checkpointing=s.grad_checkpointing)
     model.train()
     opt = torch.optim.AdamW(trainable_parameters(model), lr=s.lr)
     model, opt = acc.prepare(model, opt)
+    if ck_path is not None:
+        sck.restore(acc, opt, ck_path)
     rows = pack_examples([encode_chat(tokenizer, e.messages) for e in kept], s.max_seq_len, s.micro_batch_layout)
-    log = MetricsLog(out_dir) if acc.is_main_process else None
+    resume_step = int(state["step"]) if found is not None else None
+    log = (MetricsLog(out_dir, report_to=cfg.report_to, resume_step=resume_step, config=dataclasses.asdict(cfg))
+           if acc.is_main_process else None)
     roles = ", ".join(f"{k} {v['kept']}/{v['total']}" for k, v in rep.extra["by_role"].items())
     echo(f"sft: {rep.total} examples, {rep.near_duplicates} near duplicates, {rep.over_task_cap} over the "
          f"per-task cap, {rep.over_cluster_cap} over cluster caps → {rep.kept} kept ({roles}), "
          f"{len(rows)} packed rows")
-    rng = random.Random(s.seed)
-    step, last_loss = 0, float("nan")
-    world, rank = acc.num_processes, acc.process_index
-    started, longest, epochs_done = time.monotonic(), 0.0, 0
-    for epoch in range(s.epochs):
-        if s.max_seconds and epoch and _out_of_time(acc, time.monotonic() - started + longest, s.max_seconds):
-            echo(f"sft: stopped after {epoch} of {s.epochs} epochs (sft.max_seconds {s.max_seconds:g})")
-            break
-        t_epoch = time.monotonic()
-        order = list(range(len(rows)))
-        rng.shuffle(order)
+    world = acc.num_processes
+    per_epoch = -(-len(rows) // (s.batch_rows * world))
+    loop = _Loop(s, acc, model, opt, rows, log, echo, tokenizer, out_dir, int(state["epoch"]), int(state["step"]))
+    with progress_bar(per_epoch * s.epochs, loop.step, "sft", enabled=acc.is_main_process) as shown:
+        loop.run(shown)
+    return _finish(acc, model, tokenizer, out_dir, rep, log, rows, loop.step, loop.epochs_done, loop.last_loss)
+
+
+class _Loop:
+    """The epochs of SFT from ``epoch0`` (epochs already done, from a checkpoint) on; a checkpoint
+    after each. The data order of the done epochs is replayed from the seed."""
+
+    def __init__(self, s, acc, model, opt, rows, log, echo, tokenizer, out_dir, epoch0: int, step0: int):
+        self.s, self.acc, self.model, self.opt, self.rows = s, acc, model, opt, rows
+        self.log, self.echo, self.tokenizer, self.out_dir = log, echo, tokenizer, out_dir
+        self.epoch0, self.step, self.epochs_done, self.last_loss = epoch0, step0, epoch0, float("nan")
+
+    def run(self, shown) -> None:
+        from . import sft_checkpoint as sck
+
+        s, acc = self.s, self.acc
+        rng = random.Random(s.seed)
+        order = list(range(len(self.rows)))
+        for _ in range(self.epoch0):  # the order the done epochs used: the next ones follow it
+            rng.shuffle(order)
+        started, longest = time.monotonic(), 0.0
+        for epoch in range(self.epoch0, s.epochs):
+            if (s.max_seconds and epoch > self.epoch0
+                    and _out_of_time(acc, time.monotonic() - started + longest, s.max_seconds)):
+                self.echo(f"sft: stopped after {epoch} of {s.epochs} epochs (sft.max_seconds {s.max_seconds:g})")
+                break
+            t_epoch = time.monotonic()
+            rng.shuffle(order)
+            self._epoch(epoch, order, shown)
+            longest, self.epochs_done = max(longest, time.monotonic() - t_epoch), epoch + 1
+            self.echo(f"sft epoch {epoch + 1}/{s.epochs}: loss {self.last_loss:.4f}")
+            sck.save(acc, self.model, self.opt, self.tokenizer, self.out_dir, epoch + 1, self.step, s.seed)
+
+    def _epoch(self, epoch: int, order: list[int], shown) -> None:
+        from .modeling import trainable_parameters
+        from .update import row_logprobs
+
+        s, acc, model, opt, rows = self.s, self.acc, self.model, self.opt, self.rows
+        world, rank = acc.num_processes, acc.process_index
         per_step = s.batch_rows * world
         for start in range(0, len(order), per_step):
             chunk = [rows[i] for i in order[start:start + per_step]]
@@ -276,13 +322,19 @@ def train_sft(cfg, out: Optional[str] = None, echo=None) -> dict:
                 total += float(-lp.detach().sum()) * weight
             acc.clip_grad_norm_(trainable_parameters(model), 1.0)
             opt.step()
-            step += 1
-            last_loss = float(acc.reduce(torch.tensor([total], device=acc.device), reduction="sum").item()) / max(denom, 1)
-            if log is not None:
-                log.write(step, {"epoch": epoch, "loss": last_loss, "tokens": denom,
-                                 "step_s": time.perf_counter() - t0})
-        longest, epochs_done = max(longest, time.monotonic() - t_epoch), epoch + 1
-        echo(f"sft epoch {epoch + 1}/{s.epochs}: loss {last_loss:.4f}")
+            self.step += 1
+            self.last_loss = (float(acc.reduce(torch.tensor([total], device=acc.device), reduction="sum").item())
+                              / max(denom, 1))
+            if self.log is not None:
+                self.log.write(self.step, {"epoch": epoch, "loss": self.last_loss, "tokens": denom,
+                                           "step_s": time.perf_counter() - t0})
+            shown(self.step, f"epoch {epoch + 1}/{s.epochs} loss {self.last_loss:.4f}")
+
+
+def _finish(acc, model, tokenizer, out_dir, rep, log, rows, step, epochs_done, last_loss) -> dict:
+    """Save OUT/model and the filter report; the summary of the run."""
+    from .modeling import save_model
+
     model_dir = out_dir / "model"
     unwrapped = acc.unwrap_model(model)
     state_dict = None if hasattr(unwrapped, "peft_config") else acc.get_state_dict(model)

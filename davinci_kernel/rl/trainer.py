@@ -44,6 +44,7 @@ from .env import Env, make_env
 from .local_gen import LocalGenerator
 from .metrics_log import MetricsLog
 from .modeling import is_adapter_dir, load_model, load_tokenizer, mixed_precision, save_model, trainable_parameters
+from .progress import bar as progress_bar
 from .rejection import apply_prs
 from .sequences import build_samples, group_turns
 from .sharding import full_state, gathered, load_optimizer, names_keyed, shard_model
@@ -111,7 +112,8 @@ class RLTrainer:
         if state is not None:
             self.env.restore(state.get("skills", {}))
         self.settings = UpdateSettings.from_config(cfg)
-        self.log = MetricsLog(self.out, resume_step=self.start_step if found else None) if self.main else None
+        self.log = MetricsLog(self.out, report_to=cfg.report_to, resume_step=self.start_step if found else None,
+                              config=to_dict(cfg)) if self.main else None
         if self.main:
             (self.out / "config.json").write_text(json.dumps(to_dict(cfg), indent=2))
             evaluator = getattr(self.env, "evaluator", None)
@@ -338,14 +340,16 @@ class RLTrainer:
     def _run(self) -> dict:
         last: dict = {}
         r = self.cfg.rl
-        for step in range(self.start_step + 1, r.steps + 1):
-            last = self.step(step)
-            if self.main:
-                self.log.write(step, last)
-                self.echo(f"step {step}/{r.steps}  reward/policy {last.get('reward/policy', 0):.3f}  "
-                          f"reward/select {last.get('reward/select', 0):.3f}  {last['step_s']:.1f}s")
-            if step % r.save_every == 0 or step == r.steps:
-                self.save(step)
+        with progress_bar(r.steps, self.start_step, "rl", enabled=self.main) as shown:
+            for step in range(self.start_step + 1, r.steps + 1):
+                last = self.step(step)
+                if self.main:
+                    self.log.write(step, last)
+                    self.echo(f"step {step}/{r.steps}  reward/policy {last.get('reward/policy', 0):.3f}  "
+                              f"reward/select {last.get('reward/select', 0):.3f}  {last['step_s']:.1f}s")
+                if step % r.save_every == 0 or step == r.steps:
+                    self.save(step)
+                shown(step, f"reward/policy {last.get('reward/policy', 0):.3f}")
         if self.main and self.log is not None:
             self.log.close()
         self.acc.wait_for_everyone()

@@ -18,9 +18,11 @@ from typing import Optional
 
 import typer
 
+from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP, RERUN_ALLOW_HELP
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
-from ..rundir import BEST_CODE, RESULTS_FILE, RUN_FILE, RunDir, default_dir
+from ..files import print_json
+from ..rundir import BEST_CODE, RESULTS_FILE, claim, default_dir, saved_note
 
 _RC = RolloutConfig()
 SKILLS_HELP = "on | off: the skill library's agents (selection, summaries, admission); off = the policy agent alone"
@@ -59,6 +61,26 @@ def _rollout_cfg(turns: int, language: str, temperature: Optional[float], max_ne
                 raise UsageError(f"--{name.split('_')[1]} {value}: too small")
             setattr(rc, name, value)
     return rc
+
+
+_FLAG_FIELDS = {"turns": "rollout.turns", "language": "rollout.language", "temperature": "rollout.temperature",
+                "max_new_tokens": "rollout.max_new_tokens", "schemes": "rollout.k_schemes",
+                "rollouts": "rollout.n_rollouts", "summaries": "rollout.s_summaries", "device": "eval.device",
+                "db": "skills.db", "seed": "skills.seed_library", "select": "skills.select_mode"}
+
+
+def _agent_config(ctx, config: Optional[str], overrides: Optional[list[str]], command: str, **flags):
+    """The config of ``dvk optimize``/``run``: --config, overrides, then the flags given (each a
+    shorthand for the field in ``_FLAG_FIELDS``)."""
+    from ..cliconfig import command_config
+
+    return command_config(ctx, config, overrides, {k: ((_FLAG_FIELDS[k],), v) for k, v in flags.items()},
+                          ("eval", "skills", "rollout", "reward"), command)
+
+
+def _db_of(cfg) -> Optional[str]:
+    """The library path a command was given (None: the default one)."""
+    return None if cfg.skills.db == SkillsConfig().db else cfg.skills.db
 
 
 def _check_skills(skills: str) -> bool:
@@ -130,6 +152,18 @@ def _print_optimize(out: dict, rundir) -> None:
         con.print(f"new skill admitted: {s.name} (verified {_fmt(s.verify_speedup)})")
 
 
+def _optimize_json(out: dict, rundir, task) -> dict:
+    """The one JSON document of ``dvk optimize --json``."""
+    best = out["best"]
+    return {"run_dir": str(rundir.path), "task": task.name, "resumed": bool(out.get("resumed")),
+            "best": best.to_dict() if best is not None else None,
+            "best_code": str(rundir.file(BEST_CODE)) if out["best_code"] is not None else None,
+            "where": dict(zip(("scheme", "rollout", "turn"), out["where"])) if out["where"] else None,
+            "rollouts": [{"scheme": ep.scheme, "skills": list(ep.skills), "turns": [_turn_cell(x) for x in ep.turns]}
+                         for ep in out["group"].episodes],
+            "admitted": [{"name": s.name, "verify_speedup": s.verify_speedup} for s in out["admitted"]]}
+
+
 def _print_fastp(summary: dict, title: str) -> None:
     from rich.console import Console
 
@@ -144,7 +178,9 @@ def _print_fastp(summary: dict, title: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("optimize")
     def optimize_cmd(
-        problem: Path = typer.Argument(..., help="KernelBench-format file defining Model, get_inputs, get_init_inputs"),
+        ctx: typer.Context,
+        problem: str = typer.Argument(..., metavar="PROBLEM", help="KernelBench-format problem (Model, get_inputs, "
+                                      "get_init_inputs): a file, or builtin:level1/3_Softmax, kernelbench:DIR:level1/19_ReLU"),
         model: str = typer.Option(..., "--model", help=MODEL_HELP),
         turns: int = typer.Option(_RC.turns, "--turns", help="policy turns per rollout"),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
@@ -163,41 +199,62 @@ def register(app: typer.Typer) -> None:
         max_new_tokens: int = typer.Option(_RC.max_new_tokens, "--max-new-tokens", help="generation limit per call"),
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
+        config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                  help=RERUN_ALLOW_HELP),
+        json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout (the best result, "
+                                      "where it is, the admitted skills)"),
+        overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Optimize one PyTorch module with the agent loop; writes RUN_DIR/best.py.
 
         By default all three agents run on the default library: skill selection, the policy
         and skill summaries (--skills off: the policy agent alone; --select bm25|none: the
         selection ablations, summaries still on)."""
-        from ..tasks import check_problem_source, load_task_file
+        from ..tasks import check_problem_source, load_task
         from .optimize import OptimizeSettings, optimize
         from .progress import live
 
-        task = load_task_file(problem)
+        task = load_task(problem)
         problem_error = check_problem_source(task.source)
         if problem_error:
             raise UsageError(f"{problem}: not a KernelBench-format problem ({problem_error})")
         use_skills = _check_skills(skills)
-        select_mode = _check_select(select, use_skills)
-        rc = _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
-        rundir = RunDir(check_out_dir(out or default_dir(f"optimize-{_slug(problem.stem)}")))
+        _check_select(select, use_skills)
+        _rollout_cfg(turns, language, temperature, max_new_tokens, schemes, rollouts, summaries)
+        cfg = _agent_config(ctx, config, overrides, "optimize", turns=turns, language=language,
+                            temperature=temperature, max_new_tokens=max_new_tokens, schemes=schemes,
+                            rollouts=rollouts, summaries=summaries, device=device, db=db, seed=seed, select=select)
+        rc, db, seed = cfg.rollout, _db_of(cfg), cfg.skills.seed_library
+        select_mode = cfg.skills.select_mode if use_skills else "none"
+        out_dir = check_out_dir(out or default_dir(f"optimize-{_slug(Path(task.name).name)}"))
         if db is not None and use_skills:
             from ..skills.store import check_library_path
 
             check_library_path(Path(db).expanduser())
         _note_seed(db, seed, use_skills)
-        settings = OptimizeSettings(model=model, device=device, workers=workers, skills=use_skills, skills_db=db,
-                                    rollout=rc, seed_library=seed, select=select_mode)
-        try:
-            with live(rc.turns, "turn", f"optimize {task.title}") as progress:
-                result = optimize(task, settings, rundir, progress=progress)
-        except KeyboardInterrupt:
-            raise Interrupted(f"dvk optimize writes its results when the task group ends: nothing but "
-                              f"{rundir.file(RUN_FILE)} was saved, and library writes are all-or-nothing") from None
-        _print_optimize(result, rundir)
+        settings = OptimizeSettings(model=model, device=cfg.eval.device, workers=workers, skills=use_skills,
+                                    skills_db=db, rollout=rc, seed_library=seed, select=select_mode,
+                                    eval_cfg=cfg.eval, skills_cfg=cfg.skills, reward=cfg.reward,
+                                    allow=tuple(allow or ()))
+        with claim(out_dir) as rundir:
+            try:
+                with live(rc.turns, "turn", f"optimize {task.title}") as progress:
+                    result = optimize(task, settings, rundir, progress=progress)
+            except KeyboardInterrupt:
+                raise Interrupted(f"{saved_note(rundir.path)} (the task group is saved when it ends; library "
+                                  "writes are all-or-nothing)") from None
+            if result.get("resumed"):
+                typer.echo(f"{rundir.path} already holds this run's finished task group: nothing redone "
+                           "(choose another --out to optimize again)", err=True)
+            if json_out:
+                print_json(_optimize_json(result, rundir, task))
+            else:
+                _print_optimize(result, rundir)
 
     @app.command("run")
     def run_cmd(
+        ctx: typer.Context,
         suite: str = typer.Option("builtin", "--suite", help="builtin | kernelbench:DIR | hf:NAME_OR_PATH"),
         model: str = typer.Option(..., "--model", help=MODEL_HELP),
         skills: str = typer.Option("on", "--skills", help=SKILLS_HELP + " (the paper's ablation)"),
@@ -215,6 +272,12 @@ def register(app: typer.Typer) -> None:
         max_new_tokens: int = typer.Option(_RC.max_new_tokens, "--max-new-tokens", help="generation limit per call"),
         workers: Optional[int] = typer.Option(None, "--workers", help="evaluation worker processes "
                                                                       "(default: one per GPU, 2 on CPU)"),
+        config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                  help=RERUN_ALLOW_HELP),
+        json_out: bool = typer.Option(False, "--json", help="print one JSON summary on stdout (Fast_p at the last "
+                                      "and best turn, tasks run and resumed)"),
+        overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Run every task of a suite through the episode; Fast_p at the last and best turn.
 
@@ -223,31 +286,39 @@ def register(app: typer.Typer) -> None:
         from .progress import live
         from .suite import RunSettings, run_suite
 
-        select_mode = _check_select(select, _check_skills(skills))
+        use_skills = _check_skills(skills)
+        _check_select(select, use_skills)
         if parallel < 1:
             raise UsageError("--parallel must be at least 1")
-        tasks = load_suite(suite, level=level)
+        _rollout_cfg(turns, language, temperature, max_new_tokens)
+        cfg = _agent_config(ctx, config, overrides, "run", turns=turns, language=language, temperature=temperature,
+                            max_new_tokens=max_new_tokens, device=device, db=db, seed=seed, select=select)
+        rc, db, seed, turns = cfg.rollout, _db_of(cfg), cfg.skills.seed_library, cfg.rollout.turns
+        select_mode = cfg.skills.select_mode if use_skills else "none"
+        tasks = load_suite(suite, level=level, strict=False)
         if not tasks:
             raise UsageError(f"suite {suite} has no tasks" + (f" at level {level}" if level else ""))
-        rc = _rollout_cfg(turns, language, temperature, max_new_tokens)
         name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"
                                                          and skills == "on" else "")
-        rundir = RunDir(check_out_dir(out or default_dir(name)))
+        out_dir = check_out_dir(out or default_dir(name))
         uses_library = select_mode != "none"
         if db is not None and uses_library:
             from ..skills.store import check_library_path
 
             check_library_path(Path(db).expanduser())
         _note_seed(db, seed, uses_library)
-        settings = RunSettings(model=model, suite=suite, skills=skills == "on", turns=turns, device=device,
+        settings = RunSettings(model=model, suite=suite, skills=skills == "on", turns=turns, device=cfg.eval.device,
                                workers=workers, parallel=parallel, skills_db=db, rollout=rc, select=select_mode,
-                               seed_library=seed)
-        try:
+                               seed_library=seed, eval_cfg=cfg.eval, skills_cfg=cfg.skills, reward=cfg.reward,
+                               allow=tuple(allow or ()))
+        with claim(out_dir) as rundir:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)
-        except KeyboardInterrupt:
-            raise Interrupted(f"finished tasks are in {rundir.file(RESULTS_FILE)}; rerun the same command "
-                              "to resume") from None
-        how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
-        _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
-        typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")
+            if json_out:
+                print_json({"run_dir": str(rundir.path), "results": str(rundir.file(RESULTS_FILE)), "suite": suite,
+                            "model": model, "skills": skills, "select": select_mode, "done": res["done"],
+                            "resumed": res["skipped"], "fast_p": res["summary"]})
+                return
+            how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
+            _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
+            typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")

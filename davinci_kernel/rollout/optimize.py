@@ -8,17 +8,21 @@ alone while summaries still grow the library), committing a
 verified new skill to the library, and writing ``RUN_DIR/best.py`` (the best candidate:
 correct and fastest; else the one that got furthest), ``best.json`` (its EvalResult),
 ``groups.jsonl`` (every model call), ``results.jsonl`` and ``skills.jsonl`` (newly
-admitted skills). Does not cover: suites (``suite``) or training.
+admitted skills). A rerun into the same ``--out`` resumes: a task group already in
+``groups.jsonl`` is not run again (its outputs are rewritten from it, never appended twice).
+Does not cover: suites (``suite``) or training.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..config import RewardConfig, RolloutConfig, SkillsConfig
+from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
+from ..files import replace_jsonl_row
 from ..records import EvalResult, Stage, Task, TaskGroup
 from ..rundir import BEST_CODE, BEST_RESULT, GROUPS_FILE, RESULTS_FILE, SKILLS_FILE, RunDir
 from ..skills.admit import Admission
@@ -37,6 +41,17 @@ class OptimizeSettings:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     seed_library: bool = True  # a new, empty library gets the bundled seed skills (False: --no-seed)
     select: str = "llm"  # skills.select_mode: llm | bm25 | none (with skills on)
+    eval_cfg: Optional[EvalConfig] = None  # the evaluator's settings (None: the defaults, on ``device``)
+    skills_cfg: SkillsConfig = field(default_factory=SkillsConfig)  # thresholds of selection and admission
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    allow: tuple = ()  # config fields a rerun into the same folder may change (--allow-config-change)
+
+    def config(self, select: str) -> dict:
+        """The config sections this command reads, as run.json records them (a rerun is checked against it)."""
+        return {"eval": dataclasses.asdict(self.eval_cfg or EvalConfig(device=self.device)),
+                "rollout": dataclasses.asdict(self.rollout), "reward": dataclasses.asdict(self.reward),
+                "skills": {**dataclasses.asdict(self.skills_cfg), "select_mode": select,
+                           "seed_library": self.seed_library}}
 
 
 def _rank(res: Optional[EvalResult]) -> tuple:
@@ -69,7 +84,8 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
             "turns": rc.turns, "skills": "on" if use_skills else "off",
             "select": settings.select if use_skills else "none",
             "db": (settings.skills_db or SkillsConfig().db) if use_skills else None, "k_schemes": rc.k_schemes,
-            "n_rollouts": rc.n_rollouts, "language": rc.language, "totals": {str(task.level): 1}}
+            "n_rollouts": rc.n_rollouts, "language": rc.language, "totals": {str(task.level): 1},
+            "config": settings.config(settings.select if use_skills else "none")}
     selects = use_skills and settings.select != "none"
     plan = GroupPlan(k_schemes=rc.k_schemes if selects else 0, null_scheme=True, n_rollouts=rc.n_rollouts,
                      turns=rc.turns, summaries=use_skills, record_usage=use_skills)
@@ -77,26 +93,47 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
     async def main() -> tuple[TaskGroup, list]:
         async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
                                 use_skills=use_skills, seed_library=settings.seed_library,
-                                **(session_kw or {})) as s:
+                                **{"eval_cfg": settings.eval_cfg, **(session_kw or {})}) as s:
             meta["server_model"] = served_model(s.backend)
-            rundir.start(meta, sandbox=sandbox_of(s.evaluator))
-            skills_cfg = SkillsConfig(select_mode=settings.select if use_skills else "none",
-                                      seed_library=settings.seed_library)
-            ctx = Context(s.backend, s.evaluator, rc, RewardConfig(), skills_cfg, progress=progress)
+            rundir.start(meta, sandbox=sandbox_of(s.evaluator), allow=settings.allow)
+            skills_cfg = dataclasses.replace(settings.skills_cfg, select_mode=settings.select if use_skills else "none",
+                                             seed_library=settings.seed_library)
+            ctx = Context(s.backend, s.evaluator, rc, settings.reward, skills_cfg, progress=progress)
             adm = Admission()
             group = await run_group(ctx, task, plan, store=s.store, admission=adm)
             written = adm.commit(s.store, step=s.store.current_step() + 1) if s.store is not None and adm.staged else []
             return group, written
 
-    group, written = asyncio.run(main())
-    rundir.append(GROUPS_FILE, [group.to_dict()])
+    saved = _saved_group(task, rundir)
+    if saved is not None:  # a rerun of a finished (or nearly finished) run: nothing is redone
+        rundir.start(meta, settings.allow)
+        group, written = saved, []
+    else:
+        group, written = asyncio.run(main())
     code, result, where = best_candidate(group)
+    _write_outputs(task, rundir, group, code, result, where, written)
+    return {"group": group, "best_code": code, "best": result, "where": where, "admitted": written,
+            "resumed": saved is not None}
+
+
+def _saved_group(task: Task, rundir: RunDir) -> Optional[TaskGroup]:
+    """The task group an earlier run of this command saved in ``groups.jsonl`` (None if none)."""
+    for row in rundir.read_jsonl(GROUPS_FILE):
+        if row.get("task") == task.name:
+            return TaskGroup.from_dict(row)
+    return None
+
+
+def _write_outputs(task: Task, rundir: RunDir, group: TaskGroup, code, result, where, written: list) -> None:
+    """groups.jsonl first (what a rerun resumes from), then best.py, best.json and the result
+    line; each keyed by task (or skill name) and replaced, never appended twice."""
+    replace_jsonl_row(rundir.file(GROUPS_FILE), "task", group.to_dict())
     if code is not None:
         rundir.write_atomic(BEST_CODE, code)
         rundir.write_json(BEST_RESULT, {**(result.to_dict() if result else {}), "task": task.name,
                                         "level": task.level, "where": where})
     if result is not None:
-        rundir.append(RESULTS_FILE, [{**result.to_dict(), "task": task.name, "level": task.level, "which": "best"}])
-    if written:
-        rundir.append(SKILLS_FILE, [s.export_dict() for s in written])
-    return {"group": group, "best_code": code, "best": result, "where": where, "admitted": written}
+        replace_jsonl_row(rundir.file(RESULTS_FILE), "task",
+                          {**result.to_dict(), "task": task.name, "level": task.level, "which": "best"})
+    for s in written:
+        replace_jsonl_row(rundir.file(SKILLS_FILE), "name", s.export_dict())

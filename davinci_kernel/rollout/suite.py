@@ -6,7 +6,8 @@ injection (one selection sample from the library, chosen as ``skills.select_mode
 model call) or without (the null scheme: skills off or ``select=none``; no library is
 opened then); the ``last`` and ``best`` turn's result of each task appended to
 ``results.jsonl``, the size of the library the run started from in ``run.json``, the task
-group to ``groups.jsonl``; tasks already finished in ``--out`` are skipped; several tasks
+group to ``groups.jsonl``; tasks already finished in ``--out`` are skipped (group lines of
+unfinished ones are dropped first, so no task has two); several tasks
 may run at once (``parallel``) so generation and evaluation overlap; Fast_p for
 p ∈ {1, 1.2, 1.5, 2} per level at the last and at the best turn, in ``summary.json``.
 The library is read, never changed: evaluation does not learn.
@@ -16,11 +17,13 @@ Does not cover: training or skill summaries (``rl``; ``optimize`` for one module
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..config import RewardConfig, RolloutConfig, SkillsConfig
+from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
+from ..files import jsonl_text, write_atomic
 from ..records import Task
 from ..report.fastp import fastp_table
 from ..rundir import GROUPS_FILE, RESULTS_FILE, SUMMARY_FILE, WHICH, RunDir
@@ -46,6 +49,17 @@ class RunSettings:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     select: str = "llm"  # skills.select_mode: llm | bm25 | none
     seed_library: bool = True  # a new, empty library gets the bundled seed skills (False: --no-seed)
+    eval_cfg: Optional[EvalConfig] = None  # the evaluator's settings (None: the defaults, on ``device``)
+    skills_cfg: SkillsConfig = field(default_factory=SkillsConfig)  # thresholds of selection
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    allow: tuple = ()  # config fields a rerun into the same folder may change (--allow-config-change)
+
+    def config(self, select: str) -> dict:
+        """The config sections this command reads, as run.json records them (a rerun is checked against it)."""
+        return {"eval": dataclasses.asdict(self.eval_cfg or EvalConfig(device=self.device)),
+                "rollout": dataclasses.asdict(self.rollout), "reward": dataclasses.asdict(self.reward),
+                "skills": {**dataclasses.asdict(self.skills_cfg), "select_mode": select,
+                           "seed_library": self.seed_library}}
 
     @property
     def uses_library(self) -> bool:
@@ -59,7 +73,8 @@ class RunSettings:
                 "skills": "on" if self.skills else "off",
                 "select": self.select if self.skills else "none", "turns": self.turns,
                 "language": self.rollout.language, "temperature": self.rollout.temperature,
-                "max_new_tokens": self.rollout.max_new_tokens, "totals": totals}
+                "max_new_tokens": self.rollout.max_new_tokens, "totals": totals,
+                "config": self.config(self.select if self.skills else "none")}
 
 
 def result_rows(task: Task, group) -> list[dict]:
@@ -96,6 +111,18 @@ async def run_tasks(ctx: Context, tasks: list[Task], settings: RunSettings, sess
     await asyncio.gather(*(one(t) for t in tasks))
 
 
+def _drop_unfinished_groups(rundir: RunDir, done: set[str]) -> None:
+    """Before a resume: the task groups of tasks without their result lines (an interrupt came
+    between the two writes) are removed, so the redone task has one group line, not two."""
+    path = rundir.file(GROUPS_FILE)
+    if not path.is_file():
+        return
+    rows = rundir.read_jsonl(GROUPS_FILE)
+    keep = [r for r in rows if r.get("task") in done]
+    if len(keep) != len(rows):
+        write_atomic(path, jsonl_text(keep))
+
+
 def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
               progress: Optional[Callable] = None, session_kw: Optional[dict] = None) -> dict:
     """Run the unfinished tasks; return ``{"done", "skipped", "summary"}``."""
@@ -106,21 +133,22 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
     async def main() -> None:
         async with open_session(settings.model, settings.device, settings.workers, settings.skills_db,
                                 use_skills=settings.uses_library, seed_library=settings.seed_library,
-                                **(session_kw or {})) as session:
+                                **{"eval_cfg": settings.eval_cfg, **(session_kw or {})}) as session:
             if session.store is not None:  # the library the run starts from (read, never changed)
                 meta["library"] = {"db": str(session.store.path), "skills": len(session.store)}
             meta["server_model"] = served_model(session.backend)
-            rundir.start(meta, sandbox=sandbox_of(session.evaluator))
-            skills_cfg = SkillsConfig(select_mode=settings.select if settings.skills else "none",
-                                      seed_library=settings.seed_library)
-            ctx = Context(session.backend, session.evaluator, settings.rollout, RewardConfig(), skills_cfg,
+            rundir.start(meta, sandbox=sandbox_of(session.evaluator), allow=settings.allow)
+            _drop_unfinished_groups(rundir, done)
+            skills_cfg = dataclasses.replace(settings.skills_cfg, select_mode=settings.select if settings.skills
+                                             else "none", seed_library=settings.seed_library)
+            ctx = Context(session.backend, session.evaluator, settings.rollout, settings.reward, skills_cfg,
                           progress=progress)
             await run_tasks(ctx, todo, settings, session, rundir)
 
     if todo:
         asyncio.run(main())
     else:
-        rundir.start(meta)
+        rundir.start(meta, settings.allow)
     names = {t.name for t in tasks}
     rows = [r for r in rundir.read_jsonl(RESULTS_FILE) if r.get("task") in names]
     summary = summarize_results(rows, meta["totals"])

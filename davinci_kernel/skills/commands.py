@@ -76,6 +76,10 @@ def _meta(s) -> dict:
 
 
 def register(app: typer.Typer) -> None:
+    def _check_step(step: Optional[int]) -> None:
+        if step is not None and step < 0:
+            raise UsageError(f"--step {step}: training steps count from 0")
+
     skills = typer.Typer(help="The skill library: list, search, show, add, import, export.",
                          no_args_is_help=True)
 
@@ -87,6 +91,7 @@ def register(app: typer.Typer) -> None:
                  seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                  as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Every skill in the library (name, scope, tags, verified speedup, usage)."""
+        _check_step(step)
         with _open(db, seed) as store:
             rows = store.all(step)
         if scope:
@@ -100,7 +105,7 @@ def register(app: typer.Typer) -> None:
             _table(rows, title=f"{len(rows)} skills")
 
     @skills.command("search")
-    def search_cmd(query: str = typer.Argument(..., help="words, code, or a KernelBench problem file (.py)"),
+    def search_cmd(query: str = typer.Argument(..., help="words, code, or a problem (a .py file, or builtin:level1/3_Softmax)"),
                    k: int = typer.Option(20, "--k", "-k", help="how many"),
                    scope: Optional[str] = typer.Option(None, help="only this scope"),
                    tag: Optional[list[str]] = typer.Option(None, "--tag", help="only skills with this tag"),
@@ -110,12 +115,14 @@ def register(app: typer.Typer) -> None:
         """BM25 search; a problem file is turned into a task query first."""
         from .bm25 import SkillIndex, task_query
 
+        if k < 1:
+            raise UsageError(f"-k {k}: give how many skills to show, at least 1")
         text = query
         p = Path(query)
-        if p.suffix == ".py" and p.is_file():
-            from ..tasks import load_task_file
+        if (p.suffix == ".py" and p.is_file()) or query.startswith(("builtin:", "kernelbench:", "hf:")):
+            from ..tasks import load_task
 
-            text = task_query(load_task_file(p))
+            text = task_query(load_task(query))
         with _open(db, seed) as store:
             hits = SkillIndex(store.all()).search_scored(text, k=k, scope=scope, tags=tag)
         if as_json:
@@ -130,6 +137,7 @@ def register(app: typer.Typer) -> None:
                  seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                  as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """One skill in full."""
+        _check_step(step)
         with _open(db, seed) as store:
             s = store.get(name, step)
         if as_json:
@@ -178,6 +186,9 @@ def register(app: typer.Typer) -> None:
             total = len(store)
         for line_no, msg in errors:
             typer.echo(f"warning: {jsonl}:{line_no}: {msg}", err=True)
+        if errors and not n:
+            raise UsageError(f"{jsonl}: none of its {len(errors)} skill lines could be imported (see the warnings "
+                             "above); one JSON skill object a line is expected")
         if as_json:
             print_json({"imported": n, "skipped": len(errors), "library_size": total,
                         "errors": [{"line": ln, "error": m} for ln, m in errors]})
@@ -192,6 +203,7 @@ def register(app: typer.Typer) -> None:
                    seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                    as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Write the library as JSONL (one skill per line)."""
+        _check_step(step)
         if jsonl == "-" and as_json:
             raise UsageError("export to - writes the library to standard output: --json cannot share it")
         if jsonl != "-":

@@ -17,7 +17,8 @@ unfinished ones with why), never a Fast_p of solutions.
 
 Resuming: a rerun with the same ``--out`` skips tasks that already have a line in
 ``results.jsonl`` (another ``--level`` adds its tasks beside the earlier ones) and is
-refused when the directory was made for another suite or candidate set. The file is only
+refused when the directory was made for another suite or candidate set, or with an ``eval``
+config that changes results (run.json records it; ``--allow-config-change FIELD`` accepts a change). The file is only
 ever appended to, never deleted, with one exception: ``--retry-failed`` evaluates again the
 tasks whose line is not correct (in a self-check, the problems that did not finish), and
 each new line replaces the old one in a rewrite of the whole file that is atomic (an
@@ -46,14 +47,14 @@ from pathlib import Path
 from typing import Optional
 
 from .. import provenance
-from ..config import EvalConfig
+from ..config import EvalConfig, refuse_changes
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..evaluate.harness.pool import check_workers
 from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, replace_jsonl_row, write_json
 from ..records import EvalResult
 from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
 from ..report.terminal import fastp_rich_table
-from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, default_dir
+from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, claim, default_dir
 from ..tasks import candidate_path, load_suite, reference_dir, suite_id
 from . import selfcheck
 
@@ -80,7 +81,7 @@ def collect(suite: str, candidates: str, level: Optional[int], patterns: Optiona
     """(tasks, [(task, candidate file)], tasks without a file, candidates folder); with
     ``self`` every task is paired with None (its own Model) and there is no folder.
     ``patterns``: only the tasks ``pick`` keeps."""
-    tasks = load_suite(suite, level=level)
+    tasks = load_suite(suite, level=level, strict=False)
     if not tasks:
         raise UsageError(f"suite {suite!r} has no tasks" + (f" at level {level}" if level else ""))
     tasks = pick(tasks, patterns)
@@ -109,7 +110,7 @@ def read_results(path: Path) -> dict[str, dict]:
     return {d["task"]: d for d in read_jsonl(path) if d.get("task")}
 
 
-def _open_run_dir(run_dir: Path, meta: dict) -> dict:
+def _open_run_dir(run_dir: Path, meta: dict, allow: tuple = ()) -> dict:
     """Create the directory or check that it holds the same suite and candidates; return the
     run.json to write (with a ``resumed`` count)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -127,6 +128,8 @@ def _open_run_dir(run_dir: Path, meta: dict) -> dict:
             if key in old and old[key] != meta[key]:
                 raise UsageError(f"{run_dir} was made for {key} {old[key]!r}, not {meta[key]!r}: rerun with the "
                                  "same --suite and --candidates to resume it, or choose another --out")
+        if isinstance(old.get("config"), dict):  # run.json of a run made before configs were recorded: none
+            refuse_changes(old["config"], meta["config"], allow, str(run_dir))
     elif (run_dir / RESULTS_FILE).is_file():
         raise UsageError(f"{run_dir} has a results.jsonl but no run.json (not made by dvk bench): "
                          "choose another --out")
@@ -138,7 +141,7 @@ def _open_run_dir(run_dir: Path, meta: dict) -> dict:
 def run_bench(suite: str, candidates: str, device: str = "auto", workers: Optional[int] = None,
               backend: str = "local", level: Optional[int] = None, out: Optional[Path] = None,
               json_out: bool = False, cfg: Optional[EvalConfig] = None, retry_failed: bool = False,
-              patterns: Optional[str] = None) -> dict:
+              patterns: Optional[str] = None, allow: tuple = ()) -> dict:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -155,87 +158,97 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     console = Console(stderr=True)
     lock = threading.Lock()
 
-    named = candidates if candidates in ("reference", SELF) else str(cand_dir.resolve())
-    meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite_id(suite), "candidates": named})
-    if self_check:
-        meta["self_check"] = True
-    drop_cut_line(results_path)
-    done_before = read_results(results_path)
-    results: dict[str, dict] = dict(done_before)
-    names = {t.name for t, _ in items}
-    retried = {name for name, d in done_before.items()
-               if retry_failed and name in names and not d.get("correct") and d.get("stage") != "missing"}
-    done_before = {name: d for name, d in done_before.items() if name not in retried}
+    with claim(run_dir):
+        named = candidates if candidates in ("reference", SELF) else str(cand_dir.resolve())
+        meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite_id(suite), "candidates": named,
+                                       "config": {"eval": dataclasses.asdict(cfg)}}, allow)
+        if self_check:
+            meta["self_check"] = True
+        drop_cut_line(results_path)
+        done_before = read_results(results_path)
+        results: dict[str, dict] = dict(done_before)
+        names = {t.name for t, _ in items}
+        retried = {name for name, d in done_before.items()
+                   if retry_failed and name in names and not d.get("correct") and d.get("stage") != "missing"}
+        done_before = {name: d for name, d in done_before.items() if name not in retried}
 
-    def write(r: EvalResult, cand: Optional[Path]) -> None:
-        d = r.to_dict()
-        d["candidate"] = str(cand) if cand else None
-        with lock:
-            results[d["task"]] = d
-            if d["task"] in retried:
-                replace_jsonl_row(results_path, "task", d)
-            else:
-                append_jsonl(results_path, [d])
+        def write(r: EvalResult, cand: Optional[Path]) -> None:
+            d = r.to_dict()
+            d["candidate"] = str(cand) if cand else None
+            with lock:
+                results[d["task"]] = d
+                if d["task"] in retried:
+                    replace_jsonl_row(results_path, "task", d)
+                else:
+                    append_jsonl(results_path, [d])
 
-    todo = [(t, p) for t, p in items if t.name not in done_before]
-    skipped = len(items) - len(todo)
-    for t in missing:
-        if t.name not in done_before:
-            write(EvalResult(task=t.name, level=t.level, stage="missing", error_kind="missing",
-                             error_msg="no candidate file"), None)
-    if not self_check:
-        _report_missing(console, tasks, items, missing, cand_dir, candidates)
-    if skipped or retried:
-        again = f" ({len(retried)} that failed run again)" if retried else ""
-        console.print(f"resuming {run_dir}: {skipped} task(s) already in {RESULTS_FILE} skipped, "
-                      f"{len(todo)} to run{again}")
+        todo = [(t, p) for t, p in items if t.name not in done_before]
+        skipped = len(items) - len(todo)
+        if not self_check:
+            _report_missing(console, tasks, items, missing, cand_dir, candidates)
+        if skipped or retried:
+            again = f" ({len(retried)} that failed run again)" if retried else ""
+            console.print(f"resuming {run_dir}: {skipped} task(s) already in {RESULTS_FILE} skipped, "
+                          f"{len(todo)} to run{again}")
 
-    all_tasks = load_suite(suite) if level is not None or patterns else tasks
-    levels = {t.level for t in tasks} | {int(r.get("level") or 0) for r in results.values()}
-    totals = {lvl: sum(1 for t in all_tasks if t.level == lvl) for lvl in sorted(levels)}
-    meta.update({"device": cfg.device, "backend": backend,
-                 "date": datetime.datetime.now().isoformat(timespec="seconds"), "tasks": len(tasks),
-                 "missing": len(missing), "totals": {str(k): v for k, v in totals.items()},
-                 "level": level, "tasks_pattern": patterns, "command": " ".join(sys.argv)})
+        all_tasks = load_suite(suite, strict=False) if level is not None or patterns else tasks
+        levels = {t.level for t in tasks} | {int(r.get("level") or 0) for r in results.values()}
+        totals = {lvl: sum(1 for t in all_tasks if t.level == lvl) for lvl in sorted(levels)}
+        meta.update({"device": cfg.device, "backend": backend,
+                     "date": datetime.datetime.now().isoformat(timespec="seconds"), "tasks": len(tasks),
+                     "missing": len(missing), "totals": {str(k): v for k, v in totals.items()},
+                     "level": level, "tasks_pattern": patterns, "command": " ".join(sys.argv)})
 
-    if todo:
-        # Ray's local cluster dies with the thread that started it (its processes get a
-        # parent-death signal): start it in this thread; local workers start in a SIGINT-blocked one.
-        evaluator = (_make_evaluator(backend, cfg, workers) if backend == "ray"
-                     else _quiet(lambda: _make_evaluator(backend, cfg, workers)))
-        meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
-        meta = provenance.record(meta, old=meta, sandbox=getattr(evaluator, "sandbox_description", None))
-    write_json(run_dir / RUN_FILE, meta)
-    if todo:
-        stop = threading.Event()
-        try:
-            with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          TextColumn("{task.description}"), console=console, transient=False) as prog:
-                bar = prog.add_task("", total=len(todo))
-
-                def done(i: int, r: EvalResult) -> None:
-                    if stop.is_set():  # arrived after Ctrl-C: maybe cut short, never recorded
-                        return
-                    write(r, todo[i][1])
-                    mark = "ok" if r.correct else (r.error_kind or ",".join(r.flags) or "fail")
-                    prog.update(bar, advance=1, description=f"{r.task} {mark}")
-
-                pairs = [(t, p.read_text(encoding="utf-8", errors="replace") if p else None) for t, p in todo]
-                _evaluate_all(evaluator, backend, pairs, done, stop)
-        except KeyboardInterrupt:
-            stop.set()
-            old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the clean-up below finish
+        if todo:
+            # Ray's local cluster dies with the thread that started it (its processes get a
+            # parent-death signal): start it in this thread; local workers start in a SIGINT-blocked one.
+            evaluator = (_make_evaluator(backend, cfg, workers) if backend == "ray"
+                         else _quiet(lambda: _make_evaluator(backend, cfg, workers)))
+            meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
+            meta = provenance.record(meta, old=meta, sandbox=getattr(evaluator, "sandbox_description", None))
+        for t in missing:
+            if t.name not in done_before:
+                write(EvalResult(task=t.name, level=t.level, stage="missing", error_kind="missing",
+                                 error_msg="no candidate file"), None)
+        write_json(run_dir / RUN_FILE, meta)
+        if todo:
+            stop = threading.Event()
             try:
-                console.print("stopping workers…")
+                with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                              TextColumn("{task.description}"), console=console, transient=False) as prog:
+                    bar = prog.add_task("", total=len(todo))
+
+                    def done(i: int, r: EvalResult) -> None:
+                        if stop.is_set():  # arrived after Ctrl-C: maybe cut short, never recorded
+                            return
+                        write(r, todo[i][1])
+                        mark = "ok" if r.correct else (r.error_kind or ",".join(r.flags) or "fail")
+                        prog.update(bar, advance=1, description=f"{r.task} {mark}")
+
+                    pairs, idx = [], []
+                    for i, (t, p) in enumerate(todo):
+                        source, why = _read_candidate(p)
+                        if why is None:
+                            pairs.append((t, source))
+                            idx.append(i)
+                        else:  # an unreadable candidate is that task's result, not the end of the run
+                            done(i, EvalResult(task=t.name, level=t.level, stage="missing", error_kind="unreadable",
+                                               error_msg=why))
+                    _evaluate_all(evaluator, backend, pairs, lambda j, r: done(idx[j], r), stop)
+            except KeyboardInterrupt:
+                stop.set()
+                old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the clean-up below finish
+                try:
+                    console.print("stopping workers…")
+                    evaluator.close()
+                finally:
+                    signal.signal(signal.SIGINT, old)
+                n_saved = sum(1 for t in tasks if t.name in results)
+                raise Interrupted(f"{n_saved} of {len(tasks)} tasks saved in {results_path} (tasks in flight "
+                                  f"were not recorded); rerun with --out {run_dir} to finish") from None
+            else:
                 evaluator.close()
-            finally:
-                signal.signal(signal.SIGINT, old)
-            n_saved = sum(1 for t in tasks if t.name in results)
-            raise Interrupted(f"{n_saved} of {len(tasks)} tasks saved in {results_path} (tasks in flight "
-                              f"were not recorded); rerun with --out {run_dir} to finish") from None
-        else:
-            evaluator.close()
-    return _summarize(run_dir, results_path, results, totals, meta, json_out)
+        return _summarize(run_dir, results_path, results, totals, meta, json_out)
 
 
 def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, meta: dict, json_out: bool) -> dict:
@@ -288,6 +301,18 @@ def _report_missing(console, tasks, items, missing, cand_dir: Path, candidates: 
         found = sorted(str(p.relative_to(cand_dir)) for p in cand_dir.rglob("*.py"))[:3]
         seen = f"; found e.g. {', '.join(found)}" if found else "; it holds no .py files"
         console.print(f"hint: no file matched the suite's names: expected e.g. {example}{seen}", highlight=False)
+
+
+def _read_candidate(path: Optional[Path]) -> tuple[Optional[str], Optional[str]]:
+    """(source, None), or (None, why) for a candidate file that cannot be read as UTF-8 text."""
+    if path is None:
+        return None, None
+    try:
+        return path.read_text(encoding="utf-8"), None
+    except UnicodeDecodeError as e:
+        return None, f"{path} is not UTF-8 text (byte {e.start}: {e.reason})"
+    except OSError as e:
+        return None, f"{path} cannot be read: {e.strerror or e}"
 
 
 def _block_sigint() -> None:

@@ -13,13 +13,16 @@ from typing import Optional
 
 import typer
 
+from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP, RERUN_ALLOW_HELP
 from ..errors import Interrupted, UsageError, read_text_file
 from ..files import print_json
 
+PROBLEM_HELP = ("KernelBench-format problem (defines Model, get_inputs, get_init_inputs): a file, or a task by "
+                "name: builtin:level1/3_Softmax, kernelbench:DIR:level1/19_ReLU (dvk tasks list shows the names)")
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
 TIMEOUT_HELP = ("seconds allowed to each stage of one candidate: building and importing it "
-                "(eval.compile_timeout_s) and, separately, running its checks and timing "
-                "(eval.run_timeout_s); must be > 0")
+                "(eval.compile_timeout_s, default 180) and, separately, running its checks and timing "
+                "(eval.run_timeout_s, default 120); sets both; must be > 0")
 
 
 def timeout_config(timeout: float) -> dict:
@@ -36,7 +39,7 @@ def timeout_note(res, timeout: float) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    tasks_app = typer.Typer(help="List task suites.", no_args_is_help=True)
+    tasks_app = typer.Typer(help="List task suites and show a task's problem.", no_args_is_help=True)
     app.add_typer(tasks_app, name="tasks")
 
     @tasks_app.command("list")
@@ -46,7 +49,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
     ) -> None:
         """List the problems of a suite."""
-        from ..tasks import load_suite
+        from ..tasks import load_suite, task_spec
 
         tasks = load_suite(suite, level=level)
         if json_out:
@@ -54,55 +57,77 @@ def register(app: typer.Typer) -> None:
             for t in tasks:
                 counts[t.level] = counts.get(t.level, 0) + 1
             print_json({"suite": suite, "count": len(tasks), "levels": {str(k): v for k, v in sorted(counts.items())},
-                        "tasks": [{"name": t.name, "level": t.level, "problem_id": t.problem_id,
+                        "tasks": [{"name": t.name, "spec": task_spec(suite, t), "level": t.level, "problem_id": t.problem_id,
                                    "op_type": t.op_type, "path": t.path, "hash": t.hash} for t in tasks]})
             return
         from ..tables import Col, print_table
 
+        # the whole loadable name: dvk eval/optimize/tasks show take it
         print_table([Col("task", whole=True), Col("level", 1), Col("op type", 2)],
-                    [(t.name, t.level, t.op_type) for t in tasks], title=f"{suite}: {len(tasks)} tasks")
+                    [(task_spec(suite, t), t.level, t.op_type) for t in tasks], title=f"{suite}: {len(tasks)} tasks")
+
+    @tasks_app.command("show")
+    def tasks_show(
+        name: str = typer.Argument(..., metavar="TASK", help="builtin:level1/3_Softmax, kernelbench:DIR:level1/19_ReLU, "
+                                                             "hf:NAME:level1/19_ReLU, or a problem file"),
+        json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
+    ) -> None:
+        """Print a problem's source (stdout) and where it is (stderr): `dvk tasks show NAME > problem.py`."""
+        from ..tasks import load_task
+
+        t = load_task(name)
+        if json_out:
+            print_json({"name": t.name, "suite": t.suite, "level": t.level, "problem_id": t.problem_id,
+                        "op_type": t.op_type, "path": t.path, "hash": t.hash, "source": t.source})
+            return
+        typer.echo(f"{t.name}: {t.path or t.suite}", err=True)
+        typer.echo(t.source, nl=not t.source.endswith("\n"))
 
     @app.command("eval")
     def eval_cmd(
-        problem: Path = typer.Argument(..., help="KernelBench-format problem file (defines Model)"),
+        ctx: typer.Context,
+        problem: str = typer.Argument(..., metavar="PROBLEM", help=PROBLEM_HELP),
         candidate: Path = typer.Argument(..., help="candidate file (defines ModelNew)"),
-        device: str = typer.Option("auto", help=DEVICE_HELP),
-        trials: int = typer.Option(5, help="correctness trials"),
-        atol: float = typer.Option(1e-2, help="absolute tolerance of the output comparison (allclose)"),
-        rtol: float = typer.Option(1e-2, help="relative tolerance of the output comparison (allclose)"),
-        timeout: float = typer.Option(120.0, help=TIMEOUT_HELP),
+        device: str = typer.Option("auto", help=DEVICE_HELP + " (eval.device)"),
+        trials: int = typer.Option(5, help="correctness trials (eval.trials)"),
+        atol: float = typer.Option(1e-2, help="absolute tolerance of the output comparison, allclose (eval.atol)"),
+        rtol: float = typer.Option(1e-2, help="relative tolerance of the output comparison, allclose (eval.rtol)"),
+        timeout: Optional[float] = typer.Option(None, help=TIMEOUT_HELP, show_default=False),
         json_out: bool = typer.Option(False, "--json", help="print the EvalResult as JSON"),
+        config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Evaluate one candidate against one problem."""
-        from ..config import Config, EvalConfig, validate
         from ..evaluate import evaluate
-        from ..tasks import check_problem_source, load_task_file
+        from ..tasks import check_problem_source, load_task
 
-        limits = timeout_config(timeout)
-        task = load_task_file(problem)
+        cfg = _eval_config(ctx, config, overrides, "eval", timeout, device=(("eval.device",), device),
+                           trials=(("eval.trials",), trials), atol=(("eval.atol",), atol),
+                           rtol=(("eval.rtol",), rtol))
+        task = load_task(problem)
         bad = check_problem_source(task.source)
         if bad:
             raise UsageError(f"{problem} is not a KernelBench problem: {bad}")
-        if not candidate.is_file():
-            read_text_file(candidate, "candidate file")  # raises: missing, or a directory
-        cfg = EvalConfig(device=_check_device(device), trials=trials, atol=atol, rtol=rtol, **limits)
-        validate(Config(eval=cfg))
-        # model-written text: undecodable bytes become U+FFFD and fail as a result, not an error
+        source = read_text_file(candidate, "candidate file")  # missing, a folder, not UTF-8: bad input
         try:
-            res = evaluate(task, candidate.read_text(encoding="utf-8", errors="replace"), cfg)
+            res = evaluate(task, source, cfg)
         except KeyboardInterrupt:
             raise Interrupted("no result (dvk eval writes no files)") from None
-        timeout_note(res, timeout)
+        if timeout is not None:
+            timeout_note(res, timeout)
         if json_out:
             print_json(res.to_dict())
         else:
             _print_result(res)
+        if res.stage == "problem":  # the problem is broken, not the candidate: bad input
+            raise UsageError(f"the problem {problem} is broken (stage problem): {_last_line(res.error_msg)}")
 
     @app.command("bench")
     def bench_cmd(
+        ctx: typer.Context,
         suite: str = typer.Option("builtin", help="builtin | kernelbench:DIR | hf:NAME"),
         candidates: str = typer.Option("reference", help="folder mirroring the suite (levelN/<id>_<Name>.py), 'reference', or 'self' (harness self-check: each problem's own Model as its candidate; never counted as a solution)"),
-        device: str = typer.Option("auto", help=DEVICE_HELP),
+        device: str = typer.Option("auto", help=DEVICE_HELP + " (eval.device)"),
         workers: Optional[int] = typer.Option(None, help="workers (default: one per GPU, 2 on CPU); several on one GPU check side by side and take turns to time"),
         backend: str = typer.Option("local", help="local | ray"),
         level: Optional[int] = typer.Option(None, help="only this level (a level the suite lacks is an error)"),
@@ -112,11 +137,16 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, help="run directory, created with missing parent folders (default "
                                                       "runs/bench-<time>, runs/selfcheck-<time> with --candidates self); rerun with the same --out to resume: tasks "
                                                       "already in its results.jsonl are skipped"),
-        timeout: float = typer.Option(120.0, help=TIMEOUT_HELP),
-        compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="also time torch.compile baselines"),
+        timeout: Optional[float] = typer.Option(None, help=TIMEOUT_HELP, show_default=False),
+        compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="also time torch.compile "
+                                              "baselines (eval.baseline_compile)"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="with an existing --out: evaluate again the "
                                           "tasks whose line is not correct (each new line replaces the old one)"),
+        config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        allow: Optional[list[str]] = typer.Option(None, "--allow-config-change", metavar="FIELD",
+                                                  help=RERUN_ALLOW_HELP),
+        overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
     ) -> None:
         """Evaluate a folder of candidates against a suite; Fast_p per level.
 
@@ -125,16 +155,33 @@ def register(app: typer.Typer) -> None:
 
         Ctrl-C stops at once (exit 130): finished tasks stay in RUN_DIR/results.jsonl, tasks
         in flight are not recorded, and a rerun with the same --out evaluates the rest."""
-        from ..config import Config, EvalConfig, validate
         from .bench import run_bench
 
         if backend not in ("local", "ray"):
             raise UsageError(f"--backend {backend!r}: use local or ray")
-        cfg = EvalConfig(device=_check_device(device), baseline_compile=compile_baseline, **timeout_config(timeout))
-        validate(Config(eval=cfg))
+        cfg = _eval_config(ctx, config, overrides, "bench", timeout, device=(("eval.device",), device),
+                           compile_baseline=(("eval.baseline_compile",), compile_baseline))
         run_bench(suite=suite, candidates=candidates, device=cfg.device, workers=workers,
                   backend=backend, level=level, out=out, json_out=json_out, cfg=cfg, retry_failed=retry_failed,
-                  patterns=tasks)
+                  patterns=tasks, allow=tuple(allow or ()))
+
+
+def _eval_config(ctx, config: Optional[str], overrides: Optional[list[str]], command: str,
+                 timeout: Optional[float], **flags):
+    """The EvalConfig of ``dvk eval``/``bench``: --config, overrides, then the flags given."""
+    from ..cliconfig import command_config
+
+    if timeout is not None:
+        timeout_config(timeout)  # > 0, named as the flag
+        flags["timeout"] = (("eval.compile_timeout_s", "eval.run_timeout_s"), float(timeout))
+    cfg = command_config(ctx, config, overrides, flags, ("eval",), command).eval
+    _check_device(cfg.device)
+    return cfg
+
+
+def _last_line(text) -> str:
+    lines = [x for x in str(text or "").strip().splitlines() if x.strip()]
+    return lines[-1].strip()[:300] if lines else "its Model or inputs failed"
 
 
 def _check_device(device: str) -> str:

@@ -34,13 +34,17 @@ def _op_type(source: str) -> str:
     return m.group(1) if m else ""
 
 
-def load_task_file(path: str | Path, suite: str = "file", root: Optional[Path] = None) -> Task:
-    """One problem file → Task. The level comes from a ``levelN`` parent folder (else 0)."""
+def load_task_file(path: str | Path, suite: str = "file", root: Optional[Path] = None, strict: bool = True) -> Task:
+    """One problem file → Task. The level comes from a ``levelN`` parent folder (else 0).
+    ``strict=False`` (a suite's files): bytes that are not UTF-8 read as U+FFFD, so the broken
+    problem fails its own evaluation (stage ``problem``) instead of ending a suite run."""
     p = Path(path)
     try:
         source = read_text_file(p, "problem file")
     except UsageError as e:
-        raise SuiteError(str(e)) from None
+        if strict or not p.is_file():
+            raise SuiteError(str(e)) from None
+        source = p.read_bytes().decode("utf-8", errors="replace")
     level = 0
     m = _LEVEL_RE.match(p.parent.name)
     if m:
@@ -66,9 +70,10 @@ def check_problem_source(source: str) -> Optional[str]:
     return f"missing {', '.join(missing)}" if missing else None
 
 
-def load_dir(root: str | Path, suite: str, level: Optional[int] = None) -> list[Task]:
+def load_dir(root: str | Path, suite: str, level: Optional[int] = None, strict: bool = True) -> list[Task]:
     """Every ``levelN/<id>_<Name>.py`` under ``root`` (superseded ``*_OLD.py`` versions and
-    files not named ``<id>_<Name>.py`` skipped), sorted by level then id."""
+    files not named ``<id>_<Name>.py`` skipped), sorted by level then id. ``strict=False``: a
+    problem file that is not UTF-8 is loaded anyway (see ``load_task_file``), for suite runs."""
     root = Path(root).expanduser()
     if not root.is_dir():
         raise SuiteError(f"suite directory not found: {root}")
@@ -89,7 +94,7 @@ def load_dir(root: str | Path, suite: str, level: Optional[int] = None) -> list[
         for f in d.glob("*.py"):
             # KernelBench keeps a problem's pre-fix version beside it as <id>_<Name>_OLD.py
             if _FILE_RE.match(f.name) and not f.stem.endswith("_OLD"):
-                tasks.append(load_task_file(f, suite=suite, root=root))
+                tasks.append(load_task_file(f, suite=suite, root=root, strict=strict))
     tasks.sort(key=lambda t: (t.level, t.problem_id, t.name))
     return tasks
 
@@ -123,11 +128,13 @@ def load_hf(name_or_path: str, level: Optional[int] = None) -> list[Task]:
     return tasks
 
 
-def load_suite(spec: str = "builtin", level: Optional[int] = None) -> list[Task]:
+def load_suite(spec: str = "builtin", level: Optional[int] = None, strict: bool = True) -> list[Task]:
     """``builtin`` | ``kernelbench:DIR`` | ``hf:NAME_OR_PATH`` | a plain directory.
 
-    A ``level`` the suite has no task at is a SuiteError naming the levels it has."""
-    tasks = _load_suite(spec, level)
+    A ``level`` the suite has no task at is a SuiteError naming the levels it has. ``strict=False``
+    (``bench``, ``run``): a problem file that is not text is a task that fails its evaluation
+    (stage ``problem``), not the end of the run."""
+    tasks = _load_suite(spec, level, strict)
     if level is not None and not tasks:
         have = sorted({t.level for t in _load_suite(spec, None)})
         has = ("levels " + ", ".join(map(str, have))) if have else "no tasks at all"
@@ -135,15 +142,15 @@ def load_suite(spec: str = "builtin", level: Optional[int] = None) -> list[Task]
     return tasks
 
 
-def _load_suite(spec: str, level: Optional[int]) -> list[Task]:
+def _load_suite(spec: str, level: Optional[int], strict: bool = True) -> list[Task]:
     if spec == "builtin":
         return load_dir(BUILTIN_DIR, suite="builtin", level=level)
     if spec.startswith("kernelbench:"):
-        return load_dir(spec.split(":", 1)[1], suite=spec, level=level)
+        return load_dir(spec.split(":", 1)[1], suite=spec, level=level, strict=strict)
     if spec.startswith("hf:"):
         return load_hf(spec.split(":", 1)[1], level=level)
     if Path(spec).expanduser().is_dir():
-        return load_dir(spec, suite=f"kernelbench:{spec}", level=level)
+        return load_dir(spec, suite=f"kernelbench:{spec}", level=level, strict=strict)
     raise SuiteError(f"unknown suite '{spec}': use builtin, kernelbench:DIR or hf:NAME")
 
 

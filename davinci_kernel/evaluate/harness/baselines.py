@@ -1,8 +1,10 @@
 """Cache of clean eager and torch.compile timings of each task's reference.
 
 Covers: a JSON file keyed by (task hash, size variant, GPU name, torch version, timing
-method); the task hash fixes the problem text and so its dtypes. Written atomically; a corrupt file is
-ignored (and rewritten). Does not cover: measuring (``reference.baseline`` does that).
+method); the task hash fixes the problem text and so its dtypes. Written atomically under an
+exclusive lock (``baselines.json.lock``, the OS's ``flock``): each write re-reads the file and
+adds its entry, so two runs sharing the cache never lose each other's entries; a miss re-reads
+the file too (another run may have measured it). A corrupt file is ignored (and rewritten). Does not cover: measuring (``reference.baseline`` does that).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import threading
 from pathlib import Path
 
+from ... import locks
 from ...errors import UsageError
 from ...files import write_atomic
 
@@ -34,9 +37,10 @@ class BaselineCache:
 
     def _load(self) -> dict:
         try:
-            return json.loads(self.path.read_text())
+            data = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return {}
+        return data if isinstance(data, dict) else {}
 
     @staticmethod
     def key(task_hash: str, overrides: dict, gpu: str, torch_version: str, method_extra: str = "") -> str:
@@ -52,6 +56,8 @@ class BaselineCache:
 
     def get(self, key: str):
         with self._lock:
+            if key not in self._data:
+                self._data.update(self._load())
             return self._data.get(key)
 
     def put(self, key: str, value: dict) -> None:
@@ -59,6 +65,9 @@ class BaselineCache:
             self._data[key] = value
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(self.path, json.dumps(self._data, indent=1, sort_keys=True))
+                with locks.hold(self.path.with_name(self.path.name + ".lock"), str(self.path), wait=True):
+                    merged = {**self._load(), key: value}
+                    write_atomic(self.path, json.dumps(merged, indent=1, sort_keys=True))
+                self._data.update(merged)
             except (OSError, UsageError):
                 pass  # a read-only cache dir only costs re-measuring

@@ -210,8 +210,13 @@ class Evaluator:
             res.stage, res.error_kind = "compile", "unsupported_on_cpu"
             res.error_msg = "CUDA C++ candidates (load_inline) need a GPU: run with --device cuda"
             return res
-        overrides, variant, perturb = _variant(task.source, not self.on_gpu and cfg.cpu_small_shapes,
-                                               cfg.perturb_shapes)
+        try:
+            overrides, variant, perturb = _variant(task.source, not self.on_gpu and cfg.cpu_small_shapes,
+                                                   cfg.perturb_shapes)
+        except SyntaxError as e:  # the problem file is not Python: the problem is broken, not the candidate
+            res.stage, res.error_kind = "problem", "reference_error"
+            res.error_msg = f"the problem does not parse: line {e.lineno}: {e.msg}"
+            return res
         drawn = self._draw(task, variant, perturb, salt)
 
         def attempt(alone: bool) -> tuple[EvalResult, bool]:
@@ -296,7 +301,10 @@ class Evaluator:
             ref = self.trusted.reference(task, variant, overrides, drawn, w.device)
             clock.mark("reference")
             if "error" in ref:
-                res.stage, res.error_kind, res.error_msg = "reference", ref.get("error_kind", "reference_error"), ref["error"]
+                kind = ref.get("error_kind", "reference_error")
+                # too_large: the device's limit; anything else: the problem itself is broken
+                res.stage = "reference" if kind == "too_large" else "problem"
+                res.error_kind, res.error_msg = kind, ref["error"]
                 return
             res.judged_inputs = drawn.record(ref.get("perturb_used"))
             if learn_sizes:
@@ -332,8 +340,8 @@ class Evaluator:
         out = talk.check(job)
         if res.stage == "perturbation":
             res.stage = "correctness"
-        if out.get("stage") == "reference":
-            res.stage, res.error_kind = "reference", "reference_error"
+        if out.get("stage") == "reference":  # the worker could not build the problem's inputs or Model
+            res.stage, res.error_kind = "problem", "reference_error"
             res.error_msg = str(out.get("error_msg", ""))[:3000]
             return
         res.compiled = bool(out.get("compiled"))
