@@ -75,7 +75,7 @@ def test_tasks_list_shows_names_whole(columns):
     assert p.returncode == 0, p.stderr[-2000:]
     _lines_fit(p.stdout, columns)
     shown = {line.split()[0] for line in p.stdout.splitlines() if line.strip()}
-    assert {t["name"] for t in j["tasks"]} <= shown
+    assert {t["spec"] for t in j["tasks"]} <= shown  # the whole loadable name
 
 
 def test_a_wide_terminal_gets_every_column():
