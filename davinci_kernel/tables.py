@@ -26,7 +26,7 @@ class Col:
 
 
 def _build(cols: Sequence[Col], rows: Sequence[Sequence[Any]], keep: list[int], title: Optional[str],
-           caption: Optional[str]):
+           caption: Optional[str], width: int):
     from rich import box
     from rich.table import Table
 
@@ -36,8 +36,9 @@ def _build(cols: Sequence[Col], rows: Sequence[Sequence[Any]], keep: list[int], 
     for j, i in enumerate(keep):
         c = cols[i]
         widest = max([len(c.header)] + [len(r[j]) for r in cells])
-        t.add_column(c.header, justify=c.justify, overflow="fold", no_wrap=c.whole,
-                     min_width=widest if c.whole else None)
+        # a name keeps its whole width where the screen allows, else it folds (never cropped)
+        t.add_column(c.header, justify=c.justify, overflow="fold", no_wrap=c.whole and widest <= width,
+                     min_width=min(widest, width) if c.whole else None)
     for r in cells:
         t.add_row(*r)
     return t
@@ -59,7 +60,7 @@ def fit(cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int) -> list[
     keep = list(range(len(cols)))
     droppable = sorted((i for i, c in enumerate(cols) if c.rank > 0), key=lambda i: (cols[i].rank, i))
     while droppable:
-        text = _render(_build(cols, rows, keep, None, None), width)
+        text = _render(_build(cols, rows, keep, None, None, width), width)
         lines = text.splitlines()
         head = lines[0] if lines else ""
         words = {w for row in rows for i in keep for w in str(row[i] if row[i] is not None else "").split()}
@@ -81,4 +82,4 @@ def print_table(cols: Sequence[Col], rows: Sequence[Sequence[Any]], title: Optio
     if left_out:
         notes.append(f"Left out to fit {console.width} columns: {', '.join(left_out)} "
                      "(a wider terminal or --json shows them).")
-    console.print(_build(cols, rows, keep, title, "\n".join(notes) or None))
+    console.print(_build(cols, rows, keep, title, "\n".join(notes) or None, console.width))
