@@ -65,9 +65,11 @@ class Conversation:
         self.seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
         cfg = self.cfg
         out_bytes = ref.get("output_bytes")
-        # no output may hold much more than the reference's: other sizes (at most 1.25x per
-        # dimension) and a wider dtype stay within 4x of it; outputs read whole stay small
+        # no output at the task's size may hold much more than the reference's (a wider dtype
+        # stays within 4x of it): outputs read whole stay small. Calls at other sizes (the
+        # perturbed and odd ones, one each) may be larger: twice the reference's plus 64 MiB.
         self.max_bytes = 4 * int(out_bytes) + (1 << 20) if out_bytes else None
+        self.max_bytes_other = 2 * int(out_bytes) + (64 << 20) if out_bytes else None
         self.deadline = Deadline(cfg.compile_timeout_s + 2 * cfg.run_timeout_s + 30.0)
 
     # ------------------------------------------------------------------ checks
@@ -195,11 +197,13 @@ class Conversation:
             raise ProtocolError(f"unexpected output {str(key)[:40]!r}")
         w.freeze()
         try:
-            got = read_leaves(os.path.join(w.scratch, "out"), msg.get("leaves"), w.uid, self.seed, self.max_bytes)
+            other = key in ("pcand", "ocand")  # the perturbed and odd sizes' calls
+            got = read_leaves(os.path.join(w.scratch, "out"), msg.get("leaves"), w.uid, self.seed,
+                              self.max_bytes_other if other else self.max_bytes)
         finally:
             w.thaw()
         self.read_bytes += sum(x.numel() * x.element_size() for x in got if isinstance(x, torch.Tensor))
-        if self.max_bytes and self.read_bytes > _MAX_OUTPUTS * self.max_bytes:
+        if self.max_bytes and self.read_bytes > _MAX_OUTPUTS * self.max_bytes + 2 * self.max_bytes_other:
             raise ProtocolError("more output handed over than an evaluation has")
         self.cand[key] = got
         w.send({"cmd": "ack"})
