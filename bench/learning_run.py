@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
 import shutil
 import sys
@@ -623,7 +624,11 @@ def main() -> None:
             {"variants": phase_variants, "sft": phase_sft, "rl": phase_rl, "report": phase_report}[ph](args, d)
     except KeyboardInterrupt:  # what each step saved stays; the step under way is not recorded
         print(f"learning_run.py: interrupted during the {ph} phase", file=sys.stderr)
-        sys.exit(130)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        # the evaluator is closed (its with-block ran); evaluations still in flight on other
+        # threads are not waited for
+        os._exit(130)
 
 
 if __name__ == "__main__":

@@ -186,7 +186,7 @@ class RLConfig:
     lora_r: int = opt(0, "[O] LoRA rank (0 = full fine-tuning)")
     fsdp: bool = opt(False, "with several processes, shard parameters, gradients and optimizer state over them "
                      "(torch FSDP2, one unit per decoder layer) instead of replicating them (DDP); full "
-                     "fine-tuning only; ignored in one process")
+                     "fine-tuning only; ignored in one process", results=False)
     bf16: bool = opt(True, "bf16 weights and compute where supported")
     grad_checkpointing: bool = opt(True, "gradient checkpointing")
     micro_batch_tokens: int = opt(8192, "tokens per micro-batch")

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Optional
 
 from ...config import EvalConfig
@@ -184,8 +184,18 @@ class Evaluator:
             if progress is not None:
                 progress(i, results[i])
 
-        with ThreadPoolExecutor(max_workers=max(1, self.n_workers)) as ex:
-            list(ex.map(one, range(len(items))))
+        ex = ThreadPoolExecutor(max_workers=max(1, self.n_workers))
+        futures = [ex.submit(one, i) for i in range(len(items))]
+        pending = set(futures)
+        try:
+            while pending:  # a timed wait: a Ctrl-C the kernel delivered to another thread is taken here
+                _, pending = wait(pending, timeout=0.25)
+        except KeyboardInterrupt:
+            ex.shutdown(wait=False, cancel_futures=True)  # nothing new starts; the caller closes the evaluator
+            raise
+        ex.shutdown()
+        for f in futures:
+            f.result()
         return results  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ core
