@@ -131,5 +131,8 @@ def test_a_kernel_specialised_to_tile_multiples_passes_and_odd_sizes_are_a_note(
     re-check's (every power-of-two factor kept); the odd-size run goes to the feedback."""
     res = cpu_evaluator.evaluate(fixture_task("relu"), (FIXTURES / "legit" / "relu_tiles_of_4.py").read_text())
     assert res.correct, (res.error_kind, res.flags, res.error_msg)
-    assert any(w.startswith("odd_sizes") for w in res.warnings), res.warnings
-    assert "odd_sizes" in res.feedback  # the policy is told, as information
+    # at odd sizes the kernel reads past its tiles: what it finds there decides whether that
+    # run is wrong; when it is, it is a note the policy is told, never a rejection
+    odd = [w for w in res.warnings if w.startswith("odd_sizes")]
+    assert not odd or "odd_sizes" in res.feedback, (res.warnings, res.feedback)
+    assert "odd_sizes" not in res.flags
