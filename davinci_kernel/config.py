@@ -91,6 +91,10 @@ class EvalConfig:
     sandbox: str = opt("auto", "the OS sandbox of candidate workers: 'auto' = all this machine allows (each result's "
                        "`sandbox` says what ran); 'require' = refuse to start without all of it; 'off' = plain "
                        "processes (trusted code only)", choices=("auto", "require", "off"))
+    prefork: bool = opt(True, "start each sandboxed candidate worker by forking a parent that has torch, Triton "
+                        "and the worker's code imported (tens of milliseconds instead of seconds; where the "
+                        "harness runs as root with every namespace); false = a fresh interpreter each",
+                        results=False)
     code_policy: str = opt("allowlist", "the static code policy candidates are held to: 'allowlist' = the declared "
                            "subset of Python (docs/policy.md), a violation is policy_violation; 'off' = only the "
                            "specific static checks, which exists only to test the runtime defences in depth",

@@ -154,6 +154,7 @@ def _harness_main(spec_path: str) -> None:
 
     kw = dict(device=spec["device"], cache_dir=spec["cache_dir"])
     kw["code_policy"] = spec.get("code_policy", "off")  # these attacks test the runtime defences (in depth)
+    kw["prefork"] = spec.get("prefork", True)
     if spec["device"] == "cpu":
         kw.update(run_timeout_s=90, compile_timeout_s=90)
     else:

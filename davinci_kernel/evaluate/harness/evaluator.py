@@ -84,7 +84,7 @@ class Evaluator:
         self._gates = getattr(pool, "gates", None) or Gates()
         self.pool = pool or LocalPool(default_slots(self.device, workers, self.cfg.workers_per_gpu),
                                       root=self.tmp_root, spares=self.cfg.spare_workers, limits=limits,
-                                      sandboxed=sandboxed, gates=self._gates)
+                                      sandboxed=sandboxed, gates=self._gates, prefork=self.cfg.prefork)
         self.baselines = BaselineCache(self.cfg.cache_dir)
         self.refs = ReferenceCache(os.path.join(self.tmp_root, "refs"))
         self.trusted = TrustedSide(self.cfg, self.pool, self._gates, self.timing_settings, self.refs, self.baselines)

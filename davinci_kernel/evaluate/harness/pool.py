@@ -22,16 +22,16 @@ import tempfile
 import threading
 from typing import Optional
 
-from . import sandbox
+from . import forkserver, sandbox
 from .gate import Gates
 from .kernelcache import KernelCache
-from .procs import Limits, WorkerProcess
+from .procs import Limits, WorkerProcess, device_env
 
 
 class LocalPool:
     def __init__(self, slots: list[str], root: Optional[str] = None, log_dir: Optional[str] = None,
                  spares: int = 1, limits: Optional[Limits] = None, sandboxed: bool = True,
-                 gates: Optional[Gates] = None):
+                 gates: Optional[Gates] = None, prefork: bool = True):
         self.slots = list(slots)
         self.gates = gates or Gates()  # a process starting up is stopped while a timer runs
         if sandboxed:
@@ -47,6 +47,9 @@ class LocalPool:
             limits.cpu_cores = max(1.0, float((os.cpu_count() or 1) // max(1, len(self.slots))))
         self.limits = limits
         self.sandboxed = sandboxed
+        # candidate workers forked from a pre-imported parent, one per kind of device
+        self.prefork = prefork and sandboxed and forkserver.usable(sandbox.probe())
+        self._forkservers: dict[str, forkserver.ForkServer] = {}
         self.started = 0  # candidate workers started so far
         self._lock = threading.RLock()
         self._closed = False
@@ -68,9 +71,19 @@ class LocalPool:
         with self._lock:
             self.started += 1
         w = WorkerProcess("candidate", device, self.root, self.log_dir, sandboxed=self.sandboxed,
-                          limits=self.limits, seed=self.kernels.seed if device != "cpu" else None)
+                          limits=self.limits, seed=self.kernels.seed if device != "cpu" else None,
+                          forkserver=self._forkserver(device))
         self.gates(device).enroll(w)
         return w
+
+    def _forkserver(self, device: str) -> Optional[forkserver.ForkServer]:
+        if not self.prefork:
+            return None
+        kind = "cpu" if device == "cpu" else "gpu"
+        with self._lock:
+            if kind not in self._forkservers:
+                self._forkservers[kind] = forkserver.ForkServer(device_env(device), self.root)
+            return self._forkservers[kind]
 
     def _spawn_reference(self, device: str) -> WorkerProcess:
         ref = WorkerProcess("reference", device, self.root, self.log_dir, sandboxed=False)
@@ -151,6 +164,8 @@ class LocalPool:
         for w in pending:
             self.gates(w.device).leave(w)
             w.kill()
+        for fs in self._forkservers.values():
+            fs.close()
         for q in self._refs.values():
             while not q.empty():
                 ref = q.get_nowait()

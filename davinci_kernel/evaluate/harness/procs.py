@@ -31,6 +31,7 @@ from typing import Optional
 
 from ..shared.protocol import MAX_MESSAGE, MAX_REPORT, Channel, ProtocolError, WorkerDied, WorkerTimeout
 from . import sandbox, sandbox_cgroup
+from .forkserver import ForkServer, ForkServerError
 
 _SPAWNED = itertools.count()
 log = logging.getLogger("davinci_kernel.evaluate")
@@ -118,9 +119,12 @@ class WorkerProcess:
     """One worker process and its channel."""
 
     def __init__(self, kind: str, device: str, root: str, log_dir: Optional[str] = None, sandboxed: bool = True,
-                 limits: Optional[Limits] = None, seed: Optional[Callable[[str, Optional[int]], None]] = None):
+                 limits: Optional[Limits] = None, seed: Optional[Callable[[str, Optional[int]], None]] = None,
+                 forkserver: Optional[ForkServer] = None):
         """``seed(triton_cache, uid)`` fills the new scratch folder's Triton cache before start.
-        ``log_dir`` is not used (output goes to a bounded buffer, ``output``)."""
+        ``log_dir`` is not used (output goes to a bounded buffer, ``output``). ``forkserver``:
+        a sandboxed worker is forked from its pre-imported zygote (else, or if that fails,
+        exec'd through ``unshare``)."""
         self.kind, self.device = kind, device
         self.info: dict = {}
         self._freeze_lock = threading.Lock()
@@ -135,13 +139,14 @@ class WorkerProcess:
         self.output: Optional[OutputTail] = None
         self.proc = None
         self.ch = None
+        self.started_by = "exec"  # or "fork": from the zygote (forkserver.py)
         try:
-            self._start(kind, device, root, sandboxed, limits or Limits(), seed)
+            self._start(kind, device, root, sandboxed, limits or Limits(), seed, forkserver)
         except BaseException:
             self.kill()
             raise
 
-    def _start(self, kind, device, root, sandboxed, limits, seed) -> None:
+    def _start(self, kind, device, root, sandboxed, limits, seed, forkserver) -> None:
         caps = sandbox.probe() if sandboxed else sandbox.Caps()
         self.caps = caps
         self.lease = sandbox.UidLease.take() if sandboxed and caps.uid_switch else None
@@ -176,7 +181,21 @@ class WorkerProcess:
                 with open(f, "w") as fh:
                     fh.write("0")
 
-        fds = [theirs.fileno()] + ([self.lease.fd] if self.lease and self.lease.fd is not None else [])
+        lock_fd = self.lease.fd if self.lease and self.lease.fd is not None else None
+        if forkserver is not None and sandboxed:
+            try:
+                self.proc = forkserver.spawn(conf, sandbox.worker_env(device_env(device), inner), self.scratch,
+                                             procs_files, lock_fd)
+            except ForkServerError as e:
+                log.warning("starting the worker by exec: %s", e)
+            else:
+                theirs.close()
+                mine.close()
+                self.output = OutputTail(self.proc.stdout)
+                self.ch = Channel(self.proc.channel, MAX_REPORT)
+                self.started_by = "fork"
+                return
+        fds = [theirs.fileno()] + ([lock_fd] if lock_fd is not None else [])
         try:
             self.proc = subprocess.Popen(argv, pass_fds=fds, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, cwd=self.scratch, start_new_session=True,

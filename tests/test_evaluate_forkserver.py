@@ -1,0 +1,136 @@
+"""Candidate workers forked from the pre-imported zygote (``candidate/zygote.py``,
+``harness/forkserver.py``): the same world as an exec'd worker, teardown that leaves nothing,
+and the exec'd path when the zygote is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from davinci_kernel.evaluate.harness import forkserver, sandbox
+
+from sandbox_helpers import TASKS, _static_off  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not forkserver.usable(sandbox.probe()),
+                                reason="needs root and every namespace (the zygote makes them itself)")
+
+# Not a kernel: it reports what its process sees, through the error the harness hands back.
+PROBE = '''
+import json, os, socket
+
+
+def _facts():
+    st = dict(ln.split(":\\t", 1) for ln in open("/proc/self/status").read().splitlines() if ":\\t" in ln)
+    kinds = []
+    for f in sorted(os.listdir("/proc/self/fd"), key=int):
+        try:
+            kinds.append(os.readlink(f"/proc/self/fd/{f}").split(":")[0])
+        except OSError:
+            pass
+    return {"pid": os.getpid(), "root": os.getuid() == 0, "host": socket.gethostname(), "cwd": os.getcwd(),
+            "procs": len([p for p in os.listdir("/proc") if p.isdigit()]),
+            "uid_map": open("/proc/self/uid_map").read().split()[1:], "fds": sorted(kinds),
+            "caps": st["CapEff"].strip(), "nnp": st["NoNewPrivs"].strip(), "ignored": st["SigIgn"].strip(),
+            "blocked": st["SigBlk"].strip(), "env": sorted(os.environ), "umask": os.umask(0o077),
+            "limits": [__import__("resource").getrlimit(r) for r in (4, 7, 1)]}
+
+
+raise RuntimeError("FACTS" + json.dumps(_facts()))
+'''
+
+
+def _facts(prefork: bool, tmp_path) -> dict:
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.tasks import load_task_file
+
+    cfg = EvalConfig(device="cpu", code_policy="off", prefork=prefork, cache_dir=str(tmp_path / "cache"))
+    with Evaluator(cfg, workers=1) as ev:
+        r = ev.evaluate(load_task_file(TASKS / "relu.py"), PROBE)
+    msg = r.error_msg or ""
+    assert "FACTS" in msg, msg
+    return json.loads(msg[msg.rindex("FACTS") + 5:].splitlines()[0])
+
+
+def test_forked_worker_sees_what_an_execd_one_sees(tmp_path, monkeypatch):
+    """Everything a candidate can observe of its process (pid 1 of its own PID namespace,
+    no root, no capabilities, no-new-privileges, only its channel and output as open files,
+    the clean environment, signal dispositions, limits) is the same whether the worker was
+    forked from the zygote or exec'd through unshare; only the leased uid differs."""
+    from davinci_kernel.evaluate.harness import static
+
+    monkeypatch.setattr(static, "check", static.check)  # restored after the test
+    _static_off()
+    forked, execd = _facts(True, tmp_path), _facts(False, tmp_path)
+    assert forked["uid_map"][1] == "1" and forked["uid_map"] != ["0", "1"]
+    forked.pop("uid_map"), execd.pop("uid_map")
+    assert forked == execd
+    assert forked["pid"] == 1 and forked["procs"] == 1 and not forked["root"]
+    assert forked["caps"] == "0000000000000000" and forked["nnp"] == "1"
+    assert forked["fds"] == ["/dev/null", "pipe", "pipe", "socket"]
+
+
+def _launcher_state(pid: int):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_pool_forks_workers_and_falls_back_to_exec(tmp_path):
+    """A pool's workers come from its zygote; killed, the launcher reports SIGKILL and is
+    reaped (no zombie stays); with the zygote gone, the next worker is exec'd; closing the
+    pool ends the zygote."""
+    from davinci_kernel.evaluate.harness.pool import LocalPool
+
+    pool = LocalPool(["cpu"], spares=0)
+    try:
+        slot, w = pool.acquire(timeout=120)
+        assert w.started_by == "fork" and w.info.get("pid") == 1
+        launcher = w.proc.pid
+        pool.release(slot, w)
+        assert w.proc.returncode == -9
+        deadline = time.monotonic() + 10
+        while _launcher_state(launcher) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _launcher_state(launcher) is None, "the zygote did not reap the launcher"
+        zygote = pool._forkservers["cpu"]._proc
+        zygote.kill()
+        zygote.wait()
+        for _ in range(2):  # the first was started ahead, before the zygote died
+            slot, w = pool.acquire(timeout=120)
+            assert w.info.get("event") == "ready"
+            pool.release(slot, w)
+        assert w.started_by == "exec"
+    finally:
+        pool.close()
+    assert all(fs._proc is None for fs in pool._forkservers.values())
+
+
+def test_zygote_refuses_bad_requests(tmp_path):
+    """A request without its descriptors is answered with an error, and the zygote goes on."""
+    from davinci_kernel.evaluate.harness.procs import device_env
+
+    fs = forkserver.ForkServer(device_env("cpu"), str(tmp_path))
+    try:
+        with fs._lock:
+            fs._start()
+            fs._sock.send(json.dumps({"cmd": "fork", "fds": ["channel"]}).encode())
+            reply = json.loads(fs._sock.recv(1 << 16))
+        assert "error" in reply
+        from davinci_kernel.evaluate.harness.procs import WorkerProcess
+
+        root = str(tmp_path / "w")
+        os.makedirs(root, mode=0o711)
+        w = WorkerProcess("candidate", "cpu", root, forkserver=fs)
+        try:
+            w.wait_ready(timeout=120)
+            assert w.started_by == "fork"
+        finally:
+            w.kill()
+    finally:
+        fs.close()
