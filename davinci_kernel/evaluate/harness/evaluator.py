@@ -257,6 +257,10 @@ class Evaluator:
         the judging. True when other evaluations could hold memory of the device meanwhile."""
         cfg = self.cfg
         clock = _Clock(res.phase_seconds)
+        slots = getattr(self.pool, "slots", None) or []
+        if slots and len({s.split(":")[0] for s in slots}) == 1:  # asked before a worker waits on it
+            self.trusted.sizes(variant, slots[0])
+            clock.mark("sizes")
         try:
             slot, w = self.pool.acquire()
         except Exception as e:  # noqa: BLE001
