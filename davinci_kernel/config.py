@@ -553,6 +553,15 @@ def load_config(path: Optional[str | Path] = None, overrides: Optional[list[str]
     return validate(cfg)
 
 
+def rollout_sections(eval_cfg: "EvalConfig", rollout: "RolloutConfig", reward: "RewardConfig",
+                     skills: "SkillsConfig", select: str, seed_library: bool) -> dict:
+    """The config sections a rollout command (``dvk optimize``, ``dvk run``) reads, as its
+    run.json records them: a rerun into the same folder is checked against them."""
+    return {"eval": dataclasses.asdict(eval_cfg), "rollout": dataclasses.asdict(rollout),
+            "reward": dataclasses.asdict(reward),
+            "skills": {**dataclasses.asdict(skills), "select_mode": select, "seed_library": seed_library}}
+
+
 def to_dict(cfg: Any) -> dict:
     return dataclasses.asdict(cfg)
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
+from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig, rollout_sections
 from ..files import replace_jsonl_row
 from ..records import EvalResult, Stage, Task, TaskGroup
 from ..rundir import BEST_CODE, BEST_RESULT, GROUPS_FILE, RESULTS_FILE, SKILLS_FILE, RunDir
@@ -48,10 +48,8 @@ class OptimizeSettings:
 
     def config(self, select: str) -> dict:
         """The config sections this command reads, as run.json records them (a rerun is checked against it)."""
-        return {"eval": dataclasses.asdict(self.eval_cfg or EvalConfig(device=self.device)),
-                "rollout": dataclasses.asdict(self.rollout), "reward": dataclasses.asdict(self.reward),
-                "skills": {**dataclasses.asdict(self.skills_cfg), "select_mode": select,
-                           "seed_library": self.seed_library}}
+        return rollout_sections(self.eval_cfg or EvalConfig(device=self.device), self.rollout, self.reward,
+                                self.skills_cfg, select, self.seed_library)
 
 
 def _rank(res: Optional[EvalResult]) -> tuple:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig
+from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig, rollout_sections
 from ..files import jsonl_text, write_atomic
 from ..records import Task
 from ..report.fastp import fastp_table
@@ -56,10 +56,8 @@ class RunSettings:
 
     def config(self, select: str) -> dict:
         """The config sections this command reads, as run.json records them (a rerun is checked against it)."""
-        return {"eval": dataclasses.asdict(self.eval_cfg or EvalConfig(device=self.device)),
-                "rollout": dataclasses.asdict(self.rollout), "reward": dataclasses.asdict(self.reward),
-                "skills": {**dataclasses.asdict(self.skills_cfg), "select_mode": select,
-                           "seed_library": self.seed_library}}
+        return rollout_sections(self.eval_cfg or EvalConfig(device=self.device), self.rollout, self.reward,
+                                self.skills_cfg, select, self.seed_library)
 
     @property
     def uses_library(self) -> bool:
