@@ -7,8 +7,9 @@
 (b) throughput: candidates per minute over the built-in reference solutions, ours (warm
     worker pool, cached references) vs a naive evaluation that starts one fresh Python
     process per candidate (import, correctness over 5 trials, timing), in the same run.
-    ``--per-task N`` gives each task N candidates in a row (an RL step's group shape)
-    instead of one per task.
+    ``--per-task N`` gives each task N candidates in a row instead of one per task;
+    ``--rl-shape`` an RL step's shape: 8 tasks x 8 candidates of one group, half of them
+    duplicates and wrong ones.
 (c) agreement: our clean eager time per task vs ``triton.testing.do_bench`` (median) on
     the same module and inputs.
 
@@ -17,7 +18,7 @@
     lead, a longer budget), with per-placement speedups and SM clocks.
 
 Usage: python bench/harness.py [--parts throughput,repeat,agree,variants] [--reps 10] [--cands 10]
-                               [--naive 20] [--throughput 50] [--per-task 1] [--workers-per-gpu 1,2]
+                               [--naive 20] [--throughput 50] [--per-task 1] [--rl-shape] [--workers-per-gpu 1,2]
                                [--variants default,no_lead,fill_flush] [--eval FIELD=VALUE] [--out FILE]
 Writes bench/results/harness.json (or --out; also $OUT/<name> when OUT is set). The parts
 are independent, so two GPUs can run them side by side (CUDA_VISIBLE_DEVICES) and the
@@ -107,6 +108,22 @@ def kernelbench_style(task, cand_src, device="cuda"):
         return t(ref) / t(new)
 
 
+def rl_shape_items(pairs, tasks: int = 8, group: int = 8) -> list:
+    """An RL step's candidates, group after group: per task, 4 correct sources that differ in
+    text (as samples of one kernel do), 2 exact duplicates of the first, and 2 wrong ones (the
+    same kernel with its output scaled), interleaved as sampling returns them."""
+    step = max(1, len(pairs) // tasks)
+    items = []
+    for task, src in pairs[::step][:tasks]:
+        distinct = [f"# sample {j}\n{src}" for j in range(4)]
+        wrong = [distinct[0].replace("class ModelNew(", "class _Sampled(", 1)
+                 + f"\n\n# wrong {j}\nclass ModelNew(_Sampled):\n    def forward(self, *args):\n"
+                   "        return super().forward(*args) * 1.5\n" for j in range(2)]
+        order = [distinct[0], wrong[0], distinct[1], distinct[0], distinct[2], wrong[1], distinct[3], distinct[0]]
+        items += [(task, text) for text in order[:group]]
+    return items
+
+
 def p95_dev(xs):
     med = statistics.median(xs)
     devs = sorted(abs(x / med - 1) for x in xs)
@@ -152,17 +169,18 @@ def part_throughput(ev, tp_items, out: dict) -> None:
 def part_naive(tp_items, n_naive: int, out: dict) -> None:
     if n_naive <= 0:
         return
-    from davinci_kernel.tasks import REFERENCE_DIR, candidate_path
-
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / "naive.py"
         script.write_text(NAIVE)
         # its own Triton cache, cold like ours was: kernels built once, then reused across its processes
         env = dict(os.environ, TRITON_CACHE_DIR=str(Path(d) / "triton-cache"))
+        files = []
+        for i, (_, src) in enumerate(tp_items[:n_naive]):  # the very candidates ours judged
+            files.append(Path(d) / f"cand_{i}.py")
+            files[-1].write_text(src)
         t0 = time.time()
-        for t, _ in tp_items[:n_naive]:
-            subprocess.run([sys.executable, str(script), t.path, str(candidate_path(REFERENCE_DIR, t))],
-                           capture_output=True, timeout=300, env=env)
+        for (t, _), cand in zip(tp_items[:n_naive], files):
+            subprocess.run([sys.executable, str(script), t.path, str(cand)], capture_output=True, timeout=300, env=env)
         naive_s = time.time() - t0
     n = min(n_naive, len(tp_items))
     tp = out.setdefault("throughput", {})
@@ -285,6 +303,9 @@ def main():
     ap.add_argument("--workers-per-gpu", default="1",
                     help="throughput part: ours with each of these worker counts per GPU, cold each time (e.g. 1,2)")
     ap.add_argument("--throughput", type=int, default=50)
+    ap.add_argument("--rl-shape", action="store_true",
+                    help="throughput on an RL step's shape instead: 8 tasks x 8 candidates of one group "
+                         "(4 distinct correct texts, 2 duplicates, 2 wrong); overrides --throughput/--per-task")
     ap.add_argument("--per-task", type=int, default=1,
                     help="throughput: candidates per task in a row (1: one per task, cycling over all tasks; "
                          "e.g. 5: five per task over 10 tasks, the shape of an RL step's groups)")
@@ -344,7 +365,10 @@ def main():
     out["eval_fields"] = fields
     cfg = cold_config(workers_per_gpu=per_gpu[0], **fields)
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvk-bench-triton-")  # our workers start cold too
-    tp_items = [pairs[(i // args.per_task) % len(pairs)] for i in range(args.throughput)]
+    if args.rl_shape:
+        tp_items = rl_shape_items(pairs)
+    else:
+        tp_items = [pairs[(i // args.per_task) % len(pairs)] for i in range(args.throughput)]
     def save():
         write(out, Path(args.out))
 
@@ -353,7 +377,8 @@ def main():
           else contextlib.nullcontext()) as ev:
         if "throughput" in parts:
             part_throughput(ev, tp_items, out)
-            out["throughput"].update(workers_per_gpu=per_gpu[0], per_task=args.per_task)
+            out["throughput"].update(workers_per_gpu=per_gpu[0], per_task=args.per_task,
+                                     shape="rl_step" if args.rl_shape else "mix")
             save()
         if "repeat" in parts:
             part_repeat(ev, pairs[: args.cands], args.reps, out, save)
