@@ -142,3 +142,45 @@ def test_worker_env_limits_cpu_threads(device):
 
     env = device_env(device)
     assert int(env["OMP_NUM_THREADS"]) == (1 if device == "cpu" else CPU_THREADS)
+
+
+def test_an_evaluator_that_fails_to_start_leaves_nothing(monkeypatch):
+    """A start that fails after the evaluator made its folder (here a Ctrl-C while its first
+    candidate worker starts) stops what it started and removes the folder."""
+    import glob
+
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.evaluate.harness import evaluator as evaluator_mod
+
+    def interrupted(self, device):
+        raise KeyboardInterrupt
+
+    before = set(glob.glob(os.path.join(evaluator_mod.shm_root(), "dvk-eval-*")))
+    monkeypatch.setattr(LocalPool, "_spawn", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Evaluator(EvalConfig(device="cpu"), workers=1)
+    assert set(glob.glob(os.path.join(evaluator_mod.shm_root(), "dvk-eval-*"))) <= before
+    kids = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/children") as fh:
+            kids += [int(p) for p in fh.read().split()]
+    alive = [p for p in kids if os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not alive, f"processes left running: {alive}"
+
+
+def test_sweep_takes_unmarked_harness_folders_only_when_old(tmp_path):
+    """A harness folder that never got its owner mark (its harness died as it made it) is
+    swept once it is older than UNMARKED_AGE_S; a fresh one, and folders of other names, stay."""
+    import time
+
+    old = time.time() - sandbox.UNMARKED_AGE_S - 60
+    made = {}
+    for name in ("dvk-eval-old", "dvk-eval-new", "dvk-bench-triton-old"):
+        made[name] = tmp_path / name
+        made[name].mkdir()
+        if name.endswith("old"):
+            os.utime(made[name], (old, old))
+    removed = sandbox.sweep_stale(places=(str(tmp_path),))
+    assert removed == [str(made["dvk-eval-old"])]
+    assert made["dvk-eval-new"].exists() and made["dvk-bench-triton-old"].exists()

@@ -75,15 +75,26 @@ class Evaluator:
                 from ...errors import UsageError
 
                 raise UsageError(f"eval.sandbox=require, but this machine lacks: {', '.join(caps.missing)}")
+        slots = default_slots(self.device, workers, self.cfg.workers_per_gpu) if pool is None else None
         self.tmp_root = tempfile.mkdtemp(prefix="dvk-eval-", dir=shm_root())
+        sandbox.mark_owner(self.tmp_root)  # a harness killed from here on leaves it to the next sweep
+        self.pool = pool
+        try:
+            self._setup(pool, slots, sandboxed)
+        except BaseException:  # nothing of a half-made evaluator stays behind
+            if pool is None and self.pool is not None:
+                self.pool.close()
+            sandbox.remove_tree(self.tmp_root)
+            raise
+
+    def _setup(self, pool: Optional[LocalPool], slots: Optional[list[str]], sandboxed: bool) -> None:
         os.chmod(self.tmp_root, 0o711)  # workers reach their own scratch folder inside, nothing else
         self.timing_settings = TimingSettings.from_config(self.cfg)
         limits = Limits(memory_bytes=sandbox.memory_limit_bytes(self.cfg.worker_memory_gb),
                         cpu_seconds=int(4 * (self.cfg.compile_timeout_s + self.cfg.run_timeout_s)) + 60)
         # several workers per GPU: they check side by side, but time alone
         self._gates = getattr(pool, "gates", None) or Gates()
-        self.pool = pool or LocalPool(default_slots(self.device, workers, self.cfg.workers_per_gpu),
-                                      root=self.tmp_root, spares=self.cfg.spare_workers, limits=limits,
+        self.pool = pool or LocalPool(slots, root=self.tmp_root, spares=self.cfg.spare_workers, limits=limits,
                                       sandboxed=sandboxed, gates=self._gates, prefork=self.cfg.prefork)
         self.baselines = BaselineCache(self.cfg.cache_dir)
         self.refs = ReferenceCache(os.path.join(self.tmp_root, "refs"))

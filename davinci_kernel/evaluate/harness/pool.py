@@ -61,11 +61,15 @@ class LocalPool:
         self._ready: dict[str, collections.deque] = {dev: collections.deque() for dev in per_device}
         # reference processes: as many per device as slots, each serving one request at a time
         self._refs: dict[str, queue.Queue[WorkerProcess]] = {dev: queue.Queue() for dev in per_device}
-        for dev, n in per_device.items():
-            for _ in range(n):
-                self._refs[dev].put(self._spawn_reference(dev))
-            for _ in range(self._ahead[dev]):
-                self._ready[dev].append(self._spawn(dev))
+        try:
+            for dev, n in per_device.items():
+                for _ in range(n):
+                    self._refs[dev].put(self._spawn_reference(dev))
+                for _ in range(self._ahead[dev]):
+                    self._ready[dev].append(self._spawn(dev))
+        except BaseException:  # what was started is stopped again
+            self.close()
+            raise
 
     def _spawn(self, device: str) -> WorkerProcess:
         with self._lock:

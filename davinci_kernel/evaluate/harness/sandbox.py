@@ -42,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -321,10 +322,21 @@ def _start_time(pid: int) -> str:
         return ""
 
 
+UNMARKED_AGE_S = 600  # a harness folder with no owner this old was left by a harness killed as it made it
+MARKED_PREFIXES = ("dvk-eval-", "dvk-pool-", "dvk-probe-")  # the folders a harness marks with its owner
+
+
 def _owner_alive(folder: str) -> bool:
     try:
         with open(os.path.join(folder, OWNER)) as fh:
             pid, _, start = fh.read().strip().partition(" ")
+    except FileNotFoundError:  # made but never marked (its harness died at once), or just made
+        if not os.path.basename(folder).startswith(MARKED_PREFIXES):
+            return True  # not a folder a harness marks: not ours to judge
+        try:
+            return time.time() - os.stat(folder).st_mtime < UNMARKED_AGE_S
+        except OSError:
+            return True
     except OSError:
         return True  # not ours to judge
     return pid.isdigit() and _start_time(int(pid)) == start and start != ""
