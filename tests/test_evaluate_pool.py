@@ -147,8 +147,6 @@ def test_worker_env_limits_cpu_threads(device):
 def test_an_evaluator_that_fails_to_start_leaves_nothing(monkeypatch):
     """A start that fails after the evaluator made its folder (here a Ctrl-C while its first
     candidate worker starts) stops what it started and removes the folder."""
-    import glob
-
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
     from davinci_kernel.evaluate.harness import evaluator as evaluator_mod
@@ -156,17 +154,36 @@ def test_an_evaluator_that_fails_to_start_leaves_nothing(monkeypatch):
     def interrupted(self, device):
         raise KeyboardInterrupt
 
-    before = set(glob.glob(os.path.join(evaluator_mod.shm_root(), "dvk-eval-*")))
+    def running_children() -> set[int]:
+        kids = set()
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                kids |= {int(p) for p in fh.read().split()}
+        return {p for p in kids if _state(p) not in (None, "Z", "X")}
+
+    made = []
+    mkdtemp = evaluator_mod.tempfile.mkdtemp
+
+    def recorded(*a, **kw):
+        made.append(mkdtemp(*a, **kw))
+        return made[-1]
+
+    kids_before = running_children()  # other tests' evaluators may run beside this one
     monkeypatch.setattr(LocalPool, "_spawn", interrupted)
+    monkeypatch.setattr(evaluator_mod.tempfile, "mkdtemp", recorded)
     with pytest.raises(KeyboardInterrupt):
         Evaluator(EvalConfig(device="cpu"), workers=1)
-    assert set(glob.glob(os.path.join(evaluator_mod.shm_root(), "dvk-eval-*"))) <= before
-    kids = []
-    for tid in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{tid}/children") as fh:
-            kids += [int(p) for p in fh.read().split()]
-    alive = [p for p in kids if os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
-    assert not alive, f"processes left running: {alive}"
+    assert made and not any(os.path.exists(d) for d in made), made
+    left = running_children() - kids_before
+    assert not left, f"processes left running: {left}"
+
+
+def _state(pid: int):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
 
 
 def test_sweep_takes_unmarked_harness_folders_only_when_old(tmp_path):
@@ -184,3 +201,25 @@ def test_sweep_takes_unmarked_harness_folders_only_when_old(tmp_path):
     removed = sandbox.sweep_stale(places=(str(tmp_path),))
     assert removed == [str(made["dvk-eval-old"])]
     assert made["dvk-eval-new"].exists() and made["dvk-bench-triton-old"].exists()
+
+
+def test_remove_tree_never_touches_the_folder_that_holds_it(tmp_path):
+    """A tree that cannot be removed (a mount inside it is busy) leaves the permissions of the
+    folder holding it as they were: /tmp and /dev/shm stay open to every user."""
+    import subprocess
+
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    os.chmod(holder, 0o1777)
+    tree = holder / "dvk-eval-x"
+    (tree / "w").mkdir(parents=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(tree / "w")],
+                      capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        sandbox.remove_tree(str(tree))
+        assert oct(os.stat(holder).st_mode & 0o7777) == oct(0o1777)
+    finally:
+        subprocess.run(["umount", "-l", str(tree / "w")], capture_output=True)
+        sandbox.remove_tree(str(tree))
+    assert not tree.exists()

@@ -291,10 +291,14 @@ def remove_tree(path: str) -> None:
     if not os.path.lexists(path):
         return
 
-    def again(func, p, _exc):
+    top = os.path.abspath(path)
+
+    def again(func, p, _exc):  # permissions inside the tree only: never the folder that holds it
         with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700) if os.path.isdir(p) and not os.path.islink(p) else None
+            parent = os.path.dirname(os.path.abspath(p))
+            if parent.startswith(top.rstrip("/") + "/") or parent == top:
+                os.chmod(parent, 0o700)
+            os.chmod(p, 0o700) if os.path.isdir(p) and not os.path.islink(p) and p != top else None
             func(p)
 
     try:
