@@ -145,10 +145,24 @@ class RolloutConfig:
     summary_min_gain: float = opt(1.2, "[R] trigger: best-turn speedup / turn-1 speedup at least this")
     temperature: float = opt(1.0, "[O] sampling temperature")
     top_p: float = opt(1.0, "[O] nucleus sampling")
-    max_new_tokens: int = opt(4096, "[O] generation limit per call")
+    max_new_tokens: int = opt(4096, "[O] generation limit per call; the limit of every role whose own limit "
+                              "(max_new_tokens_selection, _summary, _policy) is 0")
+    max_new_tokens_selection: int = opt(0, "[R] generation limit of a selection call (1024 in the release); "
+                                        "0 = rollout.max_new_tokens")
+    max_new_tokens_summary: int = opt(0, "[R] generation limit of a summary call (1024 in the release); "
+                                      "0 = rollout.max_new_tokens")
+    max_new_tokens_policy: int = opt(0, "[R] generation limit of a policy turn, and of the greedy re-generation "
+                                     "that verifies a skill (2048 in the release); 0 = rollout.max_new_tokens")
     gen_batch: int = opt(64, "most sequences the trainer's in-process sampler (rl/local_gen.py) runs at once; "
                              "concurrent task groups are merged up to it", results=False)
     language: str = opt("triton", "[O] kernel language the policy is asked for", choices=("triton", "cuda"))
+
+    def max_new_tokens_for(self, role: str) -> int:
+        """The generation limit of one call by ``role`` ("select", "summary", "policy"; a
+        verification re-generation is a policy turn): the role's own limit, else max_new_tokens."""
+        own = {"select": self.max_new_tokens_selection, "summary": self.max_new_tokens_summary,
+               "policy": self.max_new_tokens_policy}[role]
+        return own or self.max_new_tokens
 
 
 # --------------------------------------------------------------------------- rewards
@@ -177,13 +191,25 @@ class RLConfig:
     gamma: float = opt(1.0, "[R] discount over turns")
     group_by: str = opt("task", "[P] TRLOO group: all rollouts of the task [P], or of one scheme (an "
                         "option of the release [R])", choices=("task", "scheme"))
-    normalize_adv: bool = opt(False, "[R] divide advantages by mean |A| within the task (an option, off)")
+    normalize_adv: bool = opt(False, "[R] divide each role's advantages by their mean |A| within the task group "
+                              "(the policy's over its turns, the selection agent's over its schemes, the summary "
+                              "agent's over its summaries), before rl.selector_scale / rl.summarizer_scale; an "
+                              "option of the release, off by default")
     selector_scale: float = opt(0.3, "[R] selector advantage scale")
     summarizer_scale: float = opt(0.5, "[R] summarizer advantage scale")
     joint_training: bool = opt(True, "[P] train all three agents on the shared backbone; false = the "
                                "paper's 'no joint training' ablation: only the policy's loss updates the "
                                "backbone, the selection and summary agents still sample from it (their turns "
                                "keep their rewards, get no gradient)")
+    dynamic_sampling: bool = opt(False, "[R] dynamic sampling (as in DAPO): a task group in which no turn of any "
+                                 "role has a non-zero advantage (its rewards are equal within every group its "
+                                 "advantages are taken over, so it would give no gradient) is dropped, and further "
+                                 "tasks are sampled in its place until the step holds rl.batch_tasks groups that "
+                                 "do, or rl.dynamic_max_factor is reached; off = every group is kept; counts in the "
+                                 "dynamic/* metrics")
+    dynamic_max_factor: float = opt(3.0, "[O] dynamic sampling's bound: a step samples at most this many times "
+                                    "rl.batch_tasks task groups (each process: its share); a step that reaches it "
+                                    "trains on the groups with a signal it has (dynamic/short counts the gap)")
     prs: bool = opt(True, "[P] profiling-based rejection sampling (PRS; its thresholds [R])")
     mismatch: str = opt("reject", "[R] rollout/trainer log-prob mismatch handling",
                         choices=("reject", "tis", "off"))
@@ -380,6 +406,8 @@ def validate(cfg: Config) -> Config:
         ("rollout.n_rollouts", cfg.rollout.n_rollouts >= 1, "at least 1"),
         ("rollout.s_summaries", cfg.rollout.s_summaries >= 1, "at least 1"),
         ("rollout.max_new_tokens", cfg.rollout.max_new_tokens >= 1, "at least 1"),
+        *((f"rollout.max_new_tokens_{role}", getattr(cfg.rollout, f"max_new_tokens_{role}") >= 0,
+           "0 (use rollout.max_new_tokens) or more") for role in ("selection", "summary", "policy")),
         ("rollout.temperature", cfg.rollout.temperature >= 0, "0 or more"),
         ("rollout.top_p", 0 < cfg.rollout.top_p <= 1, "in (0, 1]"),
         ("skills.max_selected", 0 <= cfg.skills.max_selected <= 20, "between 0 and 20"),
@@ -387,6 +415,7 @@ def validate(cfg: Config) -> Config:
         ("rl.batch_tasks", cfg.rl.batch_tasks >= 1, "at least 1"),
         ("rollout.gen_batch", cfg.rollout.gen_batch >= 1, "at least 1"),
         ("rl.gamma", 0 <= cfg.rl.gamma <= 1, "between 0 and 1"),
+        ("rl.dynamic_max_factor", cfg.rl.dynamic_max_factor >= 1, "at least 1 (1: no task sampled beyond the batch)"),
         ("sft.epochs", cfg.sft.epochs >= 1, "at least 1"),
         ("sft.max_seconds", cfg.sft.max_seconds >= 0, "0 (no limit) or more"),
         ("rl.steps", cfg.rl.steps >= 1, "at least 1"),

@@ -1,5 +1,7 @@
 """Hand-computed cases for the advantage math and its assembly over a TaskGroup."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -121,3 +123,67 @@ def test_normalized_group_has_unit_mean_abs():
     fill_advantages(g, normalize=True)
     advs = [t.advantage for e in g.episodes for t in e.turns]
     assert sum(abs(a) for a in advs) / len(advs) == pytest.approx(1.0)
+
+
+def test_normalize_reaches_the_selection_and_summary_turns():
+    g = fill_rewards(_group(), RewardConfig())
+    g.summaries = [_turn("summary", 1.8, turn=0), _turn("summary", 0.0, turn=1), _turn("summary", 0.0, turn=2)]
+    fill_advantages(g, normalize=True, selector_scale=0.3, summarizer_scale=0.5)
+    # selection: LOO ±1.5, mean |A| 1.5 → ±1, then × 0.3
+    assert [t.advantage for t in g.selections] == pytest.approx([0.3, -0.3])
+    # summaries: LOO 1.8, −0.9, −0.9, mean |A| 1.2 → 1.5, −0.75, −0.75, then × 0.5
+    assert [t.advantage for t in g.summaries] == pytest.approx([0.75, -0.375, -0.375])
+    # equal rewards stay at zero rather than dividing by zero
+    g.summaries = [_turn("summary", 1.0, turn=0), _turn("summary", 1.0, turn=1)]
+    fill_advantages(g, normalize=True)
+    assert [t.advantage for t in g.summaries] == [0.0, 0.0]
+
+
+def _role_mean_abs(g):
+    turns = {"policy": [t for e in g.episodes for t in e.turns], "select": g.selections, "summary": g.summaries}
+    return {r: sum(abs(t.advantage) for t in ts) / len(ts) for r, ts in turns.items()}
+
+
+def test_normalize_adv_from_a_recipe_reaches_every_role(tmp_path):
+    """rl.normalize_adv set in a recipe file reaches the trainer's preparation of a group; the
+    shipped recipes and the defaults keep it off."""
+    import random
+
+    from davinci_kernel.config import load_config
+    from davinci_kernel.rl.trainer import prepare_group
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    assert load_config(None, []).rl.normalize_adv is False
+    assert all(load_config(root / f).rl.normalize_adv is False for f in ("qwen3-8b.yaml", "qwen3-14b.yaml"))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text((root / "qwen3-8b.yaml").read_text().replace("normalize_adv: false", "normalize_adv: true"))
+    cfg = load_config(recipe, ["rl.prs=false"])
+    assert cfg.rl.normalize_adv is True
+
+    def prepared(c):
+        g = _group()
+        g.summaries = [_turn("summary", 1.8, turn=0), _turn("summary", 0.0, turn=1), _turn("summary", 0.3, turn=2)]
+        prepare_group(g, c, random.Random(0))
+        return g
+
+    on = _role_mean_abs(prepared(cfg))
+    assert on == pytest.approx({"policy": 1.0, "select": 0.3, "summary": 0.5})
+    off = _role_mean_abs(prepared(load_config(root / "qwen3-8b.yaml", ["rl.prs=false"])))
+    assert off["select"] == pytest.approx(0.3 * 1.5) and off["policy"] != pytest.approx(1.0)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_normalize_adv_in_a_trainer_step(tmp_path):
+    """A tiny model on the synthetic environment, whose completions all have the role's length:
+    with normalize_adv every trained selection token has |A| = 0.3, every summary token 0.5, and
+    the policy tokens 1 on average."""
+    from davinci_kernel.config import load_config
+    from davinci_kernel.rl.synthetic import SyntheticEnv
+    from davinci_kernel.rl.trainer import RLTrainer
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu.yaml",
+                      ["rl.steps=1", "rl.eval_every=0", "rl.save_every=1000", "rl.normalize_adv=true",
+                       "rl.mismatch='off'"])
+    m = RLTrainer(cfg, out=tmp_path, env=SyntheticEnv(cfg, policy_gain=6.0)).step(1)
+    assert m["adv_abs/select"] == pytest.approx(0.3) and m["adv_abs/summary"] == pytest.approx(0.5)
+    assert m["adv_abs/policy"] == pytest.approx(1.0)  # no policy turn here has A = 0 or is dropped by PRS

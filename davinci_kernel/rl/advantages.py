@@ -9,10 +9,12 @@ Math (pure tensor functions, shapes in the comments):
 - ``leave_one_out(rewards)``: r_i − mean_{j≠i} r_j; N = 1 gives r.
 
 Group assembly (``fill_advantages``): the policy group is every rollout of the task
-(``group_by="task"``) or of one scheme (``"scheme"``); optional division by mean |A| over
-the task's policy turns; selection turns: LOO of their rewards across the schemes that
-have a selection turn, times 0.3; summary turns: LOO of their rewards across the
-summaries, times 0.5.
+(``group_by="task"``) or of one scheme (``"scheme"``); selection turns: LOO of their
+rewards across the schemes that have a selection turn, times 0.3; summary turns: LOO of
+their rewards across the summaries, times 0.5. With ``normalize`` (``rl.normalize_adv``)
+each role's advantages are divided by their mean |A| within the task group, before the
+role's scale: the policy's over its turns, the selection's over its turns, the summary's
+over its turns (so each role's mean |A| is 1, then 0.3 and 0.5).
 
 Does not cover: the rewards themselves (``rollout/rewards.py``, which the environment
 applies; every turn's reward must be set before ``fill_advantages``), rejection
@@ -107,27 +109,32 @@ def policy_advantages(episodes: Sequence[Episode], gamma: float = 1.0, group_by:
     return out
 
 
-def _leave_one_out_turns(turns: Sequence[Turn], scale: float) -> None:
-    """``Turn.advantage`` = scale × leave-one-out of the turns' rewards, which must be set."""
+def _leave_one_out_turns(turns: Sequence[Turn], scale: float, normalize: bool = False) -> None:
+    """``Turn.advantage`` = scale × leave-one-out of the turns' rewards, which must be set;
+    with ``normalize``, the leave-one-out values are first divided by their mean |A|."""
     missing = sum(1 for t in turns if t.reward is None)
     if missing:
         raise ValueError(f"{missing} {turns[0].role} turn(s) without a reward: the environment sets them "
                          "(davinci_kernel.rollout.rewards) before advantages")
     rs = torch.tensor([float(t.reward) for t in turns], dtype=torch.float64)  # (N,)
-    for t, a in zip(turns, (leave_one_out(rs) * scale).tolist()):
+    adv = leave_one_out(rs)  # (N,)
+    if normalize:
+        adv = normalize_mean_abs(adv, torch.ones_like(adv, dtype=torch.bool))
+    for t, a in zip(turns, (adv * scale).tolist()):
         t.advantage = a
 
 
 def fill_advantages(group: TaskGroup, gamma: float = 1.0, group_by: str = "task",
                     normalize: bool = False, selector_scale: float = 0.3,
                     summarizer_scale: float = 0.5) -> TaskGroup:
-    """Set ``Turn.advantage`` on every policy, selection and summary turn of ``group``."""
+    """Set ``Turn.advantage`` on every policy, selection and summary turn of ``group``;
+    ``normalize`` divides each role's advantages by their mean |A| in the group."""
     pol = policy_advantages(group.episodes, gamma, group_by, normalize)
     for ep, advs in zip(group.episodes, pol):
         for turn, a in zip(ep.turns, advs):
             turn.advantage = a
     if group.selections:
-        _leave_one_out_turns(group.selections, selector_scale)
+        _leave_one_out_turns(group.selections, selector_scale, normalize)
     if group.summaries:
-        _leave_one_out_turns(group.summaries, summarizer_scale)
+        _leave_one_out_turns(group.summaries, summarizer_scale, normalize)
     return group

@@ -27,10 +27,12 @@ class Env(Protocol):
     def collect(self, tasks: list[Task], generator, step: int) -> list[TaskGroup]: ...
 
     def staged(self) -> list[Any]:
-        """Picklable skills staged by the last ``collect`` (gathered across ranks)."""
+        """Picklable skills staged by the last ``collect``; read after each ``collect`` of a step
+        (dynamic sampling collects more than once)."""
 
     def commit(self, staged: list[Any], step: int, write: bool) -> int:
-        """Admit ``staged`` after a successful update; ``write`` is true on one rank only."""
+        """Admit ``staged`` (what every ``staged()`` of the step returned, in order, gathered
+        across ranks) after a successful update; ``write`` is true on one rank only."""
 
     def discard(self) -> None: ...
 
@@ -78,6 +80,7 @@ class RolloutEnv:
         self.store = open_store(cfg.skills)
         self.admission = Admission()
         self._last_backend = None
+        self._busy = (0, 0.0)  # (step, seconds its collections spent sampling)
 
     def train_tasks(self) -> list[Task]:
         return self.tasks
@@ -106,15 +109,19 @@ class RolloutEnv:
     def collect(self, tasks, generator, step):
         from ..rollout import collect_groups
 
-        self._last_backend = self._backend(generator)
-        return collect_groups(tasks, backend=self._last_backend, store=self.store,
-                              evaluator=self.evaluator, admission=self.admission, cfg=self.cfg, step=step)
+        b = self._last_backend = self._backend(generator)
+        before = b.busy_s  # a server's backend counts over the run
+        groups = collect_groups(tasks, backend=b, store=self.store, evaluator=self.evaluator,
+                                admission=self.admission, cfg=self.cfg, step=step)
+        so_far = self._busy[1] if self._busy[0] == step else 0.0  # dynamic sampling collects more than once
+        self._busy = (step, so_far + b.busy_s - before)
+        return groups
 
     def staged(self):
         return list(self.admission.staged.items())
 
     def commit(self, staged, step, write):
-        self.admission.staged = dict(staged)
+        self.admission.staged = dict(staged)  # a task staged by several collections: the last (in one process, its best)
         if not write:
             self.admission.discard()
             return 0
@@ -133,8 +140,7 @@ class RolloutEnv:
     def metrics(self, groups):
         """``sample_s``: of the step's generation time, the seconds the model spent sampling
         (the rest went to evaluation and waiting on it); the mean over ranks."""
-        b = self._last_backend
-        return {"sample_s": (b.busy_s, 1.0)} if b is not None else {}
+        return {"sample_s": (self._busy[1], 1.0)} if self._last_backend is not None else {}
 
     def validate(self, generator, step):
         from ..rollout import validate_tasks

@@ -44,7 +44,7 @@ class SyntheticEnv:
         r = cfg.rollout
         self.policy_gain, self.select_gain = policy_gain, select_gain
         self.k, self.n, self.turns, self.s = r.k_schemes, r.n_rollouts, r.turns, r.s_summaries
-        self.max_new, self.temperature, self.top_p = r.max_new_tokens, r.temperature, r.top_p
+        self.rollout, self.temperature, self.top_p = r, r.temperature, r.top_p
         self.min_speedup = cfg.skills.verify_min_speedup
         self._tasks = [self._task(i) for i in range(n_tasks)]
         self._val = [self._task(1000 + i) for i in range(n_val)]
@@ -63,9 +63,9 @@ class SyntheticEnv:
     def val_tasks(self):
         return list(self._val)
 
-    def _gen(self, generator, prompts):
-        return generator.generate(prompts, max_new_tokens=self.max_new, temperature=self.temperature,
-                                  top_p=self.top_p, stop_at_eos=False)
+    def _gen(self, generator, prompts, role: str):
+        return generator.generate(prompts, max_new_tokens=self.rollout.max_new_tokens_for(role),
+                                  temperature=self.temperature, top_p=self.top_p, stop_at_eos=False)
 
     def _msgs(self, role: str, task: Task, extra: str = "") -> list[dict]:
         return [{"role": "system", "content": SYSTEM[role]},
@@ -77,7 +77,7 @@ class SyntheticEnv:
         groups = [TaskGroup(task=t.name, step=step) for t in tasks]
         names = ", ".join(s.name for s in self.library[-5:]) or "none yet"
         sel_prompts = [self._msgs("select", t, f"Library: {names}") for t in tasks for _ in range(self.k)]
-        sel = self._gen(generator, sel_prompts)
+        sel = self._gen(generator, sel_prompts, "select")
         quality: list[list[float]] = []
         for gi, (g, t) in enumerate(zip(groups, tasks)):
             qs = []
@@ -106,7 +106,7 @@ class SyntheticEnv:
                 break
             prompts = [self._msgs("policy", t, f"Skills: {', '.join(ep.skills) or 'none'}") + history[id(ep)]
                        for _, t, ep, _ in active]
-            comps = self._gen(generator, prompts)
+            comps = self._gen(generator, prompts, "policy")
             still = []
             for (g, t, ep, q), msgs, c in zip(active, prompts, comps):
                 f = hit_rate(c, "policy")
@@ -139,7 +139,7 @@ class SyntheticEnv:
         if not jobs:
             return
         prompts = [self._msgs("summary", t, "Improved episode; propose a skill.") for _, t, _ in jobs]
-        comps = self._gen(generator, prompts)
+        comps = self._gen(generator, prompts, "summary")
         best_skill: dict[str, tuple[float, Skill]] = {}
         for (g, t, i), msgs, c in zip(jobs, prompts, comps):
             q = hit_rate(c, "summary")
@@ -188,7 +188,7 @@ class SyntheticEnv:
     def validate(self, generator, step):
         prompts = [self._msgs("policy", t, "Skills: none") for t in self._val]
         out = []
-        for t, c in zip(self._val, self._gen(generator, prompts)):
+        for t, c in zip(self._val, self._gen(generator, prompts, "policy")):
             f = hit_rate(c, "policy")
             out.append(EvalResult(task=t.name, level=t.level, compiled=True, correct=f > 0, stage=Stage.DONE,
                                   speedup=0.5 + self.policy_gain * f, timing_available=True))

@@ -2,8 +2,11 @@
 
 Each step: take the next batch of tasks (deterministic order) → every process collects
 task groups for its share of them with the model being trained (selection, policy
-turns, summaries) → rewards → per-agent advantages → PRS → one update of the shared
-backbone (``update.py``) → commit the skills staged during the step → log → checkpoint.
+turns, summaries) → rewards → per-agent advantages → PRS → with ``rl.dynamic_sampling``,
+groups with no learning signal replaced by further tasks (``dynamic.py``) → one update of
+the shared backbone (``update.py``) → commit the skills staged during the step → log →
+checkpoint. Reward metrics cover every group sampled in the step; ``samples`` and the
+update's metrics the groups trained on.
 With ``rl.joint_training`` off (the paper's "no joint training" ablation) only policy turns
 reach the update: selection and summary turns are still sampled from the shared backbone
 and keep their rewards, but get advantage 0 and so become no samples (``policy_only``).
@@ -40,6 +43,7 @@ from ..rundir import RunDir
 from . import checkpoint as ckpt
 from .advantages import fill_advantages
 from .data import TaskSampler
+from .dynamic import Collected, collect_step
 from .env import Env, make_env
 from .local_gen import LocalGenerator
 from .metrics_log import MetricsLog
@@ -219,9 +223,16 @@ class RLTrainer:
         return final
 
     # ------------------------------------------------------------------ one step
-    def _prepare_groups(self, groups: list[TaskGroup], step: int) -> int:
-        prs_rng = random.Random(self.cfg.rl.seed * 1_000_003 + step * 1009 + self.rank)
-        return sum(prepare_group(g, self.cfg, prs_rng) for g in groups)
+    def _collect(self, tasks: list, gen, step: int) -> Collected:
+        """This process's prepared groups for the step; with ``rl.dynamic_sampling`` those
+        with no signal are replaced by further tasks (``dynamic.collect_step``)."""
+        r = self.cfg.rl
+        prs_rng = random.Random(r.seed * 1_000_003 + step * 1009 + self.rank)
+        with self._whole():  # every round inside one gathering: ranks may collect a different number of times
+            return collect_step(tasks, lambda ts: self.env.collect(ts, gen, step),
+                                lambda g: prepare_group(g, self.cfg, prs_rng), self.env.staged,
+                                lambda rnd, n, seen: self.sampler.extra_for(step, self.rank, rnd, n, seen),
+                                dynamic=r.dynamic_sampling, max_factor=r.dynamic_max_factor)
 
     def _group_sums(self, groups: list[TaskGroup]) -> dict[str, tuple[float, float]]:
         s: dict[str, list[float]] = {k: [0.0, 0.0] for k in (
@@ -272,25 +283,24 @@ class RLTrainer:
         mine = tasks[self.rank::self.world]
         gen = (self.server.generator if self.server is not None
                else LocalGenerator(self._bare(), self.tokenizer, device=self.acc.device))
-        with self._whole():
-            groups = self.env.collect(mine, gen, step)
+        got = self._collect(mine, gen, step)
         t_gen = time.perf_counter() - t0
-        _warn_gen_errors(groups, step)
-        dropped = self._prepare_groups(groups, step)
-        samples = build_samples(groups, self.tokenizer)
+        _warn_gen_errors(got.sampled, step)
+        samples = build_samples(got.groups, self.tokenizer)
         upd = update(self.model, self.optimizer, samples, self.settings, self.acc)
         if self.server is not None:  # the server samples the next step with these weights
             upd.update(self.server.sync(self._bare(), step))
-        staged = self.env.staged()
+        staged = got.staged
         if self.world > 1:
             from accelerate.utils import gather_object
 
             staged = gather_object([staged])
             staged = [s for part in staged for s in part]
         admitted = self.env.commit(staged, step, write=self.main)
-        sums = self._group_sums(groups)
-        sums.update(self.env.metrics(groups))
-        sums["prs_dropped"] = (float(dropped), 0.0)
+        sums = self._group_sums(got.sampled)
+        sums.update(self.env.metrics(got.sampled))
+        sums["prs_dropped"] = (float(got.prs_dropped), 0.0)
+        sums.update({k: (v, 0.0) for k, v in got.counts.items()})  # totals over the processes
         sums["samples"] = (float(len(samples)), 0.0)
         m = self._reduce(sums)
         m.update(upd)

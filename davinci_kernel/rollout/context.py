@@ -1,7 +1,8 @@
 """What every stage of a task group shares: the backbone, the evaluator, the configs.
 
 Covers: ``Context`` (backend, evaluator, rollout/reward/skills configs, an optional
-progress callback) with the two timed calls every stage goes through — ``generate``
+progress callback) with the request of one role's call (its sampling settings and
+generation limit) and the two timed calls every stage goes through — ``generate``
 (batched, async) and ``evaluate`` (``Evaluator.evaluate_many`` in a thread, so the event
 loop stays free) — and ``GroupStats``, the seconds spent in each, which the overhead
 benchmark subtracts from wall time. Does not cover: what to generate or evaluate.
@@ -39,10 +40,12 @@ class Context:
     progress: Optional[Callable[[str, int], None]] = None  # (event, count)
     stats: GroupStats = field(default_factory=GroupStats)
 
-    def request(self, messages: list[dict], greedy: bool = False) -> GenRequest:
+    def request(self, messages: list[dict], role: str, greedy: bool = False) -> GenRequest:
+        """One call by ``role`` ("select", "policy", "summary"), with that role's generation
+        limit (``RolloutConfig.max_new_tokens_for``)."""
         r = self.rollout
         return GenRequest(messages=messages, temperature=0.0 if greedy else r.temperature,
-                          top_p=r.top_p, max_new_tokens=r.max_new_tokens)
+                          top_p=r.top_p, max_new_tokens=r.max_new_tokens_for(role))
 
     def tick(self, event: str, count: int = 1) -> None:
         if self.progress is not None and count:

@@ -37,7 +37,7 @@ async def run_episodes(ctx: Context, task: Task, schemes: Sequence[Sequence[Skil
             episodes.append(Episode(task=task.name, scheme=si, rollout=r, skills=[s.name for s in skills]))
             convs.append(first_messages(task, skills, language))
     for t in range(T):
-        comps = await ctx.generate([ctx.request(list(c), greedy=greedy) for c in convs])
+        comps = await ctx.generate([ctx.request(list(c), "policy", greedy=greedy) for c in convs])
         pending: list[tuple[int, str]] = []
         for i, (ep, conv, comp) in enumerate(zip(episodes, convs, comps)):
             turn = Turn(role="policy", task=task.name, messages=list(conv), completion=comp,

@@ -32,7 +32,7 @@ async def select_schemes(ctx: Context, task: Task, store, k: int, step: Optional
     if cfg.select_mode == "bm25":
         return [list(cands[: cfg.max_selected]) for _ in range(k)], []
     msgs = selection_messages(task, cands, cfg.max_selected)
-    comps = await ctx.generate([ctx.request(msgs) for _ in range(k)])
+    comps = await ctx.generate([ctx.request(msgs, "select") for _ in range(k)])
     by_name = {s.name: s for s in cands}
     schemes, turns = [], []
     for i, comp in enumerate(comps):

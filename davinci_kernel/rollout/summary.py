@@ -57,7 +57,7 @@ async def summarize(ctx: Context, task: Task, trig: Trigger, used: Sequence[Skil
     ep = trig.episode
     msgs = summary_messages(task, ep.turns[0].parsed or "", trig.first_speedup, ep.turns[trig.best_turn].parsed or "",
                             trig.best_speedup, trig.best_turn + 1, used, existing, ctx.skills.max_new_skills)
-    comps = await ctx.generate([ctx.request(msgs) for _ in range(ctx.rollout.s_summaries)])
+    comps = await ctx.generate([ctx.request(msgs, "summary") for _ in range(ctx.rollout.s_summaries)])
     turns = []
     for i, comp in enumerate(comps):
         turn = Turn(role="summary", task=task.name, messages=msgs, completion=comp, scheme=ep.scheme,
@@ -91,7 +91,7 @@ async def verify_and_stage(ctx: Context, task: Task, trig: Trigger, scheme: Sequ
                 verifications.append(Turn(role="verify", task=task.name, turn=si, kept=False,
                                           parsed={"skill": skill.name, "staged": False, "reason": reason}))
     convs = [first_messages(task, list(scheme) + [skill], ctx.rollout.language) for _, skill in proposals]
-    comps = await ctx.generate([ctx.request(c, greedy=True) for c in convs])
+    comps = await ctx.generate([ctx.request(c, "policy", greedy=True) for c in convs])
     codes = [extract_code(c.text) if not c.error else None for c in comps]
     pending = [(i, p.code) for i, p in enumerate(codes) if p is not None and p.code]
     results: list[Optional[EvalResult]] = [None] * len(proposals)
