@@ -364,6 +364,10 @@ def _apply(obj: Any, data: dict, prefix: str = "") -> None:
                 raise ConfigError(f"'{where}' is a section; give its keys, e.g. {where}.<key>=...")
             _apply(current, value, where + ".")
             continue
+        choices = f.metadata.get("choices") or ()
+        if isinstance(value, bool) and choices:  # YAML reads a bare off/no/on/yes as a boolean
+            words = ("off", "no", "false", "none") if not value else ("on", "yes", "true")
+            value = next((c for c in choices if c in words), value)
         setattr(obj, key, _coerce(value, f.type, where))  # choices: checked by validate()
 
 

@@ -44,3 +44,15 @@ def test_overrides_are_checked_against_the_choices():
     assert load_config(None, ["rl.micro_batch_layout=packed"]).rl.micro_batch_layout == "packed"
     with pytest.raises(ConfigError, match="eval.timing_lead_from='faster': allowed values are slower, reference"):
         load_config(None, ["eval.timing_lead_from=faster"])
+
+
+def test_a_bare_off_is_the_choice_named_off(tmp_path):
+    """YAML reads a bare ``off`` as false: a field whose choices include "off" gets "off",
+    from an override and from a file alike."""
+    from davinci_kernel.config import load_config
+
+    assert load_config(overrides=["rl.mismatch=off"]).rl.mismatch == "off"
+    path = tmp_path / "c.yaml"
+    path.write_text("rl:\n  mismatch: off\neval:\n  sandbox: off\n")
+    cfg = load_config(path)
+    assert cfg.rl.mismatch == "off" and cfg.eval.sandbox == "off"
