@@ -14,9 +14,11 @@ training itself.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -50,8 +52,6 @@ def _echo(msg: str) -> None:
 def _locked(out: Path):
     """The run folder, locked for this command (``rundir.claim``: a second command into it is one
     line, exit 2); in a multi-process launch only the main process takes the lock."""
-    import contextlib
-
     if int(os.environ.get("RANK", "0")) != 0:
         return contextlib.nullcontext()
     return claim(out)
@@ -146,6 +146,27 @@ def _check_sft_data(specs: list) -> None:
             check_utf8(f, "sft.data file")
 
 
+@contextlib.contextmanager
+def _training_run(ctx, config: str, overrides, out: Optional[str], command: str, resume: bool, overwrite: bool,
+                  allow: Optional[list[str]], more: str, prepare: Callable[[Path, object], Optional[str]]):
+    """What `train rl` and `train sft` do before training, for the block that trains: the
+    config loaded and checked, the run folder locked (``prepare(folder, cfg)`` checks it and
+    returns a message when the run is already finished), a resumed run's config compared
+    (``more``: the field a resume may raise). Yields (config, run folder, finished message)."""
+    cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, command)
+    out_dir = Path(cfg.out).expanduser()
+    if allow and not resume:
+        raise UsageError("--allow-config-change goes with --resume")
+    trackers.check(cfg.report_to)
+    with _locked(out_dir):
+        finished = prepare(out_dir, cfg)
+        if resume:
+            _check_resumed_config(out_dir, cfg, allow, more)
+        if finished:
+            _echo(finished)
+        yield cfg, out_dir, finished
+
+
 def register(app: typer.Typer) -> None:
     train = typer.Typer(no_args_is_help=True, help="Train the backbone: SFT cold start, then multi-turn RL.")
     @train.command("rl")
@@ -167,17 +188,9 @@ def register(app: typer.Typer) -> None:
         An --out that already holds a run is refused unless --resume or --overwrite is given;
         a --resume whose config changes results (rl.steps aside) is refused unless each change is
         named with --allow-config-change."""
-        cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, "train rl")
-        out_dir = Path(cfg.out).expanduser()
-        if allow and not resume:
-            raise UsageError("--allow-config-change goes with --resume")
-        trackers.check(cfg.report_to)
-        with _locked(out_dir):
-            finished = prepare_rl_out(out_dir, resume, overwrite, cfg.rl.steps)
-            if resume:
-                _check_resumed_config(out_dir, cfg, allow, "rl.steps")
+        with _training_run(ctx, config, overrides, out, "train rl", resume, overwrite, allow, "rl.steps",
+                           lambda d, cfg: prepare_rl_out(d, resume, overwrite, cfg.rl.steps)) as (cfg, out_dir, finished):
             if finished:
-                _echo(finished)
                 if json_out:
                     print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": True, "last": None})
                 return
@@ -222,18 +235,13 @@ def register(app: typer.Typer) -> None:
 
         A checkpoint is saved after every epoch; an --out that already holds a run (a model,
         checkpoints) is refused unless --resume or --overwrite is given."""
-        cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, "train sft")
-        out_dir = Path(cfg.out).expanduser()
-        if allow and not resume:
-            raise UsageError("--allow-config-change goes with --resume")
-        trackers.check(cfg.report_to)
-        with _locked(out_dir):
+        def prepare(d: Path, cfg) -> Optional[str]:
             _check_sft_data(cfg.sft.data)
-            finished = prepare_sft_out(out_dir, resume, overwrite, cfg.sft.epochs)
-            if resume:
-                _check_resumed_config(out_dir, cfg, allow, "sft.epochs")
+            return prepare_sft_out(d, resume, overwrite, cfg.sft.epochs)
+
+        with _training_run(ctx, config, overrides, out, "train sft", resume, overwrite, allow, "sft.epochs",
+                           prepare) as (cfg, out_dir, finished):
             if finished:
-                _echo(finished)
                 if json_out:
                     print_json({"out": str(out_dir), "finished_before": True, "model_dir": str(out_dir / "model")})
                 return
