@@ -16,8 +16,9 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
+from ..config import flatten
 from ..errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class Tracker:
             if not os.environ.get("MLFLOW_TRACKING_URI"):
                 mlflow.set_tracking_uri((out / "mlruns").resolve().as_uri())
             self._h = mlflow.start_run(run_name=out.name)
-            flat = _flat(config or {})
+            flat = flatten(config or {})
             if flat:
                 mlflow.log_params({k: str(v)[:500] for k, v in flat.items()})
 
@@ -95,12 +96,3 @@ class Tracker:
             mlflow.end_run()
         self._h = None
 
-
-def _flat(data: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
