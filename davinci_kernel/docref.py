@@ -29,7 +29,7 @@ Conventions shared by the commands are in [the command line](../cli.md).
 
 _CONFIG_INTRO = """# Configuration reference
 
-Generated from the configuration dataclasses in `davinci_kernel/config.py` at docs build
+Generated from the configuration dataclasses in `davinci_kernel/config/sections.py` at docs build
 time. A YAML recipe (`--config FILE`, see `configs/`) sets any of these keys by section;
 `section.key=value` overrides on the command line set one. A tag at the start of a help text
 says where a method value comes from: **[P]** the paper's text, **[R]** the public release's
