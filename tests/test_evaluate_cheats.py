@@ -18,7 +18,8 @@ ALL = sorted((FIXTURES / "cheats").glob("*.py"))
 # Attacks on the judge itself (sandbox_*) run in throwaway harness processes: test_evaluate_sandbox.py.
 # Attacks on the judged inputs and the worker's channel need a replayed draw or a short deadline:
 # test_evaluate_draws.py runs them.
-ELSEWHERE = {"perturb_predicted", "channel_keepalive", "channel_flood", "channel_extra_outputs"}
+ELSEWHERE = {"perturb_predicted", "channel_keepalive", "channel_flood", "channel_extra_outputs",
+             "channel_malformed_report"}
 CHEATS = [p for p in ALL if not p.stem.startswith("sandbox_") and p.stem not in ELSEWHERE]
 GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing", "stale_timed_rounds",  # only timing exposes them
             # kernel evidence that exists on a GPU only (activity records, timed calls, device copies)
@@ -35,7 +36,7 @@ def runtime_fixture(path) -> bool:
 RUNTIME = [p for p in CHEATS if runtime_fixture(p)]
 # Runtime fixtures shaped for the CPU (its task sizes, its interpreter): on a GPU they are
 # honest, crash or run past the deadline, which is no test of their defence there.
-CPU_SHAPED = {"fork_per_call", "precompute_at_import", "item_loop_host"}
+CPU_SHAPED = {"fork_per_call", "precompute_at_import", "item_loop_host", "complex_item_host"}
 # With the code policy off, these pass on a GPU: the audit of every thread is the CPU's
 # alone, and torch 2.11 records no shapes for ``_foreach_*`` ops on the GPU. The policy
 # refuses both (``_thread``, private ``torch._foreach_*``): docs/guarantees.md says so.
@@ -87,8 +88,12 @@ def _caught_as(res, expect: str) -> bool:
     return expect in res.flags or res.error_kind == expect
 
 
+# Attacks on the CPU's own promise (no native code there): on a GPU load_inline is allowed.
+CPU_ONLY = {"cpu_native_alias"}
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", CHEATS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in CHEATS if p.stem not in CPU_ONLY], ids=lambda p: p.stem)
 def test_cheat_is_caught_on_gpu(gpu_evaluator, path):
     meta = fixture_meta(path)
     res = gpu_evaluator.evaluate(fixture_task(meta["task"]), path.read_text())

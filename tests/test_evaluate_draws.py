@@ -158,7 +158,8 @@ def open_evaluator(tmp_path_factory):
         yield ev
 
 
-@pytest.mark.parametrize("name", ["precompute_at_import", "channel_keepalive", "channel_flood", "channel_extra_outputs"])
+@pytest.mark.parametrize("name", ["precompute_at_import", "channel_keepalive", "channel_flood", "channel_extra_outputs",
+                                  "channel_malformed_report"])
 def test_runtime_attacks_on_inputs_and_channel_are_caught(open_evaluator, name):
     path = FIXTURES / "cheats" / f"{name}.py"
     meta = fixture_meta(path)

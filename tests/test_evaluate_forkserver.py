@@ -9,10 +9,9 @@ import os
 import time
 
 import pytest
+from sandbox_helpers import TASKS, _static_off  # noqa: E402
 
 from davinci_kernel.evaluate.harness import forkserver, sandbox
-
-from sandbox_helpers import TASKS, _static_off  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not forkserver.usable(sandbox.probe()),
                                 reason="needs root and every namespace (the zygote makes them itself)")

@@ -177,3 +177,30 @@ def test_native_cheats_are_refused_before_they_run(path):
 @pytest.mark.parametrize("path", sorted((FIXTURES / "legit").glob("*cuda*.py")), ids=lambda p: p.stem)
 def test_legit_cuda_fixtures_pass(path):
     assert _native_violations(path.read_text()) == []
+
+
+def test_a_cpu_worker_builds_no_native_code_under_any_name():
+    """In a CPU worker torch's C++ builders raise before a candidate is imported, whatever
+    name the candidate imports them by (run in a fresh process: it changes torch's module)."""
+    import subprocess
+    import sys
+
+    code = ("from davinci_kernel.evaluate.shared import runtime as rt\n"
+            "rt.no_native_builds()\n"
+            "from torch.utils.cpp_extension import load_inline as build\n"
+            "try:\n"
+            "    build(name='x', cpp_sources='int f(){return 1;}', functions=['f'])\n"
+            "except RuntimeError as e:\n"
+            "    print('REFUSED', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.startswith("REFUSED native code"), (r.stdout, r.stderr[-2000:])
+
+
+def test_variant_spellings_of_refused_calls_are_refused():
+    """The C library's large-file, internal and unlocked variants name the same calls."""
+    from davinci_kernel.evaluate.harness.native_policy import check_text
+
+    for name in ("fopen64", "_Fork", "__libc_fork", "fread_unlocked", "execveat", "open64", "pread64"):
+        assert check_text(f"int f() {{ {name}(0); return 0; }}"), name
+    for name in ("float4", "int64_t", "forward", "my_open64"):
+        assert not check_text(f"int f() {{ {name} v; return 0; }}"), name

@@ -103,6 +103,8 @@ class CandidateRunner:
         self.cand_file = os.path.join(os.getcwd(), "candidate.py")
         LaunchCounter.count, LaunchCounter.names = 0, {}
         try:
+            if self.dev.type != "cuda":
+                rt.no_native_builds()
             self.cand_mod = rt.exec_source(j.candidate_source, "dvk_candidate", self.cand_file)
         except BaseException as e:  # noqa: BLE001 - candidate code: every failure is data
             kind = "syntax_error" if _isinstance(e, SyntaxError) else (

@@ -177,7 +177,7 @@ def serve(control: socket.socket) -> None:
         control.settimeout(1.0 if released else None)
         try:
             req, got = recv_request(control)
-        except socket.timeout:
+        except TimeoutError:
             continue
         except (OSError, ValueError):
             return

@@ -50,8 +50,10 @@ from .gate import Gates
 from .pool import LocalPool, default_slots, resolve_device
 from .procs import CPU_THREADS, Limits, WorkerProcess
 from .refcache import ReferenceCache
+from .self_check import SELF_CHECK_WAIVED, self_candidate, waive
 from .trusted import TrustedSide
 
+_UNREADABLE = (TypeError, ValueError, KeyError, AttributeError, IndexError)  # reading a malformed report
 _NOT_REUSED = {"harness_error", "no_worker", "timeout", "protocol_error", "worker_crash"}  # may go otherwise next time
 
 
@@ -174,7 +176,7 @@ class Evaluator:
                                error_kind="harness_error", error_msg=f"{type(e).__name__}: {e}")
             if self.cfg.self_check:  # waived first: what is left decides a re-timing and a re-verification
                 r.self_check = True
-                _waive(r)
+                waive(r)
             return r
 
         res = once(0)
@@ -360,7 +362,16 @@ class Evaluator:
                 res.stage = "correctness"
 
     def _run(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport, base: Optional[dict]) -> None:
-        """The candidate's checks, then (GPU, all correct) its timing; the verdict's facts into ``talk.res``."""
+        """The candidate's checks, then (GPU, all correct) its timing; the verdict's facts into
+        ``talk.res``. A report whose fields do not read as the protocol says (a list where a
+        name belongs) is the worker's ``protocol_error``, never the harness's failure."""
+        try:
+            self._judge_reports(talk, job, rep, base)
+        except _UNREADABLE as e:
+            raise ProtocolError(f"a report does not read: {type(e).__name__}: {str(e)[:200]}") from None
+
+    def _judge_reports(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport,
+                       base: Optional[dict]) -> None:
         cfg, res, ref = self.cfg, talk.res, talk.ref
         out = talk.check(job)
         if res.stage == "perturbation":
@@ -374,7 +385,7 @@ class Evaluator:
             return
         judge.correctness(res, out, talk.cand, ref, rep.backend, rep.kernels, cfg, self.on_gpu)
         if cfg.self_check:  # the reference has no custom kernel: those flags must not stop its timing
-            _waive(res)
+            waive(res)
         talk.clock.mark("compare")
         if not (self.on_gpu and cfg.timing and res.trials_passed == res.trials and not res.flags
                 and not res.error_kind):
@@ -393,29 +404,6 @@ class Evaluator:
 def _verdict_key(task: Task, source: str) -> tuple[str, str]:
     """(task hash, source hash): what ``eval.reuse_verdicts`` knows a verdict by."""
     return task.hash, hashlib.sha256(source.encode()).hexdigest()
-
-
-SELF_CHECK_WAIVED = {"subclasses_reference", "no_custom_kernel", "decoy_kernel", "low_coverage"}
-
-
-def _waive(res: EvalResult) -> None:
-    """Self-check: drop the custom-kernel flags (the reference has none), saying so."""
-    waived = [f for f in res.flags if f in SELF_CHECK_WAIVED]
-    if not waived:
-        return
-    res.flags = [f for f in res.flags if f not in SELF_CHECK_WAIVED]
-    res.warnings.append(f"self_check: waived {', '.join(waived)} (the reference has no custom kernel)")
-    kept = [m for m in (res.error_msg or "").split("; ") if m.split(":", 1)[0] not in waived]
-    res.error_msg = "; ".join(kept) or None
-    if res.error_kind == "rejected" and not res.flags:
-        res.error_kind = None
-        res.stage = "correctness"
-
-
-def self_candidate(problem_source: str) -> str:
-    """The problem judged as its own candidate: its source with ``ModelNew`` the same class.
-    The harness then has to read a speedup of 1.00 and a correct verdict."""
-    return f"{problem_source}\n\n\nclass ModelNew(Model):\n    pass\n"
 
 
 class _Clock:

@@ -49,7 +49,7 @@ def usable(caps: sandbox.Caps) -> bool:
 class ForkedProcess:
     """A launcher forked by the zygote, with the ``subprocess.Popen`` surface the harness uses."""
 
-    def __init__(self, server: "ForkServer", pid: int, status_fd: int, stdout_fd: int):
+    def __init__(self, server: ForkServer, pid: int, status_fd: int, stdout_fd: int):
         self.server, self.pid = server, pid
         self.returncode: Optional[int] = None
         self.stdout = os.fdopen(stdout_fd, "rb", buffering=0)

@@ -93,15 +93,20 @@ def coverage_flag(coverage: float | None, min_coverage: float, what: str) -> lis
 HOST_SHARE = 0.5  # host reads per call, as a share of the inputs, that make host_work
 
 
-def host_work_flag(dtoh_bytes: float, in_bytes: float, items: float, in_elems: float) -> list[tuple[str, str]]:
-    """One call read back from the device at least ``HOST_SHARE`` of its inputs' bytes,
-    or read at least that share of its input elements one by one into Python (``.item()``):
-    the answer was computed on the host."""
+def host_work_flag(dtoh_bytes: float, in_bytes: float, items: float, in_elems: float,
+                   item_bytes: float = 0.0) -> list[tuple[str, str]]:
+    """One call read back from the device at least ``HOST_SHARE`` of its inputs' bytes, or
+    read at least that share of its input elements, or of its inputs' bytes, one by one into
+    Python (``.item()``; its bytes by each read's dtype, so a wide view's reads count in
+    full): the answer was computed on the host."""
     if in_bytes > 0 and dtoh_bytes >= HOST_SHARE * in_bytes:
         return [("host_work", f"{dtoh_bytes:.0f} bytes copied device to host in one call, inputs {in_bytes:.0f} bytes")]
     if in_elems > 0 and items >= HOST_SHARE * in_elems:
         return [("host_work", f"{items:.0f} elements read one by one to Python (.item()) in one call, "
                  f"inputs {in_elems:.0f} elements")]
+    if in_bytes > 0 and item_bytes >= HOST_SHARE * in_bytes:
+        return [("host_work", f"{item_bytes:.0f} bytes read one element at a time to Python (.item(), "
+                 f"{items:.0f} reads) in one call, inputs {in_bytes:.0f} bytes")]
     return []
 
 

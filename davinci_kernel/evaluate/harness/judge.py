@@ -145,7 +145,7 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
         flag(res, guards.kernel_flags(n, static_kernels, backend, on_gpu))
     for a in audits:
         flag(res, guards.host_work_flag(_num(a.get("dtoh_bytes")), _in_bytes(a, ref), _num(a.get("items")),
-                                        min(_num(a.get("in_elems")), _in_bytes(a, ref))))
+                                        min(_num(a.get("in_elems")), _in_bytes(a, ref)), _num(a.get("item_bytes"))))
     work_cov = profile.work_coverage(ref.get("ref_work"), max(works)) if works else None
     times = [c["time_coverage"] for c, t in zip(seen, tables) if t["task"] and c["time_coverage"] is not None]
     res.timing_detail["evidence"] = {"work_coverage": work_cov, "time_coverage": min(times) if times else None,

@@ -86,9 +86,10 @@ _EXACT = frozenset({
     # loading code, system calls, assembly, load-time hooks
     "dlopen", "dlmopen", "dlsym", "dlvsym", "dladdr", "dlinfo", "dlerror", "dlclose", "dl_iterate_phdr",
     "syscall", "asm", "__asm", "__asm__", "constructor", "destructor", "ifunc", "weakref", "alias",
-    "execl", "execle", "execlp", "execv", "execve", "execvp", "execvpe", "fexecve",
+    "execl", "execle", "execlp", "execv", "execve", "execvp", "execvpe", "fexecve", "execveat",
     # processes, files, environment, signals, threads
-    "system", "popen", "fork", "vfork", "clone", "fopen", "fdopen", "freopen", "FILE", "fstream", "ifstream",
+    "system", "popen", "fork", "vfork", "clone", "clone3", "fopen", "fdopen", "freopen", "fmemopen",
+    "open_memstream", "FILE", "fstream", "ifstream",
     "ofstream", "filesystem", "getenv", "secure_getenv", "setenv", "putenv", "unsetenv", "environ", "atexit", "at_quick_exit", "signal", "sigaction", "raise", "kill", "ptrace", "prctl",
     "process_vm_readv", "process_vm_writev", "mmap", "munmap", "mprotect", "socket", "ioctl", "fcntl",
     # torch's profiler, callbacks, dispatcher, global state
@@ -119,6 +120,9 @@ DENIED_CALLS = frozenset({
     "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "perf_event_open", "bpf", "userfaultfd", "keyctl", "add_key",
     "request_key", "sched_setaffinity", "sched_setscheduler", "madvise", "mlock", "mlockall", "brk", "sbrk",
     "__builtin_frame_address", "__builtin_return_address", "__builtin_extract_return_addr",
+    # stdio on streams: reading and writing files (a stream comes only from the calls above)
+    "fread", "fwrite", "fputs", "fgets", "fputc", "fgetc", "fscanf", "fseek", "fseeko", "ftell", "ftello",
+    "rewind", "fclose", "fileno", "setvbuf", "getdents",
 })
 QUALIFIERS_OK = frozenset({"std"})
 
@@ -136,9 +140,26 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 
 
+_VARIANT = re.compile(r"^(?:_+(?:libc_)?)?(.*?)(?:64|_unlocked|_nocancel)?$")
+
+
+def base_name(ident: str) -> str:
+    """The function a variant spelling stands for: the C library's large-file, internal and
+    unlocked variants (``fopen64``, ``_Fork``, ``__libc_fork``, ``fread_unlocked``) are the
+    same call as ``fopen``, ``fork``, ``fread``."""
+    core = _VARIANT.match(ident).group(1) or ident
+    return core[0].lower() + core[1:] if core[:1].isupper() and core[1:].islower() else core
+
+
 def denied(ident: str) -> bool:
-    """Whether an identifier is refused wherever it stands."""
-    return ident in _EXACT or ident.startswith(_PREFIXES) or any(p in ident for p in _PARTS)
+    """Whether an identifier is refused wherever it stands (under any variant spelling)."""
+    return any(n in _EXACT or n.startswith(_PREFIXES) or any(p in n for p in _PARTS)
+               for n in {ident, base_name(ident)})
+
+
+def denied_call(ident: str) -> bool:
+    """A library call refused where it stands unqualified, under any variant spelling."""
+    return ident in DENIED_CALLS or base_name(ident) in DENIED_CALLS
 
 
 def check_text(text: str) -> list[str]:
@@ -176,7 +197,7 @@ def check_text(text: str) -> list[str]:
             out.append("'extern' is allowed only as 'extern __shared__': declarations of outside functions are refused")
         elif denied(tok) and not (tok == "module" and prev == "PYBIND11_MODULE"):
             out.append(f"'{tok}' is refused in native code ({_why(tok)})")
-        elif tok in DENIED_CALLS and prev != "." and (prev, before) != (">", "-") \
+        elif denied_call(tok) and prev != "." and (prev, before) != (">", "-") \
                 and not (prev == "::" and before in QUALIFIERS_OK):
             out.append(f"'{tok}' is refused in native code unless it names a member or a std:: function "
                        "(a system or library call)")

@@ -101,6 +101,18 @@ def check_policy(tree: ast.AST) -> list[Violation]:
     return sorted({(x.line, x.message): x for x in v.found}.values(), key=lambda x: (x.line, x.message))
 
 
+def resolved_paths(tree: ast.AST) -> set[str]:
+    """The dotted names every name and attribute chain of ``tree`` stands for, through its
+    imports and aliases (``build`` of ``from torch.utils.cpp_extension import load_inline as
+    build`` is ``torch.utils.cpp_extension.load_inline``)."""
+    v = _Visitor(tree)
+    v._imports()
+    v._assigned_aliases()
+    v.found = []
+    return {p for node in ast.walk(tree) if isinstance(node, (ast.Name, ast.Attribute))
+            for p in [v.resolve(node)] if p}
+
+
 def _chain(node: ast.AST) -> Optional[tuple[str, list[str]]]:
     """(head name, attributes) of ``a.b.c`` or ``getattr(a.b, "c")``; None for other expressions."""
     attrs: list[str] = []
@@ -176,6 +188,11 @@ class _Visitor:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Attribute):
                 self._attr_name(node, node.attr, node.value)
+                if isinstance(node.ctx, (ast.Store, ast.Del)):
+                    self._own_store(node, node)
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                    and isinstance(node.value, ast.Attribute):
+                self._own_store(node, node.value)
             elif isinstance(node, ast.Name):
                 self._name(node)
             elif isinstance(node, ast.Call):
@@ -283,6 +300,9 @@ class _Visitor:
                 path = self.resolve(call.args[0])
                 if path:
                     self.add(call, "monkey_patch", f"{node.id} on '{path}', an imported module or its attribute")
+                elif not (isinstance(call.args[0], ast.Name) and call.args[0].id == self._first_param(call)):
+                    self.add(call, "monkey_patch", f"{node.id} on '{ast.unparse(call.args[0])}': attributes may be "
+                             "set only on the method's own object (self, ctx)")
             else:
                 self._attr_name(call, call.args[1].value, call.args[0])
 
@@ -303,6 +323,30 @@ class _Visitor:
         elif attr in MODULE_ATTRS and self.resolve(node) is None:
             self.add(node, "module_value", f"'.{attr}' names a module: on an object the policy cannot trace to an "
                      "allowed import (a call's result, a variable) it is refused")
+
+    def _first_param(self, node: ast.AST) -> Optional[str]:
+        """The first parameter of the method ``node`` stands in (``self``, ``cls``, an autograd
+        Function's ``ctx``): the one object a method may give attributes to; None outside a
+        method of one of the candidate's classes."""
+        up = self.parent.get(id(node))
+        while up is not None and not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            up = self.parent.get(id(up))
+        if not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or not isinstance(self.parent.get(id(up)), ast.ClassDef):
+            return None
+        params = up.args.posonlyargs + up.args.args
+        return params[0].arg if params else None
+
+    def _own_store(self, node: ast.AST, target: ast.Attribute) -> None:
+        """Attributes are assigned, deleted or stored into only on the method's own object, one
+        level deep (``self.w = ...``, ``self.cache[k] = ...``, ``ctx.BLOCK = ...``): never on a
+        library object (a kernel's rewriter, a module's table), whose methods the library calls
+        later with what the candidate put there."""
+        base = target.value
+        if isinstance(base, ast.Name) and base.id == self._first_param(node):
+            return
+        self.add(node, "monkey_patch", f"stores into '{ast.unparse(target)}': attributes may be set only on the "
+                 "method's own object, one level deep (self.x, ctx.x), never on another object")
 
     def _call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id == "type" and node.func.id not in self.aliases \

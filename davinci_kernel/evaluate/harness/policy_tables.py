@@ -93,6 +93,8 @@ ATTRS_DENIED: dict[str, str] = {
     "cell_contents": "closure internals",
     "get_capture_scope": "a kernel's globals, modules included, as a value",
     "handle": "an interpreted kernel's block as a raw numpy array (host compute)",
+    **{n: "a Triton kernel's internals: the interpreter runs whatever they hold"
+       for n in ("rewriter", "ast_transformer", "rewritten_fn", "pre_run_hooks", "kernel_cache", "cache_key")},
     **{n: "sparse and nested layouts record no dense shapes: their work cannot be counted"
        for n in ("to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc", "to_padded_tensor")},
 }

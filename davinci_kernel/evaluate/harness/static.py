@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ...pysource import parse as parse_source
-from .policy import check_policy
+from .policy import check_policy, resolved_paths
+
+NATIVE_BUILDER = "torch.utils.cpp_extension"  # load_inline, load: the candidate's C++/CUDA is built here
 
 _PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "builtins", "sys", "gc", "F", "nn", "np",
                     "numpy", "os", "davinci_kernel", "inspect", "threading"}
@@ -136,8 +138,10 @@ def check(source: str, policy: bool = True) -> StaticReport:
         rep.error_msg = "the candidate must define a class named ModelNew (an nn.Module)"
         return rep
 
-    # Backends and kernels.
-    uses_load_inline = False
+    # Backends and kernels: native code is whatever reaches torch's C++ extension builder,
+    # under any name (an alias is the same function).
+    uses_load_inline = any(p == NATIVE_BUILDER or p.startswith(NATIVE_BUILDER + ".")
+                           for p in resolved_paths(tree))
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and any(_is_triton_jit(d) for d in node.decorator_list):
             rep.kernels.append(node.name)

@@ -110,8 +110,10 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, 
     ops: dict = {}
     for e in outermost_compute(events):
         ops[e.name[6:]] = ops.get(e.name[6:], 0) + 1
+    dtypes = event_dtypes(prof)
     items, dtoh = host_reads(events, prof)
-    a = {"ops": ops, "work": profiled_work(events, strict), "items": items, "dtoh_bytes": dtoh}
+    a = {"ops": ops, "work": profiled_work(events, strict, dtypes), "items": items, "dtoh_bytes": dtoh,
+         "item_bytes": item_bytes(events, dtypes)}
     if raw is not None:
         a["table"] = kernel_table(raw)
     return out, a
@@ -154,6 +156,39 @@ def host_reads(events, prof) -> tuple[int, int]:
     return items, dtoh
 
 
+def event_dtypes(prof) -> dict:
+    """Each op event's id → its inputs' dtype names, from kineto's records (the event ids of
+    ``function_events`` are their correlation ids); empty where this profiler has none."""
+    try:
+        inner = getattr(prof, "profiler", None) or prof
+        return {k.correlation_id(): list(k.dtypes()) for k in inner.kineto_results.events()}
+    except Exception:  # noqa: BLE001 - the legacy profiler: no dtypes, the widest case is assumed
+        return {}
+
+
+# bytes of one scalar by the profiler's dtype name; anything else counts as the widest (16)
+_SCALAR_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "c10::complex<float>": 8,
+                 "c10::complex<double>": 16, "c10::complex<c10::Half>": 4, "long int": 8, "int": 4,
+                 "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1}
+_WIDEST_SCALAR = 16
+
+
+def item_bytes(events, dtypes: dict) -> int:
+    """Bytes read one element at a time into Python (``.item()``): a complex128 view hands
+    over four float32 values per call, so the reads are weighed by their dtype's size (the
+    widest scalar where the dtype is unknown)."""
+    total = 0
+    for e in events:
+        if getattr(e, "name", "") == "aten::_local_scalar_dense":
+            names = dtypes.get(getattr(e, "id", None)) or []
+            total += _SCALAR_BYTES.get(names[0], _WIDEST_SCALAR) if names else _WIDEST_SCALAR
+    return total
+
+
+def _complex(names) -> bool:
+    return any("complex" in str(n) for n in names or [])
+
+
 def _on(t, kind: str) -> bool:
     return str(getattr(t, "device", "")).startswith(kind)
 
@@ -191,12 +226,19 @@ def outermost_compute(events, any_namespace: bool = False):
             yield e
 
 
-def profiled_work(events, strict: bool = False) -> float:
-    """Work of the outermost aten compute ops among profiler events (``op_work``). A
-    top-level ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` and ``tolist()``
-    run: a tensor handed to the host, whose work no torch-level view sees, counts as work
-    done outside custom kernels."""
-    return sum(op_work(e, strict) for e in outermost_compute(events, any_namespace=strict))
+COMPLEX_FACTOR = 4.0  # a complex multiply-add is four real ones; the profiler counts one
+
+
+def profiled_work(events, strict: bool = False, dtypes: dict | None = None) -> float:
+    """Work of the outermost aten compute ops among profiler events (``op_work``); an op
+    on complex inputs (``dtypes``: event id → input dtype names) does ``COMPLEX_FACTOR``
+    times what its real count says (one complex matmul over half the depth is a whole real
+    one). A top-level ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` and
+    ``tolist()`` run: a tensor handed to the host, whose work no torch-level view sees,
+    counts as work done outside custom kernels."""
+    dtypes = dtypes or {}
+    return sum(op_work(e, strict) * (COMPLEX_FACTOR if _complex(dtypes.get(getattr(e, "id", None))) else 1.0)
+               for e in outermost_compute(events, any_namespace=strict))
 
 
 def op_work(e, strict: bool = False) -> float:

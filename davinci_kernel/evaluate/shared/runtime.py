@@ -117,6 +117,24 @@ def gpu_name(device: str) -> str:
 
 
 # --------------------------------------------------------------------------- sources and models
+NATIVE_REFUSED = ("native code (torch.utils.cpp_extension) is built only on a GPU worker: on the CPU a "
+                  "candidate's kernels are Triton, run by its interpreter")
+
+
+def no_native_builds() -> None:
+    """A CPU worker, before its candidate is imported: torch's C++ extension builders raise,
+    under whatever name the candidate imports them (the static check refuses native code on
+    the CPU; this holds if a spelling slips past it)."""
+    import torch.utils.cpp_extension as ce
+
+    def refused(*args, **kwargs):
+        raise RuntimeError(NATIVE_REFUSED)
+
+    for name in ("load_inline", "load", "CppExtension", "CUDAExtension", "BuildExtension"):
+        if hasattr(ce, name):
+            setattr(ce, name, refused)
+
+
 def exec_source(source: str, name: str, path: str | None = None):
     """Execute source as a fresh module (from a file when given, so inspect.getsource works)."""
     import importlib.util
