@@ -49,8 +49,9 @@ def usable(caps: sandbox.Caps) -> bool:
 class ForkedProcess:
     """A launcher forked by the zygote, with the ``subprocess.Popen`` surface the harness uses."""
 
-    def __init__(self, server: ForkServer, pid: int, status_fd: int, stdout_fd: int):
+    def __init__(self, server: ForkServer, pid: int, status_fd: int, stdout_fd: int, channel: socket.socket):
         self.server, self.pid = server, pid
+        self.channel = channel  # the harness's end of the worker's channel
         self.returncode: Optional[int] = None
         self.stdout = os.fdopen(stdout_fd, "rb", buffering=0)
         self._status = status_fd
@@ -106,6 +107,7 @@ class ForkServer:
         self._sock: Optional[socket.socket] = None
         self._broken: Optional[str] = None
         self.started_s: Optional[float] = None  # how long the zygote took to preload
+        self.fallback_noted = False  # the one line saying workers are exec'd instead was written
 
     def _start(self) -> None:
         home = os.path.join(self.root, "zygote")
@@ -169,9 +171,7 @@ class ForkServer:
             for fd in (out_w, st_w):
                 os.close(fd)
             theirs.close()
-        proc = ForkedProcess(self, reply["pid"], st_r, out_r)
-        proc.channel = mine
-        return proc
+        return ForkedProcess(self, reply["pid"], st_r, out_r, mine)
 
     def _log_tail(self) -> str:
         try:

@@ -187,7 +187,9 @@ class WorkerProcess:
                 self.proc = forkserver.spawn(conf, sandbox.worker_env(device_env(device), inner), self.scratch,
                                              procs_files, lock_fd)
             except ForkServerError as e:
-                log.warning("starting the worker by exec: %s", e)
+                if not forkserver.fallback_noted:  # said once per zygote
+                    forkserver.fallback_noted = True
+                    log.warning("evaluator sandbox: candidate workers are started by exec: %s", e)
             else:
                 theirs.close()
                 mine.close()
