@@ -133,3 +133,32 @@ def test_zygote_refuses_bad_requests(tmp_path):
             w.kill()
     finally:
         fs.close()
+
+
+def test_a_forked_worker_that_never_starts_turns_the_pool_to_exec(monkeypatch):
+    """If a forked worker dies before it is ready (a GPU that will not start in a child forked
+    after CUDA was touched, say), the pool disables its zygote and execs that worker and the
+    ones after it."""
+    from davinci_kernel.evaluate.harness.pool import LocalPool
+    from davinci_kernel.evaluate.harness.procs import WorkerProcess
+    from davinci_kernel.evaluate.shared.protocol import WorkerDied
+
+    real = WorkerProcess.wait_ready
+
+    def fork_fails(self, timeout=300.0):
+        if self.started_by == "fork":
+            raise WorkerDied("worker process died (signal 11)")
+        return real(self, timeout)
+
+    monkeypatch.setattr(WorkerProcess, "wait_ready", fork_fails)
+    pool = LocalPool(["cpu"], spares=0)
+    try:
+        slot, w = pool.acquire(timeout=120)
+        assert w.started_by == "exec" and w.info.get("event") == "ready"
+        assert pool._forkservers["cpu"]._broken
+        pool.release(slot, w)
+        slot, w = pool.acquire(timeout=120)
+        assert w.started_by == "exec"
+        pool.release(slot, w)
+    finally:
+        pool.close()

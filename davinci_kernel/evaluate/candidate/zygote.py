@@ -206,6 +206,19 @@ def serve(control: socket.socket) -> None:
         control.sendall(json.dumps({"pid": pid} if pid > 0 else {"error": err}).encode())
 
 
+def _cuda_touched() -> bool:
+    """Whether anything imported started CUDA: torch says so, or the driver library is
+    loaded at all (the runtime loads it only at its first call)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return True
+    try:
+        with open("/proc/self/maps") as fh:
+            return any("libcuda.so" in line for line in fh)
+    except OSError:
+        return True
+
+
 def main(argv: list[str]) -> None:
     """Preload, say ready, serve until the harness closes the control socket (or dies)."""
     control = socket.socket(fileno=int(argv[0]))
@@ -216,9 +229,8 @@ def main(argv: list[str]) -> None:
             importlib.import_module(name)
         except ImportError:
             pass
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():  # a forked child could not use CUDA
-        print("the zygote initialised CUDA while importing; workers are exec'd instead", flush=True)
+    if _cuda_touched():  # a child forked after CUDA started could not use the GPU
+        print("the zygote started CUDA while importing; workers are exec'd instead", flush=True)
         return
     control.sendall(json.dumps({"event": "ready", "pid": os.getpid()}).encode())
     serve(control)

@@ -204,6 +204,15 @@ class ForkServer:
                 self._proc.wait()
             self._proc = None
 
+    def disable(self, why: str) -> None:
+        """No more forks: later requests fail, so their workers are exec'd."""
+        with self._lock:
+            if not self._broken:
+                self._broken = why
+                log.warning("evaluator sandbox: candidate workers are started by exec: %s", why)
+                self.fallback_noted = True
+            self._stop_locked()
+
     def close(self) -> None:
         with self._lock:
             self._stop_locked()

@@ -146,9 +146,22 @@ class LocalPool:
                 self._ready[device].append(self._spawn(device))
         try:
             self._started(w)
-        except BaseException:
+        except KeyboardInterrupt:
             w.kill()
             raise
+        except BaseException as e:
+            w.kill()
+            if w.started_by != "fork":
+                raise
+            # a forked worker that never became ready (its device would not start after the
+            # fork, say): this pool's workers are exec'd from now on
+            self._forkserver(device).disable(f"a forked worker did not start: {str(e)[:200]}")
+            w = self._spawn(device)
+            try:
+                self._started(w)
+            except BaseException:
+                w.kill()
+                raise
         return w
 
     def release(self, slot: str, w: Optional[WorkerProcess]) -> None:
