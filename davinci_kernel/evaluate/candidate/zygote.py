@@ -137,10 +137,11 @@ def _worker(req: dict, fds: dict) -> None:
         conf = req["conf"]
         if conf.get("spec") is not None:
             conf["spec"]["lock_fd"] = fds.get("lock")
-        sys.argv = ["davinci_kernel.evaluate.candidate.worker"]
         from . import worker
 
-        worker.main([str(fds["channel"]), json.dumps(conf)])
+        args = [str(fds["channel"]), json.dumps(conf)]
+        sys.argv = [worker.__file__, *args]  # as ``python -m ...worker FD CONF`` has it
+        worker.main(args)
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -91,14 +91,16 @@ def coverage_flag(coverage: float | None, min_coverage: float, what: str) -> lis
 
 
 HOST_SHARE = 0.5  # host reads per call, as a share of the inputs, that make host_work
+HOST_WRITES_MIN = 64  # single-element writes a call may make whatever its output (a scalar's own zero_)
 
 
 def host_work_flag(dtoh_bytes: float, in_bytes: float, items: float, in_elems: float,
-                   item_bytes: float = 0.0) -> list[tuple[str, str]]:
+                   item_bytes: float = 0.0, writes: float = 0.0, out_elems: float = 0.0) -> list[tuple[str, str]]:
     """One call read back from the device at least ``HOST_SHARE`` of its inputs' bytes, or
     read at least that share of its input elements, or of its inputs' bytes, one by one into
     Python (``.item()``; its bytes by each read's dtype, so a wide view's reads count in
-    full): the answer was computed on the host."""
+    full), or wrote at least that share of its output's elements one by one (``out_elems``:
+    the reference's, at the task's size): the answer was computed on the host."""
     if in_bytes > 0 and dtoh_bytes >= HOST_SHARE * in_bytes:
         return [("host_work", f"{dtoh_bytes:.0f} bytes copied device to host in one call, inputs {in_bytes:.0f} bytes")]
     if in_elems > 0 and items >= HOST_SHARE * in_elems:
@@ -107,6 +109,9 @@ def host_work_flag(dtoh_bytes: float, in_bytes: float, items: float, in_elems: f
     if in_bytes > 0 and item_bytes >= HOST_SHARE * in_bytes:
         return [("host_work", f"{item_bytes:.0f} bytes read one element at a time to Python (.item(), "
                  f"{items:.0f} reads) in one call, inputs {in_bytes:.0f} bytes")]
+    if out_elems > 0 and writes >= max(HOST_SHARE * out_elems, HOST_WRITES_MIN):
+        return [("host_work", f"{writes:.0f} single elements written from Python in one call (t[i] = v), "
+                 f"outputs {out_elems:.0f} elements")]
     return []
 
 

@@ -145,7 +145,8 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
         flag(res, guards.kernel_flags(n, static_kernels, backend, on_gpu))
     for a in audits:
         flag(res, guards.host_work_flag(_num(a.get("dtoh_bytes")), _in_bytes(a, ref), _num(a.get("items")),
-                                        min(_num(a.get("in_elems")), _in_bytes(a, ref)), _num(a.get("item_bytes"))))
+                                        min(_num(a.get("in_elems")), _in_bytes(a, ref)), _num(a.get("item_bytes")),
+                                        _num(a.get("host_writes")), _out_elems(ref) if a.get("task", True) is True else 0))
     work_cov = profile.work_coverage(ref.get("ref_work"), max(works)) if works else None
     times = [c["time_coverage"] for c, t in zip(seen, tables) if t["task"] and c["time_coverage"] is not None]
     res.timing_detail["evidence"] = {"work_coverage": work_cov, "time_coverage": min(times) if times else None,
@@ -160,6 +161,19 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
 
 def _num(x) -> float:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else 0.0
+
+
+def _out_elems(ref: dict) -> float:
+    """Elements of the reference's outputs at the task's size (trusted)."""
+    total = 0
+    for m in ref.get("out_meta") or []:
+        shape = m.get("shape") if isinstance(m, dict) else None
+        if isinstance(shape, list) and all(isinstance(d, int) for d in shape):
+            n = 1
+            for d in shape:
+                n *= d
+            total += n
+    return float(total)
 
 
 def _in_bytes(a: dict, ref: dict) -> float:

@@ -201,6 +201,9 @@ class _Visitor:
                 self._function(node)
             elif isinstance(node, ast.ClassDef):
                 self._class(node)
+            elif isinstance(node, ast.Match):
+                self.add(node, "reflection", "match statements are not allowed: a class pattern reads attributes "
+                         "by name (case object(x=v)), past every attribute rule")
             if isinstance(node, (ast.Name, ast.Attribute)) or _const_getattr(node):
                 self._top_of_chain(node)
         for fn in ast.walk(self.tree):

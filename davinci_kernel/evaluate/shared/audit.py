@@ -72,6 +72,9 @@ adaptive_max_pool3d fractional_max_pool2d lp_pool1d lp_pool2d reflection_pad unf
 pairwise_distance log_softmax_backward_data index_put_impl masked_softmax safe_softmax addcmul_ addcdiv_
 resolve_conj resolve_neg is_nonzero
 """.split())
+# Element ops that do a multiply and an add per element (a rank-one update of a product):
+# weighed as two (a matrix product done as K of them is the whole product).
+ELEMENT_WEIGHTS = {"addcmul": 2.0, "addcdiv": 2.0, "lerp": 2.0}
 # Ops whose work is what the ops they call do (each weighed itself): the matrix products'
 # front ends. Any other op outside ELEMENT_OPS needs its own FLOP count or a formula.
 COMPOSITE_OPS = frozenset({"matmul", "linear", "einsum", "tensordot", "chain_matmul", "linalg_multi_dot",
@@ -113,7 +116,7 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, 
     dtypes = event_dtypes(prof)
     items, dtoh = host_reads(events, prof)
     a = {"ops": ops, "work": profiled_work(events, strict, dtypes), "items": items, "dtoh_bytes": dtoh,
-         "item_bytes": item_bytes(events, dtypes)}
+         "item_bytes": item_bytes(events, dtypes), "host_writes": host_writes(events)}
     if raw is not None:
         a["table"] = kernel_table(raw)
     return out, a
@@ -183,6 +186,27 @@ def item_bytes(events, dtypes: dict) -> int:
             names = dtypes.get(getattr(e, "id", None)) or []
             total += _SCALAR_BYTES.get(names[0], _WIDEST_SCALAR) if names else _WIDEST_SCALAR
     return total
+
+
+_WRITES = {"copy_", "fill_", "index_put_", "index_put", "_index_put_impl_", "index_fill_", "masked_fill_", "put_",
+           "scatter_", "zero_"}
+
+
+def host_writes(events) -> int:
+    """Writes of single elements (``t[i, j] = v``: a copy or fill of a one-element view), each
+    the top op of its call chain: values computed in Python handed back one by one."""
+    n = 0
+    for e in events:
+        name = getattr(e, "name", "")
+        if not name.startswith("aten::") or name[6:] not in _WRITES:
+            continue
+        up = getattr(e, "cpu_parent", None)
+        while up is not None and not getattr(up, "name", "").startswith("aten::"):
+            up = getattr(up, "cpu_parent", None)
+        shapes = getattr(e, "input_shapes", None) or []
+        if up is None and shapes and isinstance(shapes[0], list) and _numel(shapes[0]) <= 1:
+            n += 1
+    return n
 
 
 def _complex(names) -> bool:
@@ -261,7 +285,7 @@ def op_work(e, strict: bool = False) -> float:
     if strict and not (name.startswith("aten::") and (element_op(name[6:]) or name[6:] in COMPOSITE_OPS
                                                         or float(getattr(e, "flops", 0) or 0) or formula)):
         return UNCOUNTED
-    own = max(max(sizes), _flops(e), formula)
+    own = max(max(sizes) * ELEMENT_WEIGHTS.get(name[6:].strip("_"), 1.0), _flops(e), formula)
     children = [c for c in getattr(e, "cpu_children", None) or []
                 if getattr(c, "name", "").startswith("aten::") and c.name[6:] not in MEMORY_OPS]
     return max(own, sum(op_work(c, strict) for c in children))
