@@ -36,7 +36,8 @@ def runtime_fixture(path) -> bool:
 RUNTIME = [p for p in CHEATS if runtime_fixture(p)]
 # Runtime fixtures shaped for the CPU (its task sizes, its interpreter): on a GPU they are
 # honest, crash or run past the deadline, which is no test of their defence there.
-CPU_SHAPED = {"fork_per_call", "precompute_at_import", "item_loop_host", "complex_item_host", "packed_item_writes"}
+CPU_SHAPED = {"fork_per_call", "precompute_at_import", "item_loop_host", "complex_item_host", "packed_item_writes",
+              "shape_channel_host"}
 # With the code policy off, these pass on a GPU: the audit of every thread is the CPU's
 # alone, and torch 2.11 records no shapes for ``_foreach_*`` ops on the GPU. The policy
 # refuses both (``_thread``, private ``torch._foreach_*``): docs/guarantees.md says so.

@@ -125,7 +125,8 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
     gets no credit for it). On a GPU the launches are the kernels the GPU ran whose names
     the candidate's source defines (``profile.classify`` of each call's raw kernel table),
     never the worker's own count; on the CPU, the Triton launches counted. Coverage is the
-    lower of time coverage (GPU) and work coverage; host reads make ``host_work``."""
+    lower of time coverage (GPU) and work coverage, the latter at the task's size and at the
+    perturbed size alike; host reads and writes make ``host_work``."""
     from ..shared import profile
 
     audits = [a for a in out.get("audits") or [] if isinstance(a, dict)]
@@ -148,6 +149,12 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
                                         min(_num(a.get("in_elems")), _in_bytes(a, ref)), _num(a.get("item_bytes")),
                                         _num(a.get("host_writes")), _out_elems(ref) if a.get("task", True) is True else 0))
     work_cov = profile.work_coverage(ref.get("ref_work"), max(works)) if works else None
+    # the perturbed size's call against the reference's work at that size: a kernel for the
+    # task's size with torch doing every other size covers nothing there
+    other = [_num(a["work"]) for a in audits if a.get("task", True) is not True and isinstance(a.get("work"), (int, float))]
+    if other and ref.get("perturb_work"):
+        p_cov = profile.work_coverage(ref.get("perturb_work"), max(other))
+        work_cov = p_cov if work_cov is None else min(work_cov, p_cov)
     times = [c["time_coverage"] for c, t in zip(seen, tables) if t["task"] and c["time_coverage"] is not None]
     res.timing_detail["evidence"] = {"work_coverage": work_cov, "time_coverage": min(times) if times else None,
                                      "checked_custom_us": _checked_custom_us(seen, tables), "profiled_calls": len(seen),

@@ -50,6 +50,7 @@ class ReferenceCache:
             "out_meta": leaves.get("ref0"),
             "pref": read_reference(home, leaves["pref"]) if "pref" in leaves else None,
             "perturb_used": result.get("perturb_used") if "pref" in leaves else None,
+            "perturb_work": result.get("perturb_work") if "pref" in leaves else None,
             "podd": read_reference(home, leaves["podd"]) if "podd" in leaves else None,
             "odd_used": result.get("odd_used") if "podd" in leaves else None,
             "ref_work": result.get("ref_work"), "ref_mutates": bool(result.get("ref_mutates")),

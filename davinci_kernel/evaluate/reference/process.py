@@ -170,8 +170,14 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
             pmodel = rt.build(pmod, "Model", pinit, job.init_seed, dev)
             pin = rt.gen_inputs(pmod, job.perturb_seed, dev)
             rt.seed_call(job.perturb_seed)
-            with C.no_grad():
-                y = pmodel(*rt.clone_args(pin))
+            if key == "pref":  # the reference's work at the perturbed size: the candidate's is weighed there too
+                from ..shared.audit import audited_call
+
+                y, audit = audited_call(C.torch, pmodel, rt.clone_args(pin))
+                out["perturb_work"] = audit["work"]
+            else:
+                with C.no_grad():
+                    y = pmodel(*rt.clone_args(pin))
             sync(dev)
             del pmodel, pin
         except BaseException as e:  # noqa: BLE001 - the reference rejects this size: try the next

@@ -21,7 +21,7 @@ Covers, in two halves:
     when its last component equals a name the candidate defines. Triton 2.x's signature
     suffix (``name_0d1d2de``) is accepted. ``time_coverage`` = custom kernel time / all
     kernel time; ``work_coverage`` = the share of the reference's work (FLOPs + elements,
-    ``audit.profiled_work``) not done by torch ops in the candidate; the coverage a verdict
+    ``opwork.profiled_work``) not done by torch ops in the candidate; the coverage a verdict
     uses is the lower of the two (``combined``): at a small size time share measures
     launches, not work, so a trivial kernel beside torch's matmul reads high time coverage
     and low work coverage.
