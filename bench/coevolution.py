@@ -30,19 +30,22 @@ only the rows come back (a model with its optimizer state is too large to carry 
     ... the same for no_admission, frozen, no_joint_training and seed 1 (8 calls)
     python bench/coevolution.py collect --dir .corun                                # here, not on the GPU
 
-Time per arm x seed on one H200, estimated from bench/results/learning_run_h200.json
-(batched sampling: about 7.2 ms per token position of the longest reply, 128 replies of
-1151 tokens in 8.3 s; the evaluator: about 18 new candidates a minute with 4 workers, 10-15 s
-for one alone) and this protocol's sizes (3 tasks, 12 episodes each, replies of at most about
-800 tokens): per step, five sampling rounds (selection, turn 1, turn 2, summaries,
-verification re-generations) of about 5 s each, three waits on the evaluator of about
-10-20 s (new policy sources after each turn, then the fresh verification of up to 6 skills),
-an update and a checkpoint of about 3 s: 40-60 s a step. Ten steps: 400-600 s, plus about
-40 s to start (Python, model, evaluator) and 30 s for the final on/off comparison. The arm
-begins no step that the longest so far would take past 470 s (--budget-s), so a call ends
-within about 9 minutes even when steps run slow; an arm stopped by the budget keeps its
-rows and says so ("stopped"). The CPU smoke (--tiny: a 512-token-vocabulary model, one
-task, one step) runs in about a minute on 2 cores.
+Time per arm x seed on one H200, estimated from bench/results/learning_run_h200.json: its
+batched sampling took about 7.2 ms per token position of a batch's longest reply (128 replies
+of up to 1151 tokens in 8.3 s); sources it had not judged before cost it almost nothing to
+judge (broken code fails the static checks at once); a correct new kernel costs the
+evaluator about 10-15 s alone and about 3.3 s of throughput (about 18 a minute with 4
+workers). This protocol per step: five sampling rounds (selection, turn 1, turn 2,
+summaries, verification re-generations) over replies of at most about 800 policy tokens
+and 1000 summary tokens, about 27 s together; the fresh verification of about one skill
+per task (two summaries of one episode mostly propose the same skill, and a source given
+twice in one fresh call is judged once), about 10-15 s; the update and a checkpoint, about
+3 s: 40-50 s a step, 320-400 s for the 8 steps, plus about 40 s to start (Python, model,
+evaluator) and 30 s for the final on/off comparison: about 7 minutes. The arm begins no step
+that the longest so far would take past 470 s from the process start (--budget-s), so a
+call ends within about 9 minutes even when steps run slower than estimated; an arm stopped
+by the budget keeps its rows and says so ("stopped"). The CPU smoke (--tiny: a
+512-token-vocabulary model, one task, one step) takes about a minute on 2 cores.
 """
 
 from __future__ import annotations

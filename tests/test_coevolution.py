@@ -334,3 +334,24 @@ def test_tiny_smoke_end_to_end_on_cpu_and_reruns_keep_what_is_saved(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((run / "rows" / "frozen-s0.attempt-1.json").read_text()) == again
     assert json.loads(rows.read_text())["status"] == "done"
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_one_line_exit_130_and_leaves_whole_files(tmp_path):
+    """SIGINT while `prepare` judges the kernels: one line, exit 130, and every verdict line
+    already written whole (a rerun continues from them)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "prepare", "--tiny", "--dir", str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    verdicts = tmp_path / "verdicts.jsonl"
+    deadline = time.time() + 180
+    while not (verdicts.is_file() and verdicts.read_text().strip()) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted during prepare" in err and "Traceback" not in err, err[-2000:]
+    lines = verdicts.read_text().splitlines()
+    assert lines and all(json.loads(line)["result"] for line in lines)
+    assert not (tmp_path / "sft" / "model").exists()

@@ -86,7 +86,7 @@ PROTOCOL: dict = {
         "no_joint_training": {"rl.joint_training": False},  # selection and summary turns get no gradient
     },
     "seeds": [0, 1],
-    "steps": 10,
+    "steps": 8,
     # seconds: `prepare` stops SFT epochs to end within its budget; an arm begins no step
     # that the longest step so far would take past its budget (the rest of the 10-minute
     # device call is process start, evaluator start and the final on/off comparison)

@@ -1,9 +1,10 @@
 """The experiment's result: the JSON, the plot, the table, and the success criteria.
 
 ``collect`` reads every arm x seed's rows file of a run folder into one document
-``{"gpu", "torch", "date", "protocol", "rows", "runs", "success"}`` (one row per arm, seed
-and step; ``runs`` says how each arm x seed ended and holds the final library on/off
-comparison). ``success`` evaluates the protocol's criteria over such a document and
+``{"gpu", "torch", "date", "protocol", "rows", "runs", "variants", "sft", "success"}`` (one
+row per arm, seed and step; ``runs`` says how each arm x seed ended and holds the final
+library on/off comparison; ``variants`` the kernels as ``prepare`` judged them, with the
+role checks; ``sft`` what the SFT did). ``success`` evaluates the protocol's criteria over such a document and
 reports each as pass or fail with its numbers; it judges, it never tunes. ``plot`` draws
 library size and turn-1 Fast_1.2 per step for every arm (mean over seeds, min-max band).
 """
@@ -37,7 +38,8 @@ def collect(d: Path) -> dict:
              "steps": len(x["steps"]), "seconds": x.get("seconds"), "gpu": x["gpu"], "date": x["date"],
              "calls": x.get("calls", []), "final": x.get("final")} for x in docs]
     out = {"gpu": _one(x["gpu"] for x in docs), "torch": _one(x["torch"] for x in docs),
-           "date": _one(x["date"] for x in docs), "protocol": plan["protocol"], "rows": rows, "runs": runs}
+           "date": _one(x["date"] for x in docs), "protocol": plan["protocol"], "rows": rows, "runs": runs,
+           "variants": read_json(Path(d) / "variants.json"), "sft": read_json(Path(d) / "sft.json")}
     out["success"] = success(out)
     return out
 
