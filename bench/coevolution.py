@@ -45,7 +45,8 @@ evaluator) and 30 s for the final on/off comparison: about 7 minutes. The arm be
 that the longest so far would take past 470 s from the process start (--budget-s), so a
 call ends within about 9 minutes even when steps run slower than estimated; an arm stopped
 by the budget keeps its rows and says so ("stopped"). The CPU smoke (--tiny: a
-512-token-vocabulary model, one task, one step) takes about a minute on 2 cores.
+512-token-vocabulary model, one task, one step) takes 1 to 1.5 minutes on 2 cores, most of
+it starting evaluator workers, the SFT and the four trainers.
 """
 
 from __future__ import annotations

@@ -289,7 +289,7 @@ def test_tiny_smoke_end_to_end_on_cpu_and_reruns_keep_what_is_saved(tmp_path):
     r = _run("all", "--tiny", "--dir", run, "--out", out, timeout=600)
     took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-3000:]
-    assert took < 120, took
+    assert took < 240, took  # about 1 to 1.5 minutes on 2 cores; this only catches a run of the real sizes
     doc = json.loads(out.read_text())
     assert {"gpu", "torch", "date", "protocol", "rows", "runs", "success"} <= set(doc)
     assert doc["protocol"]["name"] == "coevolution-tiny" and len(doc["rows"]) == 4
