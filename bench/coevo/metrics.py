@@ -19,8 +19,8 @@ from kernel_variants import classify
 
 FUNNEL = ("triggered", "sampled", "parsed", "proposed", "filtered", "regenerated", "verified", "staged",
           "committed")
-STEP_KEYS = ("reward/policy", "reward/select", "reward/summary", "samples", "gen_s", "sample_s", "update_s",
-             "step_s")
+STEP_KEYS = ("reward/policy", "reward/select", "reward/summary", "samples", "dynamic/zero_variance", "gen_s",
+             "sample_s", "update_s", "step_s")
 
 
 def _fast(results: list, p: float) -> float:

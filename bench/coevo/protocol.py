@@ -72,7 +72,14 @@ PROTOCOL: dict = {
         "turns": 2, "k_schemes": 2, "null_scheme": True, "n_rollouts": 4, "s_summaries": 2,
         "summary_min_speedup": 1.2, "summary_min_gain": 1.2, "verify_min_speedup": 1.2, "verify_min_gain": 1.2,
         "max_new_skills": 2, "library_at_step_0": "empty", "select_mode": "llm",
-        "lr": 3e-4, "temperature": 0.5, "max_new_tokens": 1280, "gen_batch": 128,
+        "lr": 3e-4, "temperature": 0.5, "gen_batch": 128,
+        # per-role generation limits: a selection is a pick of at most 3 names (about 100
+        # tokens in the SFT data); a policy reply at most about 800 tokens (the longest
+        # evaluation-task variant; the verification re-generation is a policy turn); a summary
+        # repeats the best kernel inside a JSON string (up to about 1000 tokens)
+        "max_new_tokens": {"selection": 256, "policy": 1024, "summary": 1280},
+        # the trainer's options, at their documented defaults (stated, so the protocol says them)
+        "dynamic_sampling": False, "normalize_adv": False,
         # verdicts: a policy turn whose source was judged before on its task (the variants
         # judged by `prepare`, or earlier in the arm) takes that verdict; every admission's
         # greedy re-generation is judged anew in a fresh evaluation (rollout verification
@@ -117,7 +124,8 @@ TINY.update({
     "final_on_off": {"arms": ["full"], "samples": 1},
 })
 TINY["sft"] = dict(PROTOCOL["sft"], epochs=1)
-TINY["rl"] = dict(PROTOCOL["rl"], n_rollouts=2, max_new_tokens=16, gen_batch=64)
+TINY["rl"] = dict(PROTOCOL["rl"], n_rollouts=2, max_new_tokens={"selection": 16, "policy": 16, "summary": 16},
+                 gen_batch=64)
 
 
 def protocol(tiny: bool = False) -> dict:
@@ -140,7 +148,12 @@ def overrides(p: dict, d: Path, arm: str, seed: int) -> list[str]:
         "rl.minibatches=1", f"rl.seed={seed}", "rl.save_every=1", "rl.keep_checkpoints=1", "rl.joint_training=true",
         f"rollout.k_schemes={r['k_schemes']}", f"rollout.n_rollouts={r['n_rollouts']}", f"rollout.turns={r['turns']}",
         f"rollout.s_summaries={r['s_summaries']}", f"rollout.summary_min_speedup={r['summary_min_speedup']}",
-        f"rollout.summary_min_gain={r['summary_min_gain']}", f"rollout.max_new_tokens={r['max_new_tokens']}",
+        f"rollout.summary_min_gain={r['summary_min_gain']}",
+        f"rollout.max_new_tokens={max(r['max_new_tokens'].values())}",
+        f"rollout.max_new_tokens_selection={r['max_new_tokens']['selection']}",
+        f"rollout.max_new_tokens_policy={r['max_new_tokens']['policy']}",
+        f"rollout.max_new_tokens_summary={r['max_new_tokens']['summary']}",
+        f"rl.dynamic_sampling={str(r['dynamic_sampling']).lower()}", f"rl.normalize_adv={str(r['normalize_adv']).lower()}",
         f"rollout.temperature={r['temperature']}", f"rollout.gen_batch={r['gen_batch']}",
         f"skills.db={work / 'skills.db'}", "skills.seed_library=false", f"skills.select_mode={r['select_mode']}",
         f"skills.verify_min_speedup={r['verify_min_speedup']}", f"skills.verify_min_gain={r['verify_min_gain']}",

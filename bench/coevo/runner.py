@@ -2,8 +2,8 @@
 
 ``ArmRun`` builds the arm's trainer (``dvk train rl``'s ``RLTrainer`` on the real pipeline:
 selection, policy and summary agents on one backbone, admission by execution) from the SFT
-model and the arm's config, puts the run's ``VerdictBook`` in place of its evaluator, and
-runs the protocol's steps. After each step: the step's row (``metrics.step_row``), then a
+model and the arm's config, with the run's ``VerdictBook`` as its environment's evaluator,
+and runs the protocol's steps. After each step: the step's row (``metrics.step_row``), then a
 checkpoint of model, optimizer and library, then the row in ``DIR/rows/<arm>-s<seed>.json``
 (written atomically, and also into ``mirror`` when given). A row waits in
 ``work/pending-row.json`` until its checkpoint is sealed, so a rerun resumes from the
@@ -146,13 +146,14 @@ class ArmRun:
         return doc
 
     def _trainer(self, cfg, resume: bool):
+        from davinci_kernel.rl.env import RolloutEnv
         from davinci_kernel.rl.trainer import RLTrainer
 
         suite_dir(self.tasks, self.work / "suite")
-        trainer = RLTrainer(cfg, out=self.work, resume=resume)
-        trainer.env.evaluator.close()  # the run's verdict book judges instead (one evaluator per GPU)
-        trainer.env.evaluator = self.book
-        env, collect = trainer.env, trainer.env.collect
+        # the run's verdict book judges (one evaluator per GPU: it plans the GPU's memory)
+        env = RolloutEnv(cfg, self.work, evaluator=self.book)
+        trainer = RLTrainer(cfg, out=self.work, resume=resume, env=env)
+        collect = env.collect
         self.seen: dict = {}
 
         def spy(ts, gen, step):

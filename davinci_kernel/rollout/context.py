@@ -5,7 +5,8 @@ progress callback) with the request of one role's call (its sampling settings an
 generation limit) and the two timed calls every stage goes through — ``generate``
 (batched, async) and ``evaluate`` (``Evaluator.evaluate_many`` in a thread, so the event
 loop stays free; ``fresh=True`` for a verdict judged anew) — and ``GroupStats``, the
-seconds spent in each, which the overhead benchmark subtracts from wall time. Does not cover: what to generate or evaluate.
+seconds spent in each, which the overhead benchmark subtracts from wall time. Does not
+cover: what to generate or evaluate.
 """
 
 from __future__ import annotations
