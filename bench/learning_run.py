@@ -46,7 +46,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -57,15 +56,12 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-VARIANTS = ROOT / "bench" / "learning" / "variants"
+import kernel_variants as kv  # noqa: E402
+from kernel_variants import classify, fastest_variant, first_kernel, normalized, skill_call  # noqa: E402,F401
+
+VARIANTS = kv.VARIANTS
 RESULTS = ROOT / "bench" / "results"
-# a few million parameters (4.0M: hidden 256, 4 layers), so the SFT model's float32 weights
-# (15.3 MiB) stay under the 16 MiB a file may have to travel back from a device call; long
-# positions for prompts that carry skills
-SHAPE = dict(vocab_size=4096, hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=4,
-             num_key_value_heads=2, head_dim=64, tie_word_embeddings=True, max_position_embeddings=16384)
-TINY = dict(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-            num_key_value_heads=1, head_dim=16, tie_word_embeddings=True, max_position_embeddings=16384)
+SHAPE, TINY = kv.MODEL_SHAPE, kv.TINY_SHAPE  # 4.0M parameters (15.3 MiB in float32); a CPU-sized one
 STEP_KEYS = ("reward/policy", "reward/select", "reward/summary", "correct/policy", "speedup/correct",
              "fast_1/policy", "fast_1.5/policy", "skills_admitted", "samples", "gen_s", "update_s", "step_s")
 
@@ -73,8 +69,7 @@ STEP_KEYS = ("reward/policy", "reward/select", "reward/summary", "correct/policy
 # ----------------------------------------------------------------------------- data
 def manifest(tiny: bool = False) -> dict[str, list[dict]]:
     """task name -> its variants ({name, file, correct, what}); two tasks when ``tiny``."""
-    tasks = json.loads((VARIANTS / "manifest.json").read_text())["tasks"]
-    return dict(list(tasks.items())[:2]) if tiny else tasks
+    return kv.manifest(VARIANTS, tiny)
 
 
 def use_variants(folder: Path) -> None:
@@ -83,42 +78,18 @@ def use_variants(folder: Path) -> None:
     VARIANTS = Path(folder)
 
 
-def normalized(code: str) -> str:
-    return re.sub(r"\s+", " ", code).strip()
-
-
 def variant_sources(tasks: dict) -> dict[str, dict[str, str]]:
     """task -> {variant name: source}."""
-    return {t: {v["name"]: (VARIANTS / v["file"]).read_text() for v in vs} for t, vs in tasks.items()}
-
-
-def classify(code: str | None, sources: dict[str, str]) -> str:
-    """Which variant a sampled kernel is (whitespace aside), 'other' for anything else,
-    'none' where no code was parsed."""
-    if not code:
-        return "none"
-    n = normalized(code)
-    return next((name for name, src in sources.items() if normalized(src) == n), "other")
+    return kv.variant_sources(tasks, VARIANTS)
 
 
 def suite_dir(tasks: dict, out: Path) -> Path:
     """A suite folder holding only the chosen built-in tasks (same names, same sources)."""
-    from davinci_kernel.tasks.loader import BUILTIN_DIR
-
-    if out.exists():
-        shutil.rmtree(out)
-    for name in tasks:
-        dst = out / f"{name}.py"
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(BUILTIN_DIR / f"{name}.py", dst)
-    return out
+    return kv.suite_dir(tasks, out)
 
 
 def load_tasks(tasks: dict, d: Path, folder: str = "suite"):
-    from davinci_kernel.tasks.loader import load_suite
-
-    by_name = {t.name: t for t in load_suite(str(suite_dir(tasks, d / folder)))}
-    return [by_name[n] for n in tasks]
+    return kv.load_tasks(tasks, d, folder)
 
 
 # ----------------------------------------------------------------------------- verdicts
@@ -209,52 +180,8 @@ def sft_examples(tasks: dict, objs, store_cfg, max_selected: int, max_new_skills
     return rows
 
 
-def fastest_variant(variants: list[dict], task: str, speedups: dict | None) -> dict:
-    """The correct variant the evaluator timed fastest (the manifest's first correct one
-    where no speedups are known)."""
-    ok = [v for v in variants if v["correct"]]
-    if speedups and any(speedups.get((task, v["name"])) for v in ok):
-        return max(ok, key=lambda v: speedups.get((task, v["name"])) or 0.0)
-    return ok[0]
-
-
-def skill_call(task, variant: dict, code: str) -> dict:
-    """The summary agent's answer for an episode that wrote ``variant``: one skill (our own
-    text, from the manifest's description of the variant) whose example is its first
-    Triton kernel."""
-    from davinci_kernel.agents.summary import TOOL_NAME, snake_case
-
-    op = task.op_type or "kernel"
-    what = variant["what"].rstrip(".")
-    module = task.name.rsplit("/", 1)[-1].split("_", 1)[-1]  # "level1/3_Softmax" -> "Softmax"
-    skill = {"name": snake_case(f"{module} {variant['name']}"),
-             "description": f"For {op} modules: {what}.",
-             "scope": f"task_specific/{snake_case(op)}", "tags": [op, "triton", *variant["name"].split("_")[:2]],
-             "content": (f"## Motivation\nA {op} module whose kernel moves more memory or launches more "
-                         f"programs than the operation needs.\n## Key Idea\n{what[0].upper() + what[1:]}.\n"
-                         f"## Example\n```python\n{first_kernel(code)}\n```")}
-    return {"name": TOOL_NAME, "arguments": {"think": f"the faster kernel does this: {what}",
-                                             "new_skills": [skill]}}
-
-
-def first_kernel(code: str) -> str:
-    """The source of the first ``@triton.jit`` function in ``code`` (decorator included)."""
-    import ast
-
-    for node in ast.parse(code).body:
-        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
-            lines = code.splitlines()
-            return "\n".join(lines[node.decorator_list[0].lineno - 1:node.end_lineno])
-    return code.strip()
-
-
 def phase_sft(args, d: Path) -> None:
-    import torch
-    from rl_step import build_model_dir
-
-    from davinci_kernel.config import load_config
     from davinci_kernel.files import jsonl_text, read_jsonl, write_atomic
-    from davinci_kernel.llm.tiny import project_corpus, train_tokenizer
     from davinci_kernel.rl.sft import train_sft
 
     if (d / "sft" / "model").exists():
@@ -269,14 +196,8 @@ def phase_sft(args, d: Path) -> None:
     rows = sft_examples(tasks, objs, cfg.skills, cfg.skills.max_selected, cfg.skills.max_new_skills, speedups)
     data = write_atomic(d / "sft.jsonl", jsonl_text(rows))
     shape = TINY if args.tiny else SHAPE
-    base = d / "base"
-    corpus = project_corpus() + [s for v in variant_sources(tasks).values() for s in v.values()]
-    build_model_dir(base, shape, seed=args.seed, tokenizer=train_tokenizer(shape["vocab_size"], corpus))
-    bf16 = str(torch.cuda.is_available()).lower()
-    sft_cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", [
-        f"sft.model=hf:{base}", f"sft.data=[{data}]", f"sft.epochs={args.sft_epochs}", f"sft.lr={args.sft_lr}",
-        "sft.max_seq_len=16384", "sft.batch_rows=1", f"sft.bf16={bf16}", "sft.grad_checkpointing=false",
-        "sft.max_per_task=64", "sft.dedupe=false", f"sft.max_seconds={args.sft_budget_s or 0}"])
+    base = kv.base_model(d / "base", shape, args.seed, [s for v in variant_sources(tasks).values() for s in v.values()])
+    sft_cfg = kv.sft_config(base, data, args.sft_epochs, args.sft_lr, args.sft_budget_s or 0)
     t0 = time.monotonic()
     got = train_sft(sft_cfg, out=str(d / "sft"), echo=print)
     ms = read_jsonl(d / "sft" / "metrics.jsonl")
@@ -284,15 +205,9 @@ def phase_sft(args, d: Path) -> None:
                             "epochs": got["epochs"], "epochs_asked": args.sft_epochs, "lr": args.sft_lr,
                             "seconds": time.monotonic() - t0,
                             "loss_first": ms[0]["loss"] if ms else None, "loss_last": got["loss"],
-                            "parameters": sum(p.numel() for p in _model_params(d / "sft" / "model"))})
+                            "parameters": kv.parameters(d / "sft" / "model")})
     print(f"sft: {len(rows)} examples, {got['steps']} steps, loss {ms[0]['loss'] if ms else 0:.3f} -> "
           f"{got['loss']:.4f}")
-
-
-def _model_params(path: Path):
-    from transformers import AutoModelForCausalLM
-
-    return list(AutoModelForCausalLM.from_pretrained(path).parameters())
 
 
 # ----------------------------------------------------------------------------- RL
@@ -553,31 +468,10 @@ def _plot(arms: dict, path: Path) -> None:
 
 
 def _usage(msg: str) -> None:
-    print(f"learning_run.py: {msg}", file=sys.stderr)
-    sys.exit(2)
+    kv.usage_exit("learning_run.py", msg)
 
 
-def _read(p: Path):
-    return json.loads(p.read_text()) if p.is_file() else None
-
-
-def _write(p: Path, obj) -> None:
-    from davinci_kernel.files import write_json
-
-    p.parent.mkdir(parents=True, exist_ok=True)
-    write_json(p, obj)
-
-
-def _gpu():
-    import torch
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-
-
-def _torch():
-    import torch
-
-    return torch.__version__
+_read, _write, _gpu, _torch = kv.read_json, kv.write_json, kv.gpu_name, kv.torch_version
 
 
 def main() -> None:

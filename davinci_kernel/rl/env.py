@@ -62,7 +62,8 @@ class RolloutEnv:
 
     name = "rollout"
 
-    def __init__(self, cfg, workdir: Path):
+    def __init__(self, cfg, workdir: Path, evaluator=None):
+        """``evaluator``: one to share (anything with ``evaluate_many``); default: its own."""
         try:
             from ..rollout import collect_groups  # noqa: F401
         except ImportError:
@@ -76,7 +77,7 @@ class RolloutEnv:
         self.cfg = cfg
         self.tasks = load_suite(cfg.rl.suite)
         self.val = load_suite(cfg.rl.val_suite) if cfg.rl.val_suite else []
-        self.evaluator = Evaluator(cfg.eval)
+        self.evaluator = evaluator if evaluator is not None else Evaluator(cfg.eval)
         self.store = open_store(cfg.skills)
         self.admission = Admission()
         self._last_backend = None

@@ -4,8 +4,9 @@ Covers: ``Context`` (backend, evaluator, rollout/reward/skills configs, an optio
 progress callback) with the request of one role's call (its sampling settings and
 generation limit) and the two timed calls every stage goes through — ``generate``
 (batched, async) and ``evaluate`` (``Evaluator.evaluate_many`` in a thread, so the event
-loop stays free) — and ``GroupStats``, the seconds spent in each, which the overhead
-benchmark subtracts from wall time. Does not cover: what to generate or evaluate.
+loop stays free; ``fresh=True`` for a verdict judged anew) — and ``GroupStats``, the
+seconds spent in each, which the overhead benchmark subtracts from wall time. Does not
+cover: what to generate or evaluate.
 """
 
 from __future__ import annotations
@@ -62,11 +63,14 @@ class Context:
         self.tick("generated", len(requests))
         return out
 
-    async def evaluate(self, items: list[tuple[Task, str]]) -> list[EvalResult]:
+    async def evaluate(self, items: list[tuple[Task, str]], fresh: bool = False) -> list[EvalResult]:
+        """``fresh``: judged anew, never a verdict given before (verification asks for it; an
+        evaluator that reuses verdicts offers ``evaluate_fresh`` for it)."""
         if not items:
             return []
         t0 = time.perf_counter()
-        out = await asyncio.to_thread(self.evaluator.evaluate_many, items)
+        judge = getattr(self.evaluator, "evaluate_fresh", None) if fresh else None
+        out = await asyncio.to_thread(judge or self.evaluator.evaluate_many, items)
         self.stats.eval_seconds += time.perf_counter() - t0
         self.stats.eval_calls += len(items)
         self.tick("evaluated", len(items))

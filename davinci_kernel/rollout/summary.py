@@ -4,7 +4,8 @@ Covers: the trigger (turn 1 correct; best turn ≥ ``summary_min_speedup`` and
 ≥ ``summary_min_gain`` × the turn-1 speedup), choosing the group's episode to summarize
 (the triggered one with the fastest best turn), s summary samples in one batch, and for
 every proposed skill that passes ``skills.admit.content_filter``: one greedy turn-1
-generation with the scheme's skills plus the new one, evaluated concurrently, judged by
+generation with the scheme's skills plus the new one, evaluated concurrently in a fresh
+evaluation (no verdict reused from the rollouts), judged by
 ``skills.admit.verify`` and staged through ``Admission``. Summary turns get the
 summarizer's reward (``rewards.summary_reward``: best verified speedup among its skills, else 0).
 Does not cover: committing staged skills (the caller does, after its update succeeds).
@@ -95,7 +96,8 @@ async def verify_and_stage(ctx: Context, task: Task, trig: Trigger, scheme: Sequ
     codes = [extract_code(c.text) if not c.error else None for c in comps]
     pending = [(i, p.code) for i, p in enumerate(codes) if p is not None and p.code]
     results: list[Optional[EvalResult]] = [None] * len(proposals)
-    for (i, _), res in zip(pending, await ctx.evaluate([(task, code) for _, code in pending])):
+    judged = await ctx.evaluate([(task, code) for _, code in pending], fresh=True)  # never a reused verdict
+    for (i, _), res in zip(pending, judged):
         results[i] = res
     for i, ((si, skill), conv, comp) in enumerate(zip(proposals, convs, comps)):
         parsed = codes[i]
