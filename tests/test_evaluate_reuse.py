@@ -93,3 +93,15 @@ def test_transient_failures_are_judged_again(task, tmp_path, kind, reused):
     b = ev.evaluate(task, "src")
     assert len(calls) == (1 if reused else 2) and b.reused is reused and not a.reused
     assert not ev.evaluate(task, "src # another text").reused  # another text is another candidate
+
+
+def test_a_fresh_evaluation_never_reuses(task, reusing):
+    """A skill's verification asks for a fresh verdict (``evaluate_fresh``): judged anew even
+    with a verdict on record, and not kept for later reuse."""
+    ev, task = reusing, _variant(task, "fresh")
+    fresh = ev.evaluate_fresh([(task, None), (task, None)])
+    assert all(not r.reused and r.correct for r in fresh)
+    first = ev.evaluate(task)
+    assert not first.reused  # the fresh verdicts were not kept
+    again = ev.evaluate_fresh([(task, None)])[0]
+    assert not again.reused

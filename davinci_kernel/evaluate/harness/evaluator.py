@@ -139,13 +139,14 @@ class Evaluator:
         self.pool.close()
         sandbox.remove_tree(self.tmp_root)
 
-    def evaluate(self, task: Task, source: Optional[str] = None) -> EvalResult:
+    def evaluate(self, task: Task, source: Optional[str] = None, fresh: bool = False) -> EvalResult:
         """Judge ``source`` on ``task``. With ``eval.self_check`` (or no source) the
-        candidate is the problem's own Model: see ``self_candidate``."""
+        candidate is the problem's own Model: see ``self_candidate``. ``fresh``: judged anew
+        even with ``eval.reuse_verdicts`` (a skill's verification), and not kept for reuse."""
         t0 = time.monotonic()
         if self.cfg.self_check or source is None:
             source = self_candidate(task.source)
-        if not self.cfg.reuse_verdicts:
+        if not self.cfg.reuse_verdicts or fresh:
             return self._judged(task, source, t0)
         key = _verdict_key(task, source)
         with self._verdicts_lock:
@@ -187,13 +188,19 @@ class Evaluator:
         res.feedback = feedback_mod.build(res)
         return res
 
+    def evaluate_fresh(self, items: list[tuple[Task, str]],
+                       progress: Optional[Callable[[int, EvalResult], None]] = None) -> list[EvalResult]:
+        """``evaluate_many`` with every verdict judged anew (``evaluate(..., fresh=True)``)."""
+        return self.evaluate_many(items, progress, fresh=True)
+
     def evaluate_many(self, items: list[tuple[Task, str]],
-                      progress: Optional[Callable[[int, EvalResult], None]] = None) -> list[EvalResult]:
+                      progress: Optional[Callable[[int, EvalResult], None]] = None,
+                      fresh: bool = False) -> list[EvalResult]:
         """Evaluate concurrently (one thread per slot); results in input order."""
         results: list[Optional[EvalResult]] = [None] * len(items)
 
         def one(i: int) -> None:
-            results[i] = self.evaluate(*items[i])
+            results[i] = self.evaluate(*items[i], fresh=fresh)
             if progress is not None:
                 progress(i, results[i])
 

@@ -24,8 +24,8 @@ class _Actor:
 
         self.ev = Evaluator(EvalConfig(**cfg_dict), workers=1)
 
-    def evaluate(self, task_dict: dict, source: str) -> dict:
-        return self.ev.evaluate(Task.from_dict(task_dict), source).to_dict()
+    def evaluate(self, task_dict: dict, source: str, fresh: bool = False) -> dict:
+        return self.ev.evaluate(Task.from_dict(task_dict), source, fresh=fresh).to_dict()
 
     def close(self) -> None:
         self.ev.close()
@@ -61,8 +61,14 @@ class RayEvaluator:
         self.actors = [actor_cls.remote(cfg_dict) for _ in range(n)]
         self.n_workers = n
 
+    def evaluate_fresh(self, items: list[tuple[Task, str]],
+                       progress: Optional[Callable[[int, EvalResult], None]] = None) -> list[EvalResult]:
+        """``evaluate_many`` with every verdict judged anew (no reused verdict)."""
+        return self.evaluate_many(items, progress, fresh=True)
+
     def evaluate_many(self, items: list[tuple[Task, str]],
-                      progress: Optional[Callable[[int, EvalResult], None]] = None) -> list[EvalResult]:
+                      progress: Optional[Callable[[int, EvalResult], None]] = None,
+                      fresh: bool = False) -> list[EvalResult]:
         ray = self.ray
         results: list[Optional[EvalResult]] = [None] * len(items)
         pending = {}
@@ -72,7 +78,7 @@ class RayEvaluator:
             while queue and idle:
                 i = queue.pop(0)
                 a = idle.pop()
-                pending[a.evaluate.remote(items[i][0].to_dict(), items[i][1])] = (i, a)
+                pending[a.evaluate.remote(items[i][0].to_dict(), items[i][1], fresh)] = (i, a)
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 i, a = pending.pop(ref)
@@ -82,8 +88,8 @@ class RayEvaluator:
                     progress(i, results[i])
         return results  # type: ignore[return-value]
 
-    def evaluate(self, task: Task, source: str) -> EvalResult:
-        return self.evaluate_many([(task, source)])[0]
+    def evaluate(self, task: Task, source: str, fresh: bool = False) -> EvalResult:
+        return self.evaluate_many([(task, source)], fresh=fresh)[0]
 
     def close(self) -> None:
         for a in self.actors:
