@@ -35,6 +35,8 @@ import struct
 import sys
 import traceback
 
+from ..shared.sandbox_enter import MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_REC, Libc
+
 # what an exec'd worker would have to import before its first candidate
 PRELOAD = ("torch", "triton", "triton.language", "davinci_kernel.evaluate.candidate.worker",
            "davinci_kernel.evaluate.shared.profile", "davinci_kernel.evaluate.shared.timing",
@@ -44,23 +46,10 @@ PRELOAD = ("torch", "triton", "triton.language", "davinci_kernel.evaluate.candid
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
 NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 MAX_REQUEST = 1 << 16
 FD_NAMES = ("channel", "output", "status", "lock")  # the uid lock only where the worker has one
-
-
-def _libc():
-    import ctypes
-
-    c = ctypes.CDLL(None, use_errno=True)
-
-    def check(ret: int, what: str) -> None:
-        if ret == -1:
-            e = ctypes.get_errno()
-            raise OSError(e, f"{what}: {os.strerror(e)}")
-
-    return ctypes, c, check
 
 
 def recv_request(sock: socket.socket) -> tuple[dict | None, list[int]]:
@@ -79,20 +68,20 @@ def _launcher(req: dict, fds: dict, control: int) -> None:
     """In the forked launcher: never returns."""
     code = 1
     try:
-        ctypes, c, check = _libc()
+        lc = Libc()
         os.close(control)
         os.setsid()
         for f in req.get("procs_files") or []:  # before the cgroup namespace: it is rooted here
             with open(f, "w") as fh:
                 fh.write("0")
-        check(c.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+        lc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(fds["output"], 1)
         os.dup2(fds["output"], 2)
         os.close(null)
-        check(c.unshare(NAMESPACES), "unshare")
-        check(c.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "mount --make-rprivate /")
+        lc.check(lc.c.unshare(NAMESPACES), "unshare")
+        lc.mount(None, "/", None, MS_REC | MS_PRIVATE)
         pid = os.fork()
         if pid == 0:
             _worker(req, fds)  # never returns
@@ -116,10 +105,9 @@ def _worker(req: dict, fds: dict) -> None:
     """In the worker, PID 1 of its namespace: never returns."""
     code = 1
     try:
-        ctypes, c, check = _libc()
-        check(c.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")  # dies with its launcher
-        check(c.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
-              "mount /proc")
+        lc = Libc()
+        lc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with its launcher
+        lc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         keep = {0, 1, 2, fds["channel"]} | ({fds["lock"]} if "lock" in fds else set())
         for fd in _open_fds():
             if fd not in keep:

@@ -17,6 +17,7 @@ Does not cover: running anything (``evaluator.py`` drives the processes).
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from ...records import EvalResult, KernelTime
@@ -172,15 +173,8 @@ def _num(x) -> float:
 
 def _out_elems(ref: dict) -> float:
     """Elements of the reference's outputs at the task's size (trusted)."""
-    total = 0
-    for m in ref.get("out_meta") or []:
-        shape = m.get("shape") if isinstance(m, dict) else None
-        if isinstance(shape, list) and all(isinstance(d, int) for d in shape):
-            n = 1
-            for d in shape:
-                n *= d
-            total += n
-    return float(total)
+    shapes = [m.get("shape") for m in ref.get("out_meta") or [] if isinstance(m, dict)]
+    return float(sum(math.prod(s) for s in shapes if isinstance(s, list) and all(isinstance(d, int) for d in s)))
 
 
 def _in_bytes(a: dict, ref: dict) -> float:

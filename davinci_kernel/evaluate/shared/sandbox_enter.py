@@ -78,7 +78,7 @@ class Spec:
     data_bytes: Optional[int] = None  # RLIMIT_DATA where no cgroup limits memory (CPU workers only)
 
 
-class _Libc:
+class Libc:
     def __init__(self):
         import ctypes
 
@@ -107,7 +107,7 @@ class _Libc:
 
 
 # --------------------------------------------------------------------------- the root
-def _bind(lc: _Libc, src_fd: int, target: str, flags: int) -> None:
+def _bind(lc: Libc, src_fd: int, target: str, flags: int) -> None:
     lc.mount(f"/proc/self/fd/{src_fd}", target, None, MS_BIND | MS_REC)  # with what is mounted inside (a driver's libraries)
     if flags:
         lc.mount(None, target, None, MS_REMOUNT | MS_BIND | flags)
@@ -147,7 +147,7 @@ def passwd_text(uid: int, home: str) -> tuple[str, str]:
     return passwd, group
 
 
-def _build_root(lc: _Libc, spec: Spec) -> None:
+def _build_root(lc: Libc, spec: Spec) -> None:
     binds, links = _plan(spec)
     fds = {host: os.open(host, os.O_PATH | os.O_CLOEXEC) for _inner, host, _f in binds}
     try:
@@ -201,7 +201,7 @@ def hidden_ancestor(path: str) -> Optional[str]:
     return None
 
 
-def _cover(lc: _Libc, spec: Spec) -> list[str]:
+def _cover(lc: Libc, spec: Spec) -> list[str]:
     """Fallback without pivot_root: fresh empty tmpfs over the shared folders, the scratch at
     INNER, runtime folders under parents other users cannot enter re-exposed read-only."""
     notes = []
@@ -233,7 +233,7 @@ def _cover(lc: _Libc, spec: Spec) -> list[str]:
 
 
 # --------------------------------------------------------------------------- privileges
-def _own_user_namespace(lc: _Libc, uid: int) -> None:
+def _own_user_namespace(lc: Libc, uid: int) -> None:
     """A user namespace mapping only ``uid`` (the caller already runs as it)."""
     lc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: /proc/self/uid_map stays ours to write after setuid
     lc.check(lc.c.unshare(CLONE_NEWUSER), "unshare user namespace")
@@ -244,7 +244,7 @@ def _own_user_namespace(lc: _Libc, uid: int) -> None:
         fh.write("0")
 
 
-def _drop_capabilities(lc: _Libc) -> None:
+def _drop_capabilities(lc: Libc) -> None:
     try:
         with open("/proc/sys/kernel/cap_last_cap") as fh:
             last = int(fh.read())
@@ -272,7 +272,7 @@ def _set_rlimits(spec: Spec, notes: list[str]) -> None:
             notes.append(f"rlimit {res}: {e}")
 
 
-def _switch_uid(lc: _Libc, spec: Spec, notes: list[str]) -> bool:
+def _switch_uid(lc: Libc, spec: Spec, notes: list[str]) -> bool:
     """Drop to the worker's uid, then into its own user namespace. True when that namespace exists."""
     os.setgroups([])
     os.setgid(spec.uid)
@@ -291,7 +291,7 @@ def enter(spec: Spec) -> list[str]:
     """Inside the worker, before torch loads: root, host name, rlimits, uid, user namespace,
     keyring, capabilities, no-new-privileges. Returns notes on what could not be done."""
     notes: list[str] = []
-    lc = _Libc()
+    lc = Libc()
     if spec.lock_fd is not None:
         try:
             os.close(spec.lock_fd)
