@@ -379,6 +379,10 @@ def main():
             part_throughput(ev, tp_items, out)
             out["throughput"].update(workers_per_gpu=per_gpu[0], per_task=args.per_task,
                                      shape="rl_step" if args.rl_shape else "mix")
+            out["worker_start"], why = ev.pool.worker_start()
+            if why:
+                out["worker_start_fallback"] = why
+            print(f"workers started: {out['worker_start']}" + (f" ({why})" if why else ""), flush=True)
             save()
         if "repeat" in parts:
             part_repeat(ev, pairs[: args.cands], args.reps, out, save)

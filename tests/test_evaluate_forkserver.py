@@ -162,3 +162,38 @@ def test_a_forked_worker_that_never_starts_turns_the_pool_to_exec(monkeypatch):
         pool.release(slot, w)
     finally:
         pool.close()
+
+
+def test_a_mapped_driver_library_is_not_a_started_cuda():
+    """The zygote decides "CUDA was started" by the driver's state: with no driver loaded
+    (this CPU machine) or a CUDA build of torch that only mapped ``libcuda.so`` at import,
+    the driver answers "not initialised" and the zygote serves."""
+    from davinci_kernel.evaluate.candidate import zygote
+
+    assert zygote.driver_initialised() is False
+    assert zygote._cuda_touched() is False
+
+
+@pytest.mark.gpu
+def test_zygote_serves_on_a_gpu_and_a_forked_worker_runs_a_kernel(tmp_path):
+    """On a GPU machine the zygote (torch, Triton and the worker imported) serves: a pool's
+    worker is forked, not exec'd, with no fall-back said; and an evaluator's forked worker
+    initialises CUDA itself and runs a Triton kernel that is judged correct."""
+    from conftest import FIXTURES, fixture_task
+
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.evaluate.harness.pool import LocalPool
+
+    pool = LocalPool(["cuda:0"], spares=0)
+    try:
+        slot, w = pool.acquire(timeout=300)
+        assert w.started_by == "fork" and w.info.get("event") == "ready"
+        pool.release(slot, w)
+        assert not any(fs.fallback_noted for fs in pool._forkservers.values())
+    finally:
+        pool.close()
+    cfg = EvalConfig(device="cuda", prefork=True, cache_dir=str(tmp_path / "cache"))
+    with Evaluator(cfg, workers=1) as ev:
+        r = ev.evaluate(fixture_task("relu"), (FIXTURES / "legit" / "relu_triton.py").read_text())
+    assert r.correct and r.speedup, (r.error_kind, r.error_msg)

@@ -195,17 +195,41 @@ def serve(control: socket.socket) -> None:
         control.sendall(json.dumps({"pid": pid} if pid > 0 else {"error": err}).encode())
 
 
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
 def _cuda_touched() -> bool:
-    """Whether anything imported started CUDA: torch says so, or the driver library is
-    loaded at all (the runtime loads it only at its first call)."""
+    """Whether anything imported started CUDA, decided by the driver's state: torch says it
+    initialised CUDA, or the driver library is loaded and answers a query that needs
+    ``cuInit`` (``cuCtxGetCurrent``) with anything but "not initialised". A CUDA build of torch
+    maps ``libcuda.so`` at import without initialising it; a child forked from such a process
+    initialises CUDA itself. A child forked after ``cuInit`` (even with no context) cannot."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return True
+    return driver_initialised()
+
+
+def driver_initialised() -> bool:
+    """``cuInit`` has run in this process. The library is looked up only if already loaded
+    (``RTLD_NOLOAD``), so asking loads nothing and initialises nothing."""
+    import ctypes
+
+    lib = None
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return False  # never loaded: certainly not initialised
     try:
-        with open("/proc/self/maps") as fh:
-            return any("libcuda.so" in line for line in fh)
-    except OSError:
-        return True
+        ctx = ctypes.c_void_p()
+        rc = lib.cuCtxGetCurrent(ctypes.byref(ctx))
+    except (AttributeError, OSError):
+        return True  # a driver we cannot ask: assume the worst (workers are exec'd)
+    return rc != CUDA_ERROR_NOT_INITIALIZED
 
 
 def main(argv: list[str]) -> None:

@@ -51,6 +51,7 @@ class LocalPool:
         self.prefork = prefork and sandboxed and forkserver.usable(sandbox.probe())
         self._forkservers: dict[str, forkserver.ForkServer] = {}
         self.started = 0  # candidate workers started so far
+        self.started_by: collections.Counter = collections.Counter()  # "fork" / "exec" -> how many
         self._lock = threading.RLock()
         self._closed = False
         self._slots: queue.Queue[str] = queue.Queue()
@@ -77,8 +78,20 @@ class LocalPool:
         w = WorkerProcess("candidate", device, self.root, self.log_dir, sandboxed=self.sandboxed,
                           limits=self.limits, seed=self.kernels.seed if device != "cpu" else None,
                           forkserver=self._forkserver(device))
+        with self._lock:
+            self.started_by[w.started_by] += 1
         self.gates(device).enroll(w)
         return w
+
+    def worker_start(self) -> tuple[str, Optional[str]]:
+        """How this pool's candidate workers were started: ("forked", None) when every one
+        came from a zygote, else ("exec", why: the zygote's failure, or that prefork is off)."""
+        if self.started_by.get("exec", 0) == 0 and self.started_by.get("fork", 0) > 0:
+            return "forked", None
+        if not self.prefork:
+            return "exec", "prefork off or unusable here (needs root and every namespace)"
+        why = [fs._broken or "a worker was exec'd" for fs in self._forkservers.values()]
+        return "exec", "; ".join(sorted(set(why))) or "no worker was started"
 
     def _forkserver(self, device: str) -> Optional[forkserver.ForkServer]:
         if not self.prefork:
