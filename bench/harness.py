@@ -166,6 +166,19 @@ def part_throughput(ev, tp_items, out: dict) -> None:
           f"workers' timing phase: {out['throughput']['worker_timing_seconds_total']}", flush=True)
 
 
+def part_latency(ev, tp_items, out: dict, n: int = 5) -> None:
+    """What a user of ``dvk optimize`` waits for: one candidate at a time on the warm evaluator
+    (workers started, references and baselines cached), judged anew (no reused verdict)."""
+    secs = []
+    for task, src in tp_items[:n]:
+        t0 = time.time()
+        ev.evaluate(task, src, fresh=True)
+        secs.append(time.time() - t0)
+    out["throughput"]["warm_latency_s"] = {"p50": round(statistics.median(secs), 3),
+                                           "max": round(max(secs), 3), "seconds": [round(s, 3) for s in secs]}
+    print(f"warm evaluator, one candidate at a time: p50 {statistics.median(secs):.2f}s over {n}", flush=True)
+
+
 def part_naive(tp_items, n_naive: int, out: dict) -> None:
     if n_naive <= 0:
         return
@@ -383,6 +396,7 @@ def main():
             if why:
                 out["worker_start_fallback"] = why
             print(f"workers started: {out['worker_start']}" + (f" ({why})" if why else ""), flush=True)
+            part_latency(ev, tp_items, out)
             save()
         if "repeat" in parts:
             part_repeat(ev, pairs[: args.cands], args.reps, out, save)
