@@ -13,7 +13,7 @@ batch_size = 4096
 dim = 8192
 scale_factor = 0.5
 
-CPU_SHAPES = {"batch_size": 5, "dim": 260}
+CPU_SHAPES = {"batch_size": 4, "dim": 96}
 PERTURB = ["batch_size", "dim"]
 
 

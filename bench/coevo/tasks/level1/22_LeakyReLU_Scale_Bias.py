@@ -14,7 +14,7 @@ dim = 4096
 negative_slope = 0.1
 scale_factor = 3.0
 
-CPU_SHAPES = {"batch_size": 6, "dim": 330}
+CPU_SHAPES = {"batch_size": 4, "dim": 90}
 PERTURB = ["batch_size", "dim"]
 
 

@@ -14,7 +14,7 @@ batch_size = 8192
 dim = 8192
 scale_factor = 1.5
 
-CPU_SHAPES = {"batch_size": 7, "dim": 300}
+CPU_SHAPES = {"batch_size": 5, "dim": 72}
 PERTURB = ["batch_size", "dim"]
 
 

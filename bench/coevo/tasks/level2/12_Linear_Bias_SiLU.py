@@ -14,7 +14,7 @@ batch_size = 4096
 in_features = 4096
 out_features = 4096
 
-CPU_SHAPES = {"batch_size": 45, "in_features": 80, "out_features": 100}
+CPU_SHAPES = {"batch_size": 20, "in_features": 40, "out_features": 36}
 PERTURB = ["batch_size", "in_features", "out_features"]
 
 

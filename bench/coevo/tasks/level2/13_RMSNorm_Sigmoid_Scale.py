@@ -15,7 +15,7 @@ num_tokens = 32768
 hidden_size = 2048
 scale = 2.0
 
-CPU_SHAPES = {"num_tokens": 9, "hidden_size": 200}
+CPU_SHAPES = {"num_tokens": 6, "hidden_size": 72}
 PERTURB = ["num_tokens", "hidden_size"]
 
 
