@@ -132,6 +132,20 @@ def test_the_detector_counts_launches_through_helpers():
     two = one.replace("        run(a, b, out, n)\n", "        run(a, b, out, n)\n        run(out, b, out, n)\n")
     assert not technique_present("fuse_elementwise_chain", two)
     assert not technique_present("fuse_elementwise_chain", one.replace("num_warps=8", "num_warps=1"))
+    reference_first = "class Model:\n    def forward(self, a):\n        return a\n\n\n" + one.replace("class M:", "class ModelNew:")
+    assert technique_present("fuse_elementwise_chain", reference_first)  # ModelNew's forward is the one run
+
+
+def test_a_kernel_shown_without_its_launch_is_judged_by_its_defaults_or_configs():
+    kernel = TECHNIQUES["fuse_elementwise_chain"]["example"].split("\nchain_kernel[")[0]
+    assert not technique_present("fuse_elementwise_chain", kernel)  # BLOCK not given anywhere
+    wide = kernel.replace("BLOCK: tl.constexpr)", "BLOCK: tl.constexpr = 2048)")
+    assert technique_present("fuse_elementwise_chain", wide)
+    assert not technique_present("fuse_elementwise_chain", wide.replace("= 2048)", "= 64)"))
+    tuned = ("@triton.autotune(configs=[triton.Config({'BLOCK': 1024}, num_warps=4), "
+             "triton.Config({'BLOCK': 4096}, num_warps=8)], key=['n'])\n" + kernel)
+    assert technique_present("fuse_elementwise_chain", tuned)
+    assert not technique_present("fuse_elementwise_chain", tuned.replace("'BLOCK': 1024", "'BLOCK': 128"))
 
 
 def test_the_detector_wants_the_epilogue_before_the_store():

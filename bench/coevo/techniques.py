@@ -14,7 +14,8 @@ What each check asks for (``fuse_elementwise_chain``, ``gemm_tile128_fused_epilo
   reachable from a ``forward``, counting helper calls; every launch where there is no
   ``forward``), not inside a loop; that kernel has one ``tl.store`` and no ``tl.dot`` or
   reduction; every ``BLOCK*`` launch argument resolves to an int >= 1024; ``num_warps``,
-  where given, >= 4.
+  where given, >= 4. A source with one kernel and no launch is judged by the kernel's
+  constexpr defaults or autotune configs instead (every config must pass).
 - gemm_tile128_fused_epilogue: a kernel whose loop calls ``tl.dot`` and which, after that
   loop, computes on the accumulator (bias, activation, residual...) and stores the result;
   launched (or, with no launch, declared by constexpr defaults or autotune configs) with
@@ -286,9 +287,11 @@ def _calls_in(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> lis
 
 
 def _run_launches(mod: _Module) -> list[_Launch]:
-    """The launches a call of ``forward`` runs (one entry per run; a launch in a loop twice),
-    or every launch when there is no ``forward``."""
-    forward = mod.functions.get("forward")
+    """The launches a call of ``forward`` (``ModelNew``'s where there is one) runs (one entry
+    per run; a launch in a loop twice), or every launch when there is no ``forward``."""
+    forward = next((f for c in mod.tree.body if isinstance(c, ast.ClassDef) and c.name == "ModelNew"
+                    for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "forward"),
+                   mod.functions.get("forward"))
     if forward is None:
         return [x for lc in mod.launches for x in ([lc, lc] if lc.in_loop else [lc])]
     out: list[_Launch] = []
@@ -319,19 +322,26 @@ def _block_values(args: dict[str, ast.expr], scope, tree, key=lambda k: "BLOCK" 
 
 
 def _fuse_elementwise_chain(mod: _Module) -> bool:
-    runs = _run_launches(mod)
-    if len(runs) != 1 or runs[0].in_loop:
-        return False
-    lc = runs[0]
-    fn = mod.kernels[lc.kernel]
+    if not mod.launches and len(mod.kernels) == 1:  # one kernel shown without its launch
+        name = next(iter(mod.kernels))
+        configs = _configs(mod, name)
+    else:
+        runs = _run_launches(mod)
+        if len(runs) != 1 or runs[0].in_loop:
+            return False
+        name = runs[0].kernel
+        configs = [(_constexpr_defaults(mod.kernels[name]) | runs[0].kwargs, runs[0].scope)]
+    fn = mod.kernels[name]
     if _count(fn, {"store"}) != 1 or _count(fn, {"load"}) < 1 or _count(fn, _REDUCTIONS | {"dot"}):
         return False
-    args = _constexpr_defaults(fn) | lc.kwargs
-    blocks = _block_values(args, lc.scope, mod.tree)
-    if not blocks or not all(isinstance(b, int) and b >= 1024 for b in blocks):
-        return False
-    warps = _value(args.get("num_warps"), lc.scope, mod.tree) if "num_warps" in args else 4
-    return isinstance(warps, int) and warps >= 4
+    for args, scope in configs:
+        blocks = _block_values(args, scope, mod.tree)
+        if not blocks or not all(isinstance(b, int) and b >= 1024 for b in blocks):
+            return False
+        warps = _value(args.get("num_warps"), scope, mod.tree) if "num_warps" in args else 4
+        if not (isinstance(warps, int) and warps >= 4):
+            return False
+    return True
 
 
 def _names_in(node: ast.AST) -> set[str]:
