@@ -25,8 +25,8 @@ from davinci_kernel.evaluate.harness.policy import check_policy
 ROOT = Path(__file__).resolve().parents[1]
 COEVO = ROOT / "bench" / "coevo"
 VARIANTS = COEVO / "variants"
-sys.path.insert(0, str(COEVO))
-from techniques import TECHNIQUE_IDS, TECHNIQUES, technique_present  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from coevo.techniques import TECHNIQUE_IDS, TECHNIQUES, technique_present  # noqa: E402
 
 MANIFEST = json.loads((VARIANTS / "manifest.json").read_text())
 TASKS = MANIFEST["tasks"]
