@@ -7,8 +7,8 @@ evaluator for all) as the manifest says, correct or not (the bench/learning kern
 manifest reuses, with all the others, in a GPU test); the detector finds each variant's
 technique where its role says so (fast / with_*) and not where it says not (slow, medium,
 lacking_*); each technique's Example is detected, shows no other technique, holds no
-``class ModelNew`` and passes the code policy. Speed roles are checked on the GPU by the
-protocol's role check, not here.
+``class ModelNew`` and passes the code policy. Speed roles (the spec's margins) are checked
+in the GPU test only (``-m gpu``), as in the protocol's role check.
 """
 
 from __future__ import annotations
@@ -34,10 +34,6 @@ ENTRIES = [(task, v) for task, vs in TASKS.items() for v in vs]
 NEW_TASKS = ("level2/11_HardSwish_Bias_Scale_Residual", "level2/12_Linear_Bias_SiLU", "level2/13_RMSNorm_Sigmoid_Scale",
              "level1/21_Mish_Residual", "level1/22_LeakyReLU_Scale_Bias")
 PRESENT = {"fast": True, "with": True, "slow": False, "medium": False, "lacking": False}
-
-
-def _id(x):
-    return x if isinstance(x, str) else x.get("name")
 
 
 def _source(v: dict) -> str:
