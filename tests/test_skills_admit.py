@@ -189,8 +189,10 @@ def test_example_candidate_wraps_what_a_policy_would_paste():
     assert example_candidate(mk(code=SWISH_KERNEL)) is None  # a kernel alone cannot be a candidate
     assert example_candidate(mk(code=KERNEL + "\nif __name__ == '__main__':\n    k[(1,)](0, 1, BLOCK=4)\n")) is None
     cand = example_candidate(mk(code=SOLVER))
-    assert "class ModelNew(nn.Module)" in cand and "return swish_clamp(*(list(inputs) + self.init_inputs)[:4])" in cand
-    assert "[:" not in example_candidate(mk(code=TECHNIQUE)).split("return launch")[1]  # *scalars: all of them
+    assert "class ModelNew(nn.Module)" in cand and "return swish_clamp(*args[:max(4, min(len(inputs), 4))])" in cand
+    assert "return launch(*args)" in example_candidate(mk(code=TECHNIQUE))  # *scalars: all of them
+    with_default = KERNEL + "\ndef double(x, BLOCK=1024):\n    k[(1,)](x, x.numel(), BLOCK=BLOCK)\n    return x\n"
+    assert "return double(*args[:max(1, min(len(inputs), 2))])" in example_candidate(mk(code=with_default))
     assert example_candidate(mk(code=SWISH_FAST)).count("class ModelNew") == 1
     assert example_candidate(mk(code=KERNEL + "\nclass Fused:\n    def forward(self, x):\n        return x\n")
                              ).endswith("class ModelNew(Fused):\n    pass\n")

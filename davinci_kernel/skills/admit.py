@@ -235,14 +235,17 @@ def example_candidate(skill: Skill) -> Optional[str]:
         return None
     fn = hosts[-1]
     a = fn.args
-    takes = "" if a.vararg is not None else f"[:{len(a.posonlyargs) + len(a.args)}]"
+    takes, needs = len(a.posonlyargs) + len(a.args), len(a.posonlyargs) + len(a.args) - len(a.defaults)
+    # the inputs first, then the init arguments while the function still needs one
+    pick = "args" if a.vararg is not None else f"args[:max({needs}, min(len(inputs), {takes}))]"
     return (f"{_IMPORTS}\n{code}\n\n\n"
             f"class ModelNew(nn.Module):\n"
             f"    def __init__(self, *init_inputs):\n"
             f"        super().__init__()\n"
             f"        self.init_inputs = list(init_inputs)\n\n"
             f"    def forward(self, *inputs):\n"
-            f"        return {fn.name}(*(list(inputs) + self.init_inputs){takes})\n")
+            f"        args = list(inputs) + self.init_inputs\n"
+            f"        return {fn.name}(*{pick})\n")
 
 
 def content_filter(skill: Skill, best_code: Optional[str] = None) -> Optional[str]:
