@@ -133,30 +133,6 @@ class Judge:
         pass
 
 
-def _responder(cat):
-    k = S.by_role(cat[SOFTMAX])
-    code = {r: "```python\n" + k[r]["source"] + "\n```" for r in ("slow", "fast")}
-
-    def respond(req):
-        system = req.messages[0]["content"]
-        if system.startswith("You pick optimization skills"):
-            names = re.findall(r"^\d+\. (\S+) \[", req.messages[1]["content"], flags=re.M)
-            return "<tool_call>\n" + json.dumps({"name": "select_skills", "arguments": {
-                "think": "fits", "selected_skills": [{"name": n, "reason": "fits"} for n in names]}}) + "\n</tool_call>"
-        if system.startswith("You curate a library"):
-            best = req.messages[1]["content"].split("## Best attempt")[1].split("```python\n")[1].split("\n```")[0]
-            skill = {"name": "softmax_one_pass_rows", "description": "For softmax modules: one program per row.",
-                     "scope": "task_specific/softmax", "tags": ["softmax", "triton"],
-                     "content": f"## Motivation\nRow softmax.\n## Key Idea\nOne pass.\n## Example\n```python\n{best}\n```"}
-            return "<tool_call>\n" + json.dumps({"name": "update_skill_library", "arguments": {
-                "think": "one pass", "new_skills": [skill]}}) + "\n</tool_call>"
-        if "## Skills from the library" in system:
-            return code["fast"]
-        return code["slow"] if len(req.messages) == 2 else code["fast"]
-
-    return respond
-
-
 # The v2 chain on a CPU, on library APIs only (no protocol task lists): an RL task (the
 # built-in Swish chain, its bench/learning variants), a held-out sibling never trained on (the
 # GELU fixture, kernels below), a scripted model and a stand-in judge inside the test.
