@@ -299,7 +299,7 @@ def test_the_loop_admits_a_verified_skill_then_selects_it_and_the_rows_say_so(tm
     refused, admitted = sorted(row["verifications"], key=lambda v: v["turn"])
     assert refused["parsed"]["skill"] == "swish_whole_kernel" and refused["kept"] is False
     assert refused["parsed"]["rule"] == "example_defines_module" and not refused["parsed"]["staged"]
-    assert refused["parsed"]["reason"].startswith("example_defines_module: the Example defines class ModelNew")
+    assert refused["parsed"]["reason"].startswith("example_defines_module: the Example defines ModelNew ")
     assert refused["completion"] is None and refused["result"] is None  # never re-generated nor judged
     tech = "fuse_elementwise_chain_block4096"
     assert admitted["parsed"]["skill"] == tech and admitted["parsed"]["staged"] and admitted["parsed"]["rule"] is None

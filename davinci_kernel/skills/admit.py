@@ -183,8 +183,9 @@ def solution_check(skill: Skill, best_code: Optional[str] = None) -> Optional[st
     for tree in _example_trees(skill):
         classes = _module_classes(tree)
         if classes:
-            return (f"{EXAMPLE_DEFINES_MODULE}: the Example defines class {classes[0]} with a forward: a whole "
-                    f"candidate file, not a technique; show only the code that carries the technique")
+            return (f"{EXAMPLE_DEFINES_MODULE}: the Example defines {classes[0]} (ModelNew or a class with a "
+                    f"forward): a whole candidate file, not a technique; show only the code that carries the "
+                    f"technique")
     if best_code and best_code.strip():
         code = "\n".join(c for _, c in example_blocks(skill.content)) or sections(skill.content).get("Example", "")
         share = containment(code, best_code)
@@ -218,7 +219,9 @@ def example_candidate(skill: Skill) -> Optional[str]:
     A module class is used as it is (a class not named ``ModelNew`` is subclassed as
     ``ModelNew``). Otherwise the last top-level host function that launches a kernel (not a
     ``@triton.jit`` kernel, not verification code) becomes the whole ``forward``: it gets the
-    module's inputs, then its init arguments, as many as it takes positionally."""
+    module's inputs, then its init arguments while it still has a parameter without a
+    default (all of them for ``*args``). Cost: one evaluation of the source task, only for
+    an Example that passed the static rules and defines such a function."""
     trees = _example_trees(skill)
     if not trees:
         return None
