@@ -6,7 +6,6 @@ judge, the verdict book, the success criteria, and the CPU smoke end to end."""
 from __future__ import annotations
 
 import json
-import random
 import re
 import subprocess
 import sys
@@ -21,7 +20,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import kernel_variants as kv  # noqa: E402
 from coevo import book as B  # noqa: E402
-from coevo import metrics as M  # noqa: E402
 from coevo import protocol as P  # noqa: E402
 from coevo import report as R  # noqa: E402
 from coevo import sftdata as S  # noqa: E402
@@ -135,80 +133,214 @@ class Judge:
         pass
 
 
-def _responder(cat):
-    k = S.by_role(cat[SOFTMAX])
-    code = {r: "```python\n" + k[r]["source"] + "\n```" for r in ("slow", "fast")}
+# The v2 chain on a CPU, on library APIs only (no protocol task lists): an RL task (the
+# built-in Swish chain, its bench/learning variants), a held-out sibling never trained on (the
+# GELU fixture, kernels below), a scripted model and a stand-in judge inside the test.
+RL_TASK = "level2/5_Swish_Scale_Clamp_Residual"
+RL_VARIANTS = ROOT / "bench" / "learning" / "variants" / RL_TASK
+HELD_OUT = ROOT / "tests" / "fixtures" / "tasks" / "gelu.py"
+TECH_SPEED = {32: 0.5, 4096: 2.0}  # the stand-in judge's speedup by elements per program
+
+
+def _norm(src: str) -> str:
+    return " ".join(src.split())
+
+
+GELU_KERNEL = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(y_ptr + offs, 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476)), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        gelu_kernel[(triton.cdiv(x.numel(), {block}),)](x, y, x.numel(), BLOCK={block}, num_warps={warps})
+        return y
+"""
+# the technique of the Swish episode's slow -> fast step: one load, the chain in registers,
+# one store, 4096 elements per program on 8 warps; a launch helper, not the task's forward
+TECH_EXAMPLE = """@triton.jit
+def chain_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)  # one load
+    y = x * tl.sigmoid(x)  # ... the whole chain in registers ...
+    tl.store(y_ptr + offs, y, mask=mask)  # one store
+
+
+def launch(x, y):
+    chain_kernel[(triton.cdiv(x.numel(), 4096),)](x, y, x.numel(), BLOCK=4096, num_warps=8)
+"""
+
+
+class TechJudge:
+    """A stand-in evaluator: a known source's verdict (correct, speedup by its BLOCK), any
+    other source incorrect; logs (task, what, fresh) for every judging."""
+
+    def __init__(self, known: dict):
+        self.known = {(t, _norm(src)): what for (t, src), what in known.items()}
+        self.log: list[tuple[str, str, bool]] = []
+        self.n_workers = 1
+
+    def _judge(self, items, fresh):
+        out = []
+        for task, src in items:
+            what = self.known.get((task.name, _norm(src)), "other")
+            self.log.append((task.name, what, fresh))
+            block = int(re.search(r"BLOCK=(\d+)", src).group(1)) if what != "other" else None
+            ok = what != "other"
+            out.append(EvalResult(task=task.name, compiled=True, correct=ok, trials=5, trials_passed=5 if ok else 0,
+                                  speedup=TECH_SPEED.get(block), feedback="Status: correct." if ok else "wrong"))
+        return out
+
+    def evaluate_many(self, items, progress=None):
+        return self._judge(items, False)
+
+    def evaluate_fresh(self, items, progress=None):
+        return self._judge(items, True)
+
+    def close(self):
+        pass
+
+
+def _tech_skill(name, example, motivation="A chain of elementwise ops, each its own kernel, or one launched "
+                                          "with tiny blocks."):
+    return {"name": name, "description": "For elementwise chains: one kernel, 4096 elements per program, 8 warps.",
+            "scope": "general", "tags": ["elementwise", "fusion", "launch", "gelu", "swish"],
+            "content": f"## Motivation\n{motivation}\n## Key Idea\nLoad once, compute the chain in registers, store "
+                       f"once; launch BLOCK 4096 with num_warps 8.\n## Example\n```python\n{example}\n```"}
+
+
+def _tech_responder(slow: str, fast: str, calls: dict):
+    """The scripted model. Selection: every candidate. Summary: sample 0 pastes the whole
+    best attempt (a ModelNew), sample 1 writes the technique. Policy: on the RL task slow
+    at turn 1 and fast after feedback (fast at once when a skill is in its system prompt);
+    on any other task the GELU kernel with the launch configuration of the skill in its
+    system prompt (none: BLOCK 32 on 1 warp)."""
 
     def respond(req):
-        system = req.messages[0]["content"]
+        system, user = req.messages[0]["content"], req.messages[1]["content"]
         if system.startswith("You pick optimization skills"):
-            names = re.findall(r"^\d+\. (\S+) \[", req.messages[1]["content"], flags=re.M)
+            names = re.findall(r"^\d+\. (\S+) \[", user, flags=re.M)
+            calls["select"].append(names)
             return "<tool_call>\n" + json.dumps({"name": "select_skills", "arguments": {
                 "think": "fits", "selected_skills": [{"name": n, "reason": "fits"} for n in names]}}) + "\n</tool_call>"
         if system.startswith("You curate a library"):
-            best = req.messages[1]["content"].split("## Best attempt")[1].split("```python\n")[1].split("\n```")[0]
-            skill = {"name": "softmax_one_pass_rows", "description": "For softmax modules: one program per row.",
-                     "scope": "task_specific/softmax", "tags": ["softmax", "triton"],
-                     "content": f"## Motivation\nRow softmax.\n## Key Idea\nOne pass.\n## Example\n```python\n{best}\n```"}
+            i = len(calls["summary"])
+            calls["summary"].append(i)
+            best = user.split("## Best attempt")[1].split("```python\n")[1].split("\n```")[0]
+            skill = (_tech_skill("swish_whole_kernel", best) if i % 2 == 0
+                     else _tech_skill("fuse_elementwise_chain_block4096", TECH_EXAMPLE))
             return "<tool_call>\n" + json.dumps({"name": "update_skill_library", "arguments": {
-                "think": "one pass", "new_skills": [skill]}}) + "\n</tool_call>"
-        if "## Skills from the library" in system:
-            return code["fast"]
-        return code["slow"] if len(req.messages) == 2 else code["fast"]
+                "think": "one kernel, big blocks", "new_skills": [skill]}}) + "\n</tool_call>"
+        calls["policy"].append((RL_TASK in user, len(req.messages)))
+        if RL_TASK in user:
+            return "```python\n" + (fast if "## Skills from the library" in system or len(req.messages) > 2
+                                    else slow) + "\n```"
+        launch = re.search(r"BLOCK=(\d+), num_warps=(\d+)", system.split("## Skills from the library")[-1]) \
+            if "## Skills from the library" in system else None
+        block, warps = (launch.groups() if launch else ("32", "1"))
+        return "```python\n" + GELU_KERNEL.replace("{block}", block).replace("{warps}", warps) + "\n```"
 
     return respond
 
 
-def test_the_loop_admits_a_verified_skill_then_selects_it_and_the_rows_say_so(real, tmp_path):
-    """Two steps of the real rollout (T=2, k=2 + null, n=4, s=2) with a scripted model that
-    writes slow then fast, and a stand-in judge: step 1 summarizes, verifies in a fresh
-    evaluation (the fast source judged again, not reused), stages and commits one skill with
-    its turn-1 baseline; step 2 selects it in every scheme and its turn 1 is fast there."""
-    from davinci_kernel.llm.scripted import ScriptedBackend
-    from davinci_kernel.rl.trainer import prepare_group
-    from davinci_kernel.rollout import collect_groups
-    from davinci_kernel.skills.admit import Admission
-    from davinci_kernel.skills.store import open_store
+def test_the_loop_admits_a_verified_skill_then_selects_it_and_the_rows_say_so(tmp_path):
+    """The v2 chain, each link asserted. On an RL task (the Swish chain) a training step's
+    episode goes slow -> fast and fires the summary; the summary whose Example is the whole
+    best attempt (a ModelNew) is refused by the filter (example_defines_module, never
+    verified); the one whose Example is the technique passes the filter, its Example pasted
+    alone is judged (not correct: it solves nothing), its re-generation is verified fresh,
+    and it is committed after the step. On the held-out sibling (the GELU fixture, never
+    trained on), an evaluation group selects that skill, the policy's system prompt holds
+    its content, and the turn-1 answer applies its launch configuration and is judged fast,
+    while the null scheme's turn 1 stays slow; the groups' rows say so."""
+    import asyncio
 
-    p, cat, tasks = real
-    cfg = P.arm_config(P.protocol(), tmp_path, "full", 0)
-    cfg.skills.db = str(tmp_path / "skills.db")
-    judge = Judge(cat)
-    book = B.VerdictBook(judge)
-    store, adm = open_store(cfg.skills), Admission()
-    backend = ScriptedBackend(_responder(cat))
-    sources = {SOFTMAX: {k["name"]: k["source"] for k in cat[SOFTMAX]}}
-    fast = {SOFTMAX: S.by_role(cat[SOFTMAX])["fast"]["name"]}
-    first: dict = {}
-    rows = []
-    for step in (1, 2):
-        before, fresh0 = store.all(), len(book.fresh)
-        groups = collect_groups([tasks[SOFTMAX]], backend, store, book, adm, cfg, step=step)
-        staged = dict(adm.staged)
-        for g in groups:
-            prepare_group(g, cfg, random.Random(0))
-        written = adm.commit(store, step)
-        rows.append(M.step_row("full", 0, step, groups, {"skills_admitted": len(written)}, cfg, before, store.all(),
-                               staged, sources, fast, first, len(book.fresh) - fresh0))
-    one, two = rows
-    assert one["funnel"] == {"triggered": 1, "sampled": 2, "parsed": 2, "proposed": 2, "filtered": 2,
-                             "regenerated": 2, "verified": 2, "staged": 1, "committed": 1}
-    (a,) = one["admissions"]
-    assert (a["task"], a["step"], a["turn1_baseline"], a["verify_speedup"]) == (SOFTMAX, 1, 0.4, 1.3)
-    assert one["library_size"] == 1 and one["admitted"] == 1 and one["turn1_fast_1.2"] == 0.0
-    assert one["best_fast_1.2"] == 1.0 and one["turn1_speedup"] == pytest.approx(0.4)
-    # step 1's rollouts judged slow and fast once each, its verification the fast source again (fresh);
-    # step 2's rollouts reused those verdicts, its verification judged the fast source anew once more
-    assert judge.judged == ["slow", "fast", "fast", "fast"] and len(book.fresh) == 2
-    assert one["fresh_verifications"] == two["fresh_verifications"] == 1
-    assert one["admitted_share_of_schemes"] == 0.0 and one["selected_schemes"] == 0  # an empty library at step 1
-    assert two["admitted_share_of_schemes"] == 1.0 and two["own_task_skill_share_of_schemes"] == 1.0
-    assert two["turn1_fast_1.2_with_admitted"] == 1.0 and two["turn1_fast_1.2_without_admitted"] == 0.0
-    assert two["turn1_fast_1.2"] == pytest.approx(8 / 12)  # the two selected schemes of three
-    assert two["selection"]["with_admitted"]["schemes"] == 2 and two["selection"]["with_admitted"]["reward"] > 0
-    assert two["per_task"][SOFTMAX]["first_admission_step"] == 1
-    assert two["per_task"][SOFTMAX]["turn1_fast_variant_share"] == pytest.approx(8 / 12)
-    assert two["funnel"]["committed"] == 0 and two["library_size"] == 1  # the same skill again: a near duplicate
+    from davinci_kernel.config import Config
+    from davinci_kernel.llm.scripted import ScriptedBackend
+    from davinci_kernel.records import Skill, TaskGroup
+    from davinci_kernel.rollout import collect_groups
+    from davinci_kernel.rollout.context import Context
+    from davinci_kernel.rollout.group import GroupPlan, run_group
+    from davinci_kernel.skills.admit import Admission, example_candidate
+    from davinci_kernel.skills.store import SkillStore
+    from davinci_kernel.tasks import load_task, load_task_file
+
+    rl, held = load_task(RL_TASK), load_task_file(HELD_OUT)
+    slow, fast = ((RL_VARIANTS / f"{v}.py").read_text() for v in ("slow_block32", "fused_block4096"))
+    gelu = {b: GELU_KERNEL.replace("{block}", str(b)).replace("{warps}", str(w)) for b, w in ((32, 1), (4096, 8))}
+    judge = TechJudge({(rl.name, slow): "slow", (rl.name, fast): "fast", (held.name, gelu[32]): "slow",
+                       (held.name, gelu[4096]): "fast"})
+    calls = {"select": [], "summary": [], "policy": []}
+    backend = ScriptedBackend(_tech_responder(slow, fast, calls))
+    cfg = Config()
+    cfg.rollout.k_schemes, cfg.rollout.n_rollouts, cfg.rollout.turns, cfg.rollout.s_summaries = 2, 2, 2, 2
+    cfg.skills.seed_library, cfg.skills.max_new_skills = False, 1
+    store, adm = SkillStore(tmp_path / "skills.db"), Admission()
+
+    # RL step 1 on the RL task: the library is empty, so no scheme holds a skill and nothing is selected
+    (g,) = collect_groups([rl], backend, store, judge, adm, cfg, step=1)
+    row = json.loads(json.dumps(g.to_dict()))  # the group's row, as groups.jsonl keeps it
+    assert calls["select"] == [] and g.schemes == [[], [], []] and len(g.episodes) == 6
+    for ep in g.episodes:  # slow -> fast
+        assert [(t.result.correct, t.result.speedup) for t in ep.turns] == [(True, 0.5), (True, 2.0)]
+    assert len(row["summaries"]) == 2 and all(not t["parse_error"] for t in row["summaries"])  # the summary fired
+    refused, admitted = sorted(row["verifications"], key=lambda v: v["turn"])
+    assert refused["parsed"]["skill"] == "swish_whole_kernel" and refused["kept"] is False
+    assert refused["parsed"]["rule"] == "example_defines_module" and not refused["parsed"]["staged"]
+    assert refused["parsed"]["reason"].startswith("example_defines_module: the Example defines ModelNew ")
+    assert refused["completion"] is None and refused["result"] is None  # never re-generated nor judged
+    tech = "fuse_elementwise_chain_block4096"
+    assert admitted["parsed"]["skill"] == tech and admitted["parsed"]["staged"] and admitted["parsed"]["rule"] is None
+    assert admitted["parsed"]["example_judged"] == {"correct": False, "speedup": None}  # pasted alone: solves nothing
+    assert (admitted["result"]["correct"], admitted["result"]["speedup"]) == (True, 2.0)  # the re-generation
+    assert _norm(admitted["parsed"]["code"]) == _norm(fast)
+    # judged: 6 rollouts x (slow, fast), then fresh: the re-generation and the pasted Example, one batch
+    assert sorted(judge.log[:12]) == [(rl.name, "fast", False)] * 6 + [(rl.name, "slow", False)] * 6
+    assert judge.log[12:] == [(rl.name, "fast", True), (rl.name, "other", True)]
+    cand = example_candidate(Skill.from_dict(_tech_skill(tech, TECH_EXAMPLE)))
+    assert "return launch(*args[:max(2, min(len(inputs), 2))])" in cand
+    assert [(d.skill, d.staged, d.rule) for d in adm.decisions] == [("swish_whole_kernel", False, "example_defines_module"),
+                                                                     (tech, True, None)]
+    assert store.names() == []  # nothing is written before the step's update
+    written = adm.commit(store, step=1)
+    assert [s.name for s in written] == [tech]
+    lib = store.get(tech)
+    assert (lib.source_task, lib.verify_speedup, lib.step) == (rl.name, 2.0, 1)
+
+    # the held-out sibling, judged in evaluation only: one selection sample and the null scheme
+    ctx = Context(backend, judge, cfg.rollout, cfg.reward, cfg.skills)
+    plan = GroupPlan(k_schemes=1, null_scheme=True, n_rollouts=1, turns=1, summaries=False)
+    calls["policy"].clear()
+    h = asyncio.run(run_group(ctx, held, plan, store=store, step=2))
+    hrow = TaskGroup.from_dict(json.loads(json.dumps(h.to_dict())))
+    assert calls["select"] == [[tech]] and hrow.selections[0].parsed["selected"] == [tech]  # selection picks it
+    assert hrow.schemes == [[tech], []] and [ep.skills for ep in hrow.episodes] == [[tech], []]
+    with_skill, null = hrow.episodes
+    system = with_skill.turns[0].messages[0]["content"]
+    assert "## Skills from the library" in system and f"### {tech} [general]" in system
+    body = lib.content.strip().replace("## ", "#### ")  # its content, its sections as sub-headings
+    assert body in system and TECH_EXAMPLE.strip() in system
+    assert "## Skills from the library" not in null.turns[0].messages[0]["content"]
+    assert "BLOCK=4096, num_warps=8" in with_skill.turns[0].parsed  # the turn-1 answer applies the launch
+    assert (with_skill.turns[0].result.correct, with_skill.turns[0].result.speedup) == (True, 2.0)
+    assert (null.turns[0].result.correct, null.turns[0].result.speedup) == (True, 0.5)
+    assert calls["policy"] == [(False, 2)] * 2  # two first turns on the held-out task, no feedback turn
+    assert judge.log[14:] == [(held.name, "fast", False), (held.name, "slow", False)]
+    assert not any(t == held.name for t, _, _ in judge.log[:14])  # the held-out task was never trained on
+    fast12 = {tuple(ep.skills): float(ep.turns[0].result.speedup > 1.2) for ep in hrow.episodes}
+    assert fast12 == {(tech,): 1.0, (): 0.0}  # turn-1 Fast_1.2 with the admitted skill, and without it
     store.close()
 
 

@@ -145,3 +145,48 @@ def test_failing_server_turns_are_recorded_and_run_goes_on():
     assert g.episodes[0].turns[1].result.correct  # same prompt sent again, run went on
     assert len(g.episodes[0].turns[1].messages) == 2
     assert g.summaries == []  # no trigger: speedup never improved
+
+
+# the relu launcher with its kernel: a host function that computes the module's whole output
+SOLVER_SKILL = dict(NEW_SKILL, name="relu_launcher", content=NEW_SKILL["content"].split("## Example")[0] + (
+    "## Example\n```python\n@triton.jit\ndef relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+    "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+    "    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)\n\n\n"
+    "def relu(x):\n    y = torch.empty_like(x)\n"
+    "    relu_kernel[(triton.cdiv(x.numel(), 4096),)](x, y, x.numel(), BLOCK=4096)\n    return y\n```\n"))
+
+
+def respond_solver(req):
+    system = req.messages[0]["content"]
+    if "You curate a library" in system:
+        return "<tool_call>" + json.dumps({"name": "update_skill_library", "arguments": {
+            "think": "block size", "new_skills": [SOLVER_SKILL]}}) + "</tool_call>"
+    if SOLVER_SKILL["name"] in system:  # verification with the new skill
+        return f"```python\n{KERNEL.format(variant='fast', block=4096)}```"
+    return respond(req)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_an_example_that_solves_its_task_when_pasted_is_refused_and_the_row_says_why(store, tmp_path, check):
+    """The Example's launcher computes the whole ReLU: pasted alone as the candidate (its
+    function as the forward) it is judged correct in the verification's fresh batch, so the
+    skill is refused (example_solves_task), though its re-generation was fast; the reason and
+    its name are in the verification row. With skills.example_solve_check off, no such
+    evaluation runs and the skill is staged."""
+    ev = FakeEvaluator()  # judges every source correct: the pasted Example too
+    ctx = Context(backend=ScriptedBackend(respond_solver), evaluator=ev,
+                  rollout=RolloutConfig(k_schemes=1, n_rollouts=1, turns=3, s_summaries=1, max_new_tokens=512),
+                  skills=SkillsConfig(db=str(tmp_path / "lib.db"), example_solve_check=check))
+    adm = Admission()
+    g = asyncio.run(run_group(ctx, TASK, GroupPlan(k_schemes=1, n_rollouts=1, turns=3), store=store, admission=adm))
+    (v,) = json.loads(json.dumps(g.to_dict()))["verifications"]
+    assert v["result"]["speedup"] == 1.5 and v["parsed"]["skill"] == "relu_launcher"
+    if check:
+        assert ev.calls == 2 * 2 + 2  # two coded turns per rollout, the re-generation and the pasted Example
+        assert v["parsed"]["example_judged"] == {"correct": True, "speedup": 1.0}
+        assert not v["parsed"]["staged"] and v["parsed"]["rule"] == "example_solves_task"
+        assert v["parsed"]["reason"].startswith("example_solves_task: the Example pasted alone")
+        assert adm.staged == {} and adm.decisions[-1].rule == "example_solves_task"
+    else:
+        assert ev.calls == 2 * 2 + 1 and v["parsed"]["example_judged"] is None
+        assert v["parsed"]["staged"] and v["parsed"]["rule"] is None and list(adm.staged) == [TASK.name]

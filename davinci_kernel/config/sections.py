@@ -127,6 +127,11 @@ class SkillsConfig:
     verify_min_speedup: float = opt(1.2, "[R] a new skill's verification must reach this speedup")
     verify_min_gain: float = opt(1.2, "[R] ... and this factor over the original turn-1 speedup")
     max_new_skills: int = opt(2, "[R] skills one summary may propose")
+    example_solve_check: bool = opt(True, "[O] admission also judges a proposed skill's Example pasted alone as "
+                                    "the candidate (when it defines a host function that launches a kernel) on "
+                                    "its source task, and refuses the skill if that is correct "
+                                    "(example_solves_task): one extra fresh evaluation per such proposal, run "
+                                    "beside its verification re-generation")
 
 
 # --------------------------------------------------------------------------- rollout

@@ -6,7 +6,11 @@ Covers: the trigger (turn 1 correct; best turn ≥ ``summary_min_speedup`` and
 every proposed skill that passes ``skills.admit.content_filter``: one greedy turn-1
 generation with the scheme's skills plus the new one, evaluated concurrently in a fresh
 evaluation (no verdict reused from the rollouts), judged by
-``skills.admit.verify`` and staged through ``Admission``. Summary turns get the
+``skills.admit.verify`` and staged through ``Admission``. A proposal is filtered against
+the episode's best kernel too (an Example that copies it is refused), and, with
+``skills.example_solve_check``, its Example pasted alone as the candidate
+(``skills.admit.example_candidate``) is judged in the same fresh batch: correct there, the
+skill is refused (``example_solves_task``). Summary turns get the
 summarizer's reward (``rewards.summary_reward``: best verified speedup among its skills, else 0).
 Does not cover: committing staged skills (the caller does, after its update succeeds).
 """
@@ -20,7 +24,7 @@ from typing import Optional
 from ..agents.policy import extract_code, first_messages
 from ..agents.summary import parse_summary, summary_messages
 from ..records import Episode, EvalResult, Skill, Task, Turn
-from ..skills.admit import Admission, content_filter, verify
+from ..skills.admit import Admission, content_filter, example_candidate, verify
 from .context import Context
 from .episodes import no_code_result
 from .rewards import summary_reward
@@ -81,34 +85,46 @@ async def verify_and_stage(ctx: Context, task: Task, trig: Trigger, scheme: Sequ
     proposals: list[tuple[int, Skill]] = []
     verified: dict[int, list[float]] = {}
     verifications: list[Turn] = []
+    best_code = trig.episode.turns[trig.best_turn].parsed or None
     for si, turn in enumerate(summaries):
         for d in (turn.parsed or {}).get("skills", []):
             skill = Skill.from_dict(d)
-            reason = content_filter(skill)
+            reason = content_filter(skill, best_code)
             if reason is None:
                 proposals.append((si, skill))
             else:
-                admission.consider(task.name, skill, _never, trig.first_speedup, ctx.skills)
+                dec = admission.consider(task.name, skill, _never, trig.first_speedup, ctx.skills, best_code)
                 verifications.append(Turn(role="verify", task=task.name, turn=si, kept=False,
-                                          parsed={"skill": skill.name, "staged": False, "reason": reason}))
+                                          parsed={"skill": skill.name, "staged": False, "reason": reason,
+                                                  "rule": dec.rule}))
     convs = [first_messages(task, list(scheme) + [skill], ctx.rollout.language) for _, skill in proposals]
     comps = await ctx.generate([ctx.request(c, "policy", greedy=True) for c in convs])
     codes = [extract_code(c.text) if not c.error else None for c in comps]
     pending = [(i, p.code) for i, p in enumerate(codes) if p is not None and p.code]
+    examples = ([(i, example_candidate(skill)) for i, (_, skill) in enumerate(proposals)]
+                if ctx.skills.example_solve_check else [])
+    examples = [(i, code) for i, code in examples if code is not None]
     results: list[Optional[EvalResult]] = [None] * len(proposals)
-    judged = await ctx.evaluate([(task, code) for _, code in pending], fresh=True)  # never a reused verdict
+    example_results: list[Optional[EvalResult]] = [None] * len(proposals)
+    # never a reused verdict; the re-generations and the pasted Examples in one batch
+    judged = await ctx.evaluate([(task, code) for _, code in pending + examples], fresh=True)
     for (i, _), res in zip(pending, judged):
         results[i] = res
+    for (i, _), res in zip(examples, judged[len(pending):]):
+        example_results[i] = res
     for i, ((si, skill), conv, comp) in enumerate(zip(proposals, convs, comps)):
         parsed = codes[i]
         res = results[i] or no_code_result(task, comp.error or (parsed.error if parsed else None))
-        v = verify(skill, lambda _s, r=res: r, trig.first_speedup, ctx.skills)
-        d = admission.stage(task.name, skill, v)
+        v = verify(skill, lambda _s, r=res: r, trig.first_speedup, ctx.skills, example_result=example_results[i])
+        d = admission.stage(task.name, skill, v, best_code)
         if v.ok:
             verified.setdefault(si, []).append(v.speedup or 0.0)
+        ex = example_results[i]
         verifications.append(Turn(role="verify", task=task.name, messages=conv, completion=comp, turn=si,
                                   parsed={"skill": skill.name, "code": parsed.code if parsed else None,
-                                          "staged": d.staged, "reason": d.reason},
+                                          "staged": d.staged, "reason": d.reason, "rule": d.rule,
+                                          "example_judged": None if ex is None else {
+                                              "correct": bool(ex.correct), "speedup": ex.speedup}},
                                   parse_error=parsed.error if parsed else comp.error, result=results[i]))
     for si, turn in enumerate(summaries):
         turn.reward = summary_reward(verified.get(si, []))

@@ -2,8 +2,9 @@
 
 Covers: ``content_filter`` (rejects skills whose content recommends torch
 fallbacks, torch.compile, cuBLAS/cuDNN calls instead of kernels, hard-coded
-shapes, skipped work or lower precision, and skills without the required
-sections or a snake_case name); ``dedup`` (a name collision gets a numeric
+shapes, skipped work or lower precision, skills without the required
+sections or a snake_case name, and skills whose Example is a solution rather
+than a technique: see below); ``dedup`` (a name collision gets a numeric
 suffix; near-duplicate content keeps the better verified skill); ``verify``
 (runs the caller's verifier: a greedy turn-1 re-generation with the new skill
 must be correct, reach ``verify_min_speedup`` and ``verify_min_gain`` times the
@@ -11,6 +12,16 @@ original turn-1 speedup); ``Admission`` (stages verified skills, at most one per
 task per step, the best verified, and writes them only when ``commit`` is
 called after the step's policy update succeeded). During training this module
 is the only writer to the store.
+
+A skill is a technique, not a solution. Its Example is refused, each with a named
+reason (the name leads the reason string and is kept as ``Decision.rule``):
+``example_defines_module`` (the Example defines ``ModelNew``, or any class with a
+``forward``: a whole candidate file, not a technique; static, always),
+``example_copies_best_kernel`` (the Example holds at least ``COPY_CONTAINMENT`` of the
+token 3-grams of the episode's best kernel, the source the summary was made from;
+static, when that source is given) and ``example_solves_task`` (by execution: the
+Example pasted alone as a candidate, ``example_candidate``, is judged correct on its
+source task; the caller runs that evaluation and passes its result to ``verify``).
 
 In example code, verification code is allowed to call torch: statements under
 ``if __name__ == "__main__":`` and functions named ``check*``, ``reference*``,
@@ -116,8 +127,134 @@ class _TorchCalls(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def content_filter(skill: Skill) -> Optional[str]:
-    """None when the skill may enter the library, else the reason it may not."""
+# --------------------------------------------------------------------------- technique, not solution
+EXAMPLE_DEFINES_MODULE = "example_defines_module"
+EXAMPLE_COPIES_BEST_KERNEL = "example_copies_best_kernel"
+EXAMPLE_SOLVES_TASK = "example_solves_task"
+REFUSALS = (EXAMPLE_DEFINES_MODULE, EXAMPLE_COPIES_BEST_KERNEL, EXAMPLE_SOLVES_TASK)
+COPY_CONTAINMENT = 0.8  # share of the best kernel's token 3-grams found in the Example
+
+
+def refusal_name(reason: Optional[str]) -> Optional[str]:
+    """The named refusal a reason string starts with (``REFUSALS``), else None."""
+    head = (reason or "").split(":", 1)[0]
+    return head if head in REFUSALS else None
+
+
+def _example_trees(skill: Skill) -> list[ast.Module]:
+    """The parsed Python blocks of the Example (blocks that do not parse are skipped)."""
+    out = []
+    for lang, code in example_blocks(skill.content):
+        if lang in ("python", "py"):
+            try:
+                out.append(parse_source(code))
+            except SyntaxError:
+                continue
+    return out
+
+
+def _module_classes(tree: ast.Module) -> list[str]:
+    """Classes that make a candidate file: ``ModelNew`` (a class or a name bound to one)
+    and any class with a ``forward`` method."""
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            has_forward = any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == "forward"
+                              for b in node.body)
+            if node.name == "ModelNew" or has_forward:
+                hits.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in targets):
+                hits.append("ModelNew")
+    return hits
+
+
+def containment(part: str, whole: str, n: int = 3) -> float:
+    """Share of ``whole``'s token n-grams that also occur in ``part`` (1.0: all of it)."""
+    sw = _shingles(whole, n)
+    return len(sw & _shingles(part, n)) / max(1, len(sw))
+
+
+def solution_check(skill: Skill, best_code: Optional[str] = None) -> Optional[str]:
+    """None when the Example is a technique, else the named reason it is a solution:
+    ``example_defines_module`` or, given the source the summary was made from,
+    ``example_copies_best_kernel``."""
+    for tree in _example_trees(skill):
+        classes = _module_classes(tree)
+        if classes:
+            return (f"{EXAMPLE_DEFINES_MODULE}: the Example defines {classes[0]} (ModelNew or a class with a "
+                    f"forward): a whole candidate file, not a technique; show only the code that carries the "
+                    f"technique")
+    if best_code and best_code.strip():
+        code = "\n".join(c for _, c in example_blocks(skill.content)) or sections(skill.content).get("Example", "")
+        share = containment(code, best_code)
+        if share >= COPY_CONTAINMENT:
+            return (f"{EXAMPLE_COPIES_BEST_KERNEL}: the Example holds {share:.0%} of the summarized episode's best "
+                    f"kernel (at most {COPY_CONTAINMENT:.0%}): a pasted solution, not a technique")
+    return None
+
+
+_IMPORTS = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
+
+
+def _is_jit(fn: ast.FunctionDef) -> bool:
+    return any("jit" in ast.unparse(d) or "autotune" in ast.unparse(d) or "heuristics" in ast.unparse(d)
+               for d in fn.decorator_list)
+
+
+def _launches(fn: ast.FunctionDef) -> bool:
+    """The function's body launches a kernel: ``kernel[grid](...)``, or builds native code."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Subscript)
+                                           or ast.unparse(node.func).endswith("load_inline")):
+            return True
+    return False
+
+
+def example_candidate(skill: Skill) -> Optional[str]:
+    """The Example as a candidate file, as a policy pasting it alone would hand it in;
+    None when it cannot be one (no module class, no host function that launches a kernel).
+
+    A module class is used as it is (a class not named ``ModelNew`` is subclassed as
+    ``ModelNew``). Otherwise the last top-level host function that launches a kernel (not a
+    ``@triton.jit`` kernel, not verification code) becomes the whole ``forward``: it gets the
+    module's inputs, then its init arguments while it still has a parameter without a
+    default (all of them for ``*args``). Cost: one evaluation of the source task, only for
+    an Example that passed the static rules and defines such a function."""
+    trees = _example_trees(skill)
+    if not trees:
+        return None
+    code = "\n\n".join(ast.unparse(t) for t in trees)
+    classes = [c for t in trees for c in _module_classes(t)]
+    if classes:
+        if "ModelNew" in classes:
+            return _IMPORTS + "\n" + code + "\n"
+        return f"{_IMPORTS}\n{code}\n\n\nclass ModelNew({classes[-1]}):\n    pass\n"
+    hosts = [n for t in trees for n in t.body
+             if isinstance(n, ast.FunctionDef) and not _is_jit(n) and not _CHECK_FUNC_RE.match(n.name)
+             and not n.name.startswith("_") and _launches(n)]
+    if not hosts:
+        return None
+    fn = hosts[-1]
+    a = fn.args
+    takes, needs = len(a.posonlyargs) + len(a.args), len(a.posonlyargs) + len(a.args) - len(a.defaults)
+    # the inputs first, then the init arguments while the function still needs one
+    pick = "args" if a.vararg is not None else f"args[:max({needs}, min(len(inputs), {takes}))]"
+    return (f"{_IMPORTS}\n{code}\n\n\n"
+            f"class ModelNew(nn.Module):\n"
+            f"    def __init__(self, *init_inputs):\n"
+            f"        super().__init__()\n"
+            f"        self.init_inputs = list(init_inputs)\n\n"
+            f"    def forward(self, *inputs):\n"
+            f"        args = list(inputs) + self.init_inputs\n"
+            f"        return {fn.name}(*{pick})\n")
+
+
+def content_filter(skill: Skill, best_code: Optional[str] = None) -> Optional[str]:
+    """None when the skill may enter the library, else the reason it may not.
+    ``best_code``: the source the summary was made from (the episode's best kernel),
+    when there is one: an Example that copies it is refused."""
     reason = check_structure(skill)
     if reason:
         return reason
@@ -142,7 +279,7 @@ def content_filter(skill: Skill) -> Optional[str]:
                 return f"example computes with torch instead of a kernel: {', '.join(sorted(set(v.hits))[:3])}"
     if not any(example_blocks(skill.content)) and not sections(skill.content).get("Example"):
         return "section '## Example' has no code"
-    return None
+    return solution_check(skill, best_code)
 
 
 # --------------------------------------------------------------------------- dedup
@@ -206,17 +343,22 @@ def _field(result: Any, key: str) -> Any:
 
 
 def verify(skill: Skill, verifier: Callable[[Skill], Any], original_turn1_speedup: Optional[float],
-           cfg) -> Verification:
+           cfg, example_result: Any = None) -> Verification:
     """Run ``verifier(skill)`` (a greedy turn-1 re-generation with the skill added;
     returns an EvalResult or a dict with ``correct`` and ``speedup``) and apply
-    the thresholds of ``cfg`` (``verify_min_speedup``, ``verify_min_gain``)."""
+    the thresholds of ``cfg`` (``verify_min_speedup``, ``verify_min_gain``).
+    ``example_result``: the verdict on ``example_candidate(skill)`` on the source task
+    (None: not run); judged correct, the skill is refused (``example_solves_task``)."""
     result = verifier(skill)
     correct = bool(_field(result, "correct"))
     speedup = _field(result, "speedup")
     gpu = _field(result, "device") or _field(result, "gpu")
     orig = original_turn1_speedup or 0.0
     need = max(cfg.verify_min_speedup, cfg.verify_min_gain * orig)
-    if not correct:
+    if example_result is not None and _field(example_result, "correct"):
+        reason = (f"{EXAMPLE_SOLVES_TASK}: the Example pasted alone as the candidate is judged correct on the "
+                  f"source task: a solution, not a technique")
+    elif not correct:
         reason = "verification run was not correct"
     elif speedup is None:
         reason = "verification run has no speedup (timing unavailable)"
@@ -237,6 +379,11 @@ class Decision:
     staged: bool
     reason: Optional[str] = None
     speedup: Optional[float] = None
+    rule: Optional[str] = None  # the named refusal (REFUSALS) the reason starts with, if any
+
+    def __post_init__(self):
+        if self.rule is None:
+            self.rule = refusal_name(self.reason)
 
 
 @dataclass
@@ -247,10 +394,11 @@ class Admission:
     staged: dict[str, tuple[Skill, Verification]] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
 
-    def stage(self, task_name: str, skill: Skill, verification: Verification) -> Decision:
+    def stage(self, task_name: str, skill: Skill, verification: Verification,
+              best_code: Optional[str] = None) -> Decision:
         """Keep ``skill`` for ``task_name`` if it passed the filter and verification
         and beats what is already staged for that task."""
-        reason = content_filter(skill)
+        reason = content_filter(skill, best_code)
         if reason is None and not verification.ok:
             reason = verification.reason or "not verified"
         if reason is None:
@@ -269,14 +417,14 @@ class Admission:
         return d
 
     def consider(self, task_name: str, skill: Skill, verifier: Callable[[Skill], Any],
-                 original_turn1_speedup: Optional[float], cfg) -> Decision:
+                 original_turn1_speedup: Optional[float], cfg, best_code: Optional[str] = None) -> Decision:
         """Filter first (no verification run for a rejected skill), then verify and stage."""
-        reason = content_filter(skill)
+        reason = content_filter(skill, best_code)
         if reason is not None:
             d = Decision(task_name, skill.name, False, reason)
             self.decisions.append(d)
             return d
-        return self.stage(task_name, skill, verify(skill, verifier, original_turn1_speedup, cfg))
+        return self.stage(task_name, skill, verify(skill, verifier, original_turn1_speedup, cfg), best_code)
 
     def commit(self, store, step: int) -> list[Skill]:
         """Write the staged skills at ``step`` in one transaction and clear the stage.
