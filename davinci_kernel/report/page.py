@@ -68,8 +68,8 @@ def fmt_ci(ci, percent: bool = False) -> str:
     if not ci:
         return ""
     if percent:
-        return f"[{100.0 * ci[0]:.1f}–{100.0 * ci[1]:.1f}]"
-    return f"[{ci[0]:.3f}–{ci[1]:.3f}]×"
+        return f"[{100.0 * ci[0]:.0f}–{100.0 * ci[1]:.0f}%]"
+    return f"[{ci[0]:.2f}–{ci[1]:.2f}×]"
 
 
 def with_ci(text: str, ci, percent: bool = False, sep: str = " ") -> str:

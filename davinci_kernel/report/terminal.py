@@ -31,7 +31,7 @@ def fastp_rich_table(table: dict, title: str = "Fast_p", ps=DEFAULT_PS):
                     for p in ps],
                   with_ci(fmt_x(row.get("geomean")), ci.get("geomean"), sep="\n"), fmt_x(row.get("geomean_compile")))
     if any(row.get("ci") for row in table.values()):
-        t.caption = "[low–high]: 95 % bootstrap interval over tasks"
+        t.caption = "\\[low–high]: 95 % bootstrap interval over tasks"
     return t
 
 
