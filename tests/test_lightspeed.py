@@ -78,3 +78,22 @@ def test_the_audit_counts_matrix_flops_by_dtype():
     lin = torch.nn.Linear(64, 32)
     _, a = audited_call(torch, lambda x: torch.relu(lin(x)), [torch.randn(8, 64)])
     assert a["flops_by_dtype"] == {"float32": 2 * 8 * 64 * 32}  # the relu's elements are the byte term's
+
+
+@pytest.mark.gpu
+def test_peaks_are_measured_and_a_reference_solution_gets_an_interval_and_a_peak_fraction(gpu_evaluator):
+    """On the GPU: the card's peaks are plausible (copy 0.5-6 TB/s, bf16 matmul above float32),
+    and a correct reference solution's result has a finite interval around its speedup and a
+    peak fraction below the card's peak."""
+    from davinci_kernel.tasks import REFERENCE_DIR, load_task
+
+    peaks = gpu_evaluator.trusted.peaks(gpu_evaluator.pool.slots[0])
+    assert 500 < peaks["copy_gbps"] < 6000 and peaks["l2_bytes"] > 0
+    assert peaks["matmul_tflops"]["bfloat16"] > peaks["matmul_tflops"]["float32"] > 1
+    assert peaks["provenance"]["gpu"] and peaks["provenance"]["torch"]
+    task = load_task("builtin:level1/3_Softmax")
+    res = gpu_evaluator.evaluate(task, (REFERENCE_DIR / f"{task.name}.py").read_text(encoding="utf-8"))
+    assert res.correct, res.error_msg
+    lo, hi = res.speedup_ci
+    assert lo <= res.speedup <= hi and hi / lo < 1.5
+    assert 0 < res.peak_fraction < 1.2 and res.timing_detail["light"]["bound"] == "memory"

@@ -183,7 +183,7 @@ class Evaluator:
             return r
 
         res = once(0)
-        if not self.on_gpu:
+        if not str(res.device).startswith("cuda"):
             res.warnings.append(CPU_UNTIMED)
         retry.second_opinions(res, once, self.cfg.implausible_speedup, lambda: self.trusted.remeasure(task))
         res.correct = (res.trials > 0 and res.trials_passed == res.trials and not res.error_kind
