@@ -362,13 +362,16 @@ def ci_estimate(ratios: list[float], block: int) -> float:
     inf with fewer than 3 pairs in every block."""
     import math
 
-    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
-    chunks = [logs[k:k + block] for k in range(0, len(logs), max(1, block))]
-    chunks = [c for c in chunks if len(c) >= 3]
-    n = sum(len(c) for c in chunks)
+    parts = []  # (pairs, variance of the log-ratios) per block
+    for k in range(0, len(ratios), max(1, block)):
+        c = [math.log(r) for r in ratios[k:k + block] if r > 0 and math.isfinite(r)]
+        if len(c) >= 3:
+            m = sum(c) / len(c)
+            parts.append((len(c), sum((x - m) * (x - m) for x in c) / (len(c) - 1)))
+    n = sum(p for p, _ in parts)
     if not n:
         return float("inf")
-    var = sum((len(c) / n) ** 2 * (math.pi / 2) * statistics.variance(c) / len(c) for c in chunks)
+    var = sum((p / n) ** 2 * (math.pi / 2) * v / p for p, v in parts)
     return math.expm1(1.96 * math.sqrt(var))
 
 
