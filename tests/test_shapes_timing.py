@@ -53,3 +53,14 @@ def test_a_cpu_evaluation_at_one_more_size(cpu_evaluator):
     d = res.to_dict()
     assert d["speedup_ci"] is None and d["peak_fraction"] is None  # both keys, null, and why:
     assert any(w.startswith("speedup_ci, peak_fraction: null on a CPU") for w in res.warnings)
+
+
+def test_shapes_out_of_range_is_one_line_exit_2_before_anything_is_made(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "davinci_kernel.cli", "bench", "--shapes", "99", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip() == "error: --shapes 99: give 0 to 16 extra sizes"
+    assert not out.exists()

@@ -10,7 +10,9 @@ must show its kernels on all of them), input mutation and aliasing, precision (f
 outputs against the float64 oracle and the limits calibrated for the problem, precision.py), and for
 timing: outputs computed while timed, the reference's time beside the candidate against
 its time in the reference process, the candidate's claimed event times against the wall
-time the harness measured around the timed calls, the profiler's view. A worker's report
+time the harness measured around the timed calls, the profiler's view, the interval on the
+speedup the worker computed from its pair ratios (a claim like its times, bounded by the
+same checks), and last the speed-of-light floor (``light``, ``lightspeed.py``). A worker's report
 can only make its candidate fail: nothing it claims turns a wrong output into a right one.
 Does not cover: running anything (``evaluator.py`` drives the processes).
 """
