@@ -169,14 +169,16 @@ class TrustedSide:
             if device in self._peaks:
                 return self._peaks[device]
             cache = PeakCache(self.cfg.cache_dir)
-            got = cache.get({"gpu": gpu, "driver": driver_version(), "torch": torch_v})
+            prov = {"gpu": gpu, "driver": driver_version(), "torch": torch_v}  # as this process sees them
+            got = cache.get(prov)
             if got is None:
                 job = ReferenceJob(task_source="", seeds=[], init_seed=self.cfg.seed, out_dir="", device=device,
                                    timing=self.timing_settings)
                 got = self.ask(device, "peaks", job)
                 if "error" in got or not got.get("copy_gbps"):
                     got = None
-                else:
+                else:  # kept under this process's view (a sandboxed /proc may hide the driver from the other)
+                    got = {**got, "measured_in": got.get("provenance"), "provenance": prov}
                     cache.put(got)
             self._peaks[device] = got
             return got
