@@ -74,3 +74,16 @@ def test_paired_diff_says_when_runs_differ():
     assert same["fast_0"] == {"diff": 0.0, "ci": [0.0, 0.0], "significant": False}
     with pytest.raises(ValueError):
         intervals.paired_diff(a, ([1.0], [True], [0.0]), ps=(0.0,))
+
+
+def test_suite_geomean_interval_covers_the_true_geomean_in_about_95_percent_of_simulated_suites():
+    """150 simulated suites of 40 tasks whose speedups are log-normal around a true geometric
+    mean of 1.2 (sd 0.3 on the log scale): the bootstrap interval over tasks holds 1.2 in
+    88-99 % of them (the percentile bootstrap runs a little narrow at n = 40)."""
+    rng = np.random.default_rng(11)
+    hits = 0
+    for i in range(150):
+        s = np.exp(np.log(1.2) + rng.normal(0, 0.3, 40)).tolist()
+        lo, hi = intervals.suite_ci(s, [True] * 40, ps=(), resamples=400, seed=i)["geomean"]
+        hits += lo <= 1.2 <= hi
+    assert 0.88 <= hits / 150 <= 0.99, hits / 150
