@@ -144,10 +144,12 @@ class ErrorKind:
     NAN_INF = "nan_inf"  # NaN / Inf where the reference has finite values
     WRONG_OUTPUT = "wrong_output"  # values beyond the tolerances
     UNSUPPORTED_OUTPUT = "unsupported_output"  # an output the harness cannot compare
+    # a timed figure below the problem's speed-of-light floor by more than the margin (lightspeed.py)
+    FASTER_THAN_LIGHT = "faster_than_light"
     ALL = frozenset((MISSING, UNREADABLE, NO_CODE, HARNESS_ERROR, NO_WORKER, SYNTAX_ERROR, NO_MODELNEW, REJECTED,
                      REFERENCE_ERROR, TOO_LARGE, IMPORT_ERROR, COMPILE_ERROR, UNSUPPORTED_ON_CPU, RUNTIME_ERROR,
                      CUDA_ERROR, WORKER_CRASH, TIMEOUT, PROTOCOL_ERROR, OUTPUT_STRUCTURE, SHAPE_MISMATCH,
-                     DTYPE_MISMATCH, NAN_INF, WRONG_OUTPUT, UNSUPPORTED_OUTPUT))
+                     DTYPE_MISMATCH, NAN_INF, WRONG_OUTPUT, UNSUPPORTED_OUTPUT, FASTER_THAN_LIGHT))
 
 
 @dataclass
@@ -186,6 +188,9 @@ class EvalResult(_Record):
     ref_runtime_ms: Optional[float] = None  # eager reference, interleaved with the candidate
     compile_runtime_ms: Optional[float] = None  # torch.compile baseline
     speedup: Optional[float] = None  # vs eager
+    speedup_ci: Optional[list[float]] = None  # 95 % interval [low, high] on speedup (intervals.speedup_ci); None untimed
+    # the problem's speed-of-light floor time / the candidate's time (lightspeed.py); None untimed or no peaks
+    peak_fraction: Optional[float] = None
     speedup_compile: Optional[float] = None  # vs torch.compile
     coverage: Optional[float] = None  # custom-kernel GPU time / total GPU time
     custom_launches: int = 0

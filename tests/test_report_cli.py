@@ -57,6 +57,11 @@ def test_report_json(dvk, tmp_path):
         for lvl, row in want.items():  # geomeans summed in another order: compare with approx
             assert set(got[str(lvl)]) == set(row)
             for key, value in row.items():
+                if key == "ci":  # the intervals: the same bootstrap of the same numbers
+                    assert set(got[str(lvl)][key]) == set(value)
+                    for k, v in value.items():
+                        assert got[str(lvl)][key][k] == (v if v is None else pytest.approx(v, rel=1e-9))
+                    continue
                 assert got[str(lvl)][key] == (value if value is None else pytest.approx(value, rel=1e-12))
 
 

@@ -60,6 +60,12 @@ class EvalConfig:
                             "work on another stream can run beside them (falls back to 'fill' where it cannot be "
                             "built); 'fill' = Tensor.fill_ plus a one-thread torch.cuda._sleep",
                             choices=("hold", "fill"))
+    timing_ci_target: float = opt(0.0, "adaptive timing: keep timing more placement blocks until the speedup's 95 % "
+                                  "interval is narrower than this relative half-width (0.01 = +/-1 %) or "
+                                  "timing_ci_budget_s runs out; each result records the half-width reached "
+                                  "(timing_detail.ci); 0 = off, the planned pairs only")
+    timing_ci_budget_s: float = opt(10.0, "adaptive timing: most seconds of timed pairs spent reaching "
+                                    "timing_ci_target (within eval.run_timeout_s)")
     warmup_iters: int = opt(5, "untimed warm-up calls per side")
     timing_warmup_ms: float = opt(200.0, "untimed calls continue for at least this long before timing, so the GPU "
                                   "clock has left its idle state (it idles at a few hundred MHz); 0 = count only")

@@ -2,7 +2,7 @@
 
 Covers: putting rundata (input), fastp (metrics), plots (figures) and page (HTML) together
 and writing every output atomically (``files.write_atomic``).
-Figures: ``fastp.png``, ``speedups.png``, ``training.png``, each written only when there
+Figures: ``fastp.png``, ``speedups.png``, ``roofline.png``, ``training.png``, each written only when there
 is data for it. Several runs compared (``write_comparison``): ``compare.html`` and
 ``compare.png`` in an output folder. Does not cover the command line (commands.py).
 """
@@ -64,6 +64,7 @@ def write_report(run: RunData, ps=DEFAULT_PS) -> Report:
     figures = {
         "fastp": plots.fastp_figure(tables, ps) if tables else None,
         "speedups": plots.speedup_figure(primary) if primary else None,
+        "roofline": plots.roofline_figure(primary) if primary else None,
         "training": plots.training_figure(run.metrics, run.skills),
     }
     report = Report(run=run, html=run.path / REPORT_FILE, tables=tables)

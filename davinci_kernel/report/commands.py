@@ -106,12 +106,13 @@ def _compare(run_dirs: list[str], json_out: bool, out: Optional[Path]) -> None:
                       for g, tables in comp.tables.items()},
             "diff": {g: {comp.diff_label(i): {str(lvl): row for lvl, row in d.items()}
                          for i, d in enumerate(diffs, 1)} for g, diffs in comp.diffs.items()},
+            "paired": {g: {comp.diff_label(i): pd for i, pd in enumerate(pds, 1)} for g, pds in comp.paired.items()},
             "notes": comp.notes,
         })
         return
     from rich.console import Console
 
-    from .terminal import compare_rich_table
+    from .terminal import compare_rich_table, paired_lines
 
     for note in comp.notes:
         typer.echo(f"note: {note}", err=True)
@@ -122,6 +123,9 @@ def _compare(run_dirs: list[str], json_out: bool, out: Optional[Path]) -> None:
         console.print(f"{lab} = {run.path}  ({run_summary(run)})", highlight=False, soft_wrap=True)
     for group in comp.tables:
         console.print(compare_rich_table(comp, group))
+        for i, pd in enumerate(comp.paired.get(group, []), 1):
+            for line in paired_lines(comp, i, pd):
+                console.print(f"{group} turn: {line}", highlight=False, soft_wrap=True)
     console.print(f"wrote {rep.html} (figure: {rep.figure.name})", highlight=False, soft_wrap=True)
     sys.stdout.flush()
 

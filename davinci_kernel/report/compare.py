@@ -6,7 +6,9 @@ self-check, runs of different suites, runs that share no level) with one ``Usage
 line, and computing per result group (``last`` and ``best`` turn; a run with one unmarked
 group, such as ``dvk bench``, counts it as both) one Fast_p table per run over the levels
 all runs have, plus the differences of every later run to the first (B − A, C − A: shares
-in fractions, geometric means in ×). Does not cover rendering (compare_page.py,
+in fractions, geometric means in ×), and per later run a paired bootstrap against the first
+over the tasks both hold (``paired``: per p the difference, its 95 % interval and whether it
+excludes 0; the geometric-mean ratio likewise). Does not cover rendering (compare_page.py,
 terminal.py) or writing files (build.py).
 """
 
@@ -18,8 +20,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import UsageError
+from ..intervals import paired_diff
 from ..tasks import suite_id
-from .fastp import DEFAULT_PS, fastp_table
+from .fastp import DEFAULT_PS, fastp_table, suite_inputs
 from .rundata import SELF_CHECK_GROUP, RunData, load_run
 
 COMPARED_GROUPS = ("last", "best")
@@ -37,6 +40,7 @@ class Comparison:
     levels: list[int] = field(default_factory=list)  # the levels every run has
     tables: dict[str, list[dict]] = field(default_factory=dict)  # group → one fastp_table per run
     diffs: dict[str, list[dict]] = field(default_factory=dict)  # group → (run i − run 0) for i ≥ 1
+    paired: dict[str, list[Optional[dict]]] = field(default_factory=dict)  # group → paired bootstrap, run i vs run 0
     notes: list[str] = field(default_factory=list)
 
     def diff_label(self, i: int) -> str:
@@ -142,6 +146,7 @@ def compare_runs(runs: list[RunData], ps=DEFAULT_PS) -> Comparison:
             tables.append(fastp_table(rows, ps, totals=_totals(run, rows, common, comp.notes, label)))
         comp.tables[group] = tables
         comp.diffs[group] = [_diff(tables[0], t, keys) for t in tables[1:]]
+        comp.paired[group] = [paired(rows_per_run[0], rows, ps) for rows in rows_per_run[1:]]
         for lvl in list(common) + ["all"]:
             ns = [t.get(lvl, {}).get("n") for t in tables]
             if len(set(ns)) > 1:
@@ -155,6 +160,18 @@ def compare_runs(runs: list[RunData], ps=DEFAULT_PS) -> Comparison:
     for label, run in zip(comp.labels, runs):
         comp.notes.extend(f"run {label}: {n}" for n in run.notes)
     return comp
+
+
+def paired(rows_a: list[dict], rows_b: list[dict], ps=DEFAULT_PS) -> Optional[dict]:
+    """``intervals.paired_diff`` of run B against run A over the tasks both hold a result
+    for (by name, all levels), with the tasks' count; None when they share no task."""
+    a = {r["task"]: r for r in rows_a}
+    b = {r["task"]: r for r in rows_b}
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    return {**paired_diff(suite_inputs(a[t] for t in shared), suite_inputs(b[t] for t in shared), ps),
+            "tasks": len(shared)}
 
 
 def load_comparison(paths: list[str], ps=DEFAULT_PS) -> Comparison:

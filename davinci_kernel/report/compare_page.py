@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from .compare import Comparison, run_summary
 from .fastp import NA_NOTE, timing_unavailable
-from .page import CSS, fmt_fastp, fmt_x, img
+from .page import CSS, ci_html, fmt_fastp, fmt_x, img
 from .plots import level_label
 
 REPORT_NAME = "report.html"
@@ -96,6 +96,38 @@ def group_html(comp: Comparison, group: str) -> str:
     out.append("</tbody></table>")
     if any(timing_unavailable(t) for t in tables):
         out.append(f'<div class="note">{_e(NA_NOTE)}</div>')
+    out += [ci_html(group, t, ps, label) for label, t in zip(comp.labels, tables)]
+    out += [paired_html(comp, i, pd) for i, pd in enumerate(comp.paired.get(group, []), 1)]
+    return "".join(out)
+
+
+def paired_html(comp: Comparison, i: int, pd) -> str:
+    """The paired bootstrap of run ``i`` against the first: per figure the difference, its
+    95 % interval and whether it is significant (the interval excludes no change)."""
+    a, b = comp.labels[0], comp.labels[i]
+    if not pd:
+        return f'<div class="note">{_e(b)} − {_e(a)}: no task in both runs, no paired test</div>'
+    out = [f'<table class="paired" data-run="{_e(comp.diff_label(i))}"><thead><tr><th class="t">{_e(b)} − {_e(a)}'
+           f' (paired bootstrap, {pd["tasks"]} shared tasks)</th><th>difference</th><th>95% interval</th>'
+           '<th class="t">verdict</th></tr></thead><tbody>']
+    for p in comp.ps:
+        key = f"fast_{p:g}"
+        d = pd.get(key)
+        if d is None:
+            out.append(f'<tr data-key="{key}"><td class="t">Fast_{p:g}</td><td>n/a</td><td>—</td><td class="t">'
+                       'not timed in both runs</td></tr>')
+            continue
+        verdict = "significant" if d["significant"] else "not significant"
+        out.append(f'<tr data-key="{key}" data-significant="{int(d["significant"])}"><td class="t">Fast_{p:g}</td>'
+                   f'<td>{_e(fmt_dpp(d["diff"]))}</td><td>[{_e(fmt_dpp(d["ci"][0]))}, {_e(fmt_dpp(d["ci"][1]))}]</td>'
+                   f'<td class="t">{verdict}</td></tr>')
+    g = pd.get("geomean")
+    if g:
+        verdict = "significant" if g["significant"] else "not significant"
+        out.append(f'<tr data-key="geomean" data-significant="{int(g["significant"])}"><td class="t">geomean '
+                   f'ratio</td><td>{g["ratio"]:.3f}×</td><td>[{g["ci"][0]:.3f}×, {g["ci"][1]:.3f}×]</td>'
+                   f'<td class="t">{verdict}</td></tr>')
+    out.append("</tbody></table>")
     return "".join(out)
 
 

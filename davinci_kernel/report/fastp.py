@@ -5,7 +5,10 @@ Fast_p = share of tasks whose candidate is correct and faster than eager by more
 (p = 0 is plain correctness). A missing result counts as unsolved. Where correct results
 exist but none of them was timed (CPU runs: timing needs a GPU), Fast_p for p > 0 is
 unknown, not 0: the table holds None there (``n/a`` on screen, ``null`` in JSON) and
-``untimed`` counts the correct results without a speedup. Does not cover plots.
+``untimed`` counts the correct results without a speedup. Each row's ``ci`` holds the 95 %
+bootstrap intervals over tasks of its Fast_p values and geometric mean
+(``intervals.suite_ci``: tasks resampled, each task's speedup redrawn within its own
+``speedup_ci``). Does not cover plots.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Optional
+
+from ..intervals import log_sd, suite_ci
 
 DEFAULT_PS = (0.0, 1.0, 1.2, 1.5, 2.0)
 
@@ -92,5 +97,16 @@ def fastp_table(results: Iterable, ps=DEFAULT_PS, totals: Optional[dict[int, int
         row["untimed"] = untimed
         row["geomean"] = geomean(_get(r, "speedup") for r in correct)
         row["geomean_compile"] = geomean(_get(r, "speedup_compile") for r in correct)
+        speedups, ok, sds = suite_inputs(group)
+        row["ci"] = suite_ci(speedups, ok, ps, sds=sds, total=row["n"])
         table[lvl] = row
     return table
+
+
+def suite_inputs(results: Iterable) -> tuple[list, list, list]:
+    """(speedups, correct, log-scale sds from each ``speedup_ci``) of results, as
+    ``intervals.suite_ci`` and ``intervals.paired_diff`` take them, in the order of the tasks'
+    names (the same results in any order give the same seeded interval)."""
+    rs = sorted(results, key=lambda r: str(_get(r, "task") or ""))
+    return ([_get(r, "speedup") for r in rs], [bool(_get(r, "correct")) for r in rs],
+            [log_sd(_get(r, "speedup_ci")) for r in rs])

@@ -42,6 +42,8 @@ dl.meta dt{font-weight:600}dl.meta dd{margin:0;word-break:break-all}
 """
 
 MAX_SKILL_ROWS = 500
+CI_NOTE = ("[low–high]: 95 % bootstrap interval over tasks (each task's speedup redrawn within its own "
+           "interval); docs/guides/evaluate.md says how to read it")
 
 
 def _e(value: Any) -> str:
@@ -59,6 +61,21 @@ def fmt_fastp(x: Optional[float]) -> str:
 
 def fmt_x(x: Optional[float]) -> str:
     return "—" if x is None else f"{x:.3f}×"
+
+
+def fmt_ci(ci, percent: bool = False) -> str:
+    """A 95 % interval as ``[low–high]`` (shares in percent, ratios in ×); empty without one."""
+    if not ci:
+        return ""
+    if percent:
+        return f"[{100.0 * ci[0]:.0f}–{100.0 * ci[1]:.0f}%]"
+    return f"[{ci[0]:.2f}–{ci[1]:.2f}×]"
+
+
+def with_ci(text: str, ci, percent: bool = False, sep: str = " ") -> str:
+    """``text`` followed by its interval (``fmt_ci``) when there is one."""
+    c = fmt_ci(ci, percent)
+    return f"{text}{sep}{c}" if c else text
 
 
 def fmt_num(x: Optional[float], digits: int = 4) -> str:
@@ -96,8 +113,31 @@ def fastp_html(name: str, table: dict, ps) -> str:
         out.append(_cell("geomean_compile", row["geomean_compile"], fmt_x(row["geomean_compile"])))
         out.append("</tr>")
     out.append("</tbody></table>")
+    out.append(ci_html(name, table, ps))
     if timing_unavailable(table):
         out.append(f'<div class="note">{_e(NA_NOTE)}</div>')
+    return "".join(out)
+
+
+def ci_html(name: str, table: dict, ps, label: str = "") -> str:
+    """The 95 % intervals of a Fast_p table's figures (its rows' ``ci``), one row per level."""
+    if not any(row.get("ci") for row in table.values()):
+        return ""
+    head = ["level"] + [f"Fast_{p:g} 95% CI" for p in ps] + ["geomean 95% CI"]
+    out = [f'<table class="fastp-ci" data-group="{_e(name)}" data-run="{_e(label)}"><thead><tr>']
+    out += [f'<th class="t">{_e(h)}</th>' if i == 0 else f"<th>{_e(h)}</th>" for i, h in enumerate(head)]
+    out.append("</tr></thead><tbody>")
+    for lvl, row in table.items():
+        ci = row.get("ci") or {}
+        out.append(f'<tr data-level="{_e(lvl)}"><td class="t">{_e((label + " ") if label else "")}'
+                   f'{_e(level_label(lvl))}</td>')
+        for key in [f"fast_{p:g}" for p in ps]:
+            c = ci.get(key)
+            out.append(_cell(key, c[0] if c else None, fmt_ci(c, percent=True) or "n/a"))
+        g = ci.get("geomean")
+        out.append(_cell("geomean", g[0] if g else None, fmt_ci(g) or "—"))
+        out.append("</tr>")
+    out.append(f'</tbody></table><div class="note">{_e(CI_NOTE)}</div>')
     return "".join(out)
 
 
@@ -135,7 +175,7 @@ def _error(row: dict) -> str:
 def tasks_html(name: str, rows: list[dict], run_dir: Path) -> str:
     turns = any("turn" in r for r in rows)
     head = ["task", "level"] + (["turn"] if turns else []) + [
-        "correct", "stage / error", "flags", "speedup", "vs compile", "coverage",
+        "correct", "stage / error", "flags", "speedup", "95% CI", "peak fraction", "vs compile", "coverage",
         "runtime ms", "eager ms", "kernel"]
     out = [f'<div class="scroll"><table class="tasks" data-group="{_e(name)}"><thead><tr>']
     out += [f'<th class="t">{_e(h)}</th>' if h in ("task", "stage / error", "flags", "kernel")
@@ -151,6 +191,9 @@ def tasks_html(name: str, rows: list[dict], run_dir: Path) -> str:
         flags = "".join(f'<span class="flag">{_e(f)}</span>' for f in r["flags"])
         out.append(f'<td class="t">{flags}</td>')
         out.append(_cell("speedup", r["speedup"], fmt_x(r["speedup"])))
+        ci = r.get("speedup_ci")
+        out.append(_cell("speedup_ci", ci[0] if ci else None, fmt_ci(ci) or "—"))
+        out.append(_cell("peak_fraction", r.get("peak_fraction"), fmt_pct(r.get("peak_fraction"))))
         out.append(_cell("speedup_compile", r["speedup_compile"], fmt_x(r["speedup_compile"])))
         out.append(_cell("coverage", r["coverage"], fmt_pct(r["coverage"])))
         out.append(_cell("runtime_ms", r["runtime_ms"], fmt_num(r["runtime_ms"])))
@@ -234,7 +277,7 @@ def skills_html(skills: list[dict], source: Optional[str]) -> str:
 
 
 def render_page(run: RunData, tables: dict[str, dict], ps, figures: dict[str, Optional[bytes]]) -> str:
-    """The full page. ``figures`` maps figure names (fastp, speedups, training) to PNG bytes."""
+    """The full page. ``figures`` maps figure names (fastp, speedups, roofline, training) to PNG bytes."""
     title = f"dvk report — {run.path.name}"
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -258,6 +301,15 @@ def render_page(run: RunData, tables: dict[str, dict], ps, figures: dict[str, Op
     elif run.has_results:
         parts.append("<h2>Speedup distribution</h2><p class=\"muted\">No correct result carries a "
                      "speedup (timing unavailable, e.g. a CPU run).</p>")
+    if figures.get("roofline"):
+        parts.append(f"<h2>Roofline{_e(_group_title(primary or ''))}</h2><p class=\"muted\">Each timed task's "
+                     "fraction of the card's peak: its speed-of-light floor (inputs read once and outputs written "
+                     "once at the measured copy bandwidth, or the reference's matrix FLOPs at the measured matmul "
+                     "peak of their dtype, whichever is longer) over its timed time.</p>")
+        parts.append(img(figures["roofline"], "fraction of peak per task"))
+    elif run.has_results:
+        parts.append("<h2>Roofline</h2><p class=\"muted\">No result carries a peak fraction (timing "
+                     "unavailable, e.g. a CPU run).</p>")
     for name, rows in run.groups.items():
         if rows:
             parts.append(f"<h2>Per task{_e(_group_title(name))}</h2>")

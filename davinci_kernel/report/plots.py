@@ -1,7 +1,8 @@
 """The report's figures, drawn with Matplotlib's Agg canvas and returned as PNG bytes.
 
 Covers: the Fast_p bar chart per level, speedup distributions per level (sorted bars and
-a histogram on log scales, against eager and torch.compile) and training curves
+a histogram on log scales, against eager and torch.compile), the roofline (each task's
+fraction of the card's peak) and training curves
 (rewards, Fast_p, losses, throughput, skill-library size per step), and the comparison of
 runs (Fast_p bars per run, per level and result group). Uses ``Figure`` +
 ``FigureCanvasAgg`` directly, never pyplot, so no global backend state is touched.
@@ -141,6 +142,37 @@ def speedup_figure(rows: list[dict]) -> Optional[bytes]:
     axes = fig.subplots(len(levels), 2, squeeze=False, width_ratios=[1.6, 1.0])
     for (ax_bars, ax_hist), level in zip(axes, levels):
         _speedup_row(ax_bars, ax_hist, level, [r for r in rows if r["level"] == level])
+    return _png(fig)
+
+
+MEMORY_BOUND, COMPUTE_BOUND = "#2171b5", "#d95f02"
+
+
+def _bound(row: dict) -> str:
+    light = (row.get("timing_detail") or {}).get("light") if isinstance(row.get("timing_detail"), dict) else None
+    return str(light.get("bound")) if isinstance(light, dict) and light.get("bound") else "memory"
+
+
+def roofline_figure(rows: list[dict]) -> Optional[bytes]:
+    """Each timed task's fraction of the card's peak (speed-of-light floor / its time),
+    sorted, coloured by what bounds its floor (memory or compute), with the peak at 1; None
+    when no result has a peak fraction."""
+    pts = sorted(((r["peak_fraction"], r["task"], _bound(r)) for r in rows if r.get("peak_fraction")),
+                 key=lambda x: x[0])
+    if not pts:
+        return None
+    fig = Figure(figsize=(11.0, max(3.0, 0.22 * len(pts) + 1.2)), layout="constrained")
+    ax = fig.subplots()
+    ys = range(len(pts))
+    ax.barh(list(ys), [p for p, _, _ in pts], color=[COMPUTE_BOUND if b == "compute" else MEMORY_BOUND
+                                                      for _, _, b in pts])
+    ax.set_yticks(list(ys), [t for _, t, _ in pts], fontsize=7)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", lw=1)
+    ax.set_xlabel("fraction of peak (speed-of-light floor / timed time; 1 = the card's measured peak)")
+    ax.set_title("roofline: fraction of peak per task", fontsize=10)
+    ax.legend(handles=[Patch(color=MEMORY_BOUND, label="memory-bound floor"),
+                       Patch(color=COMPUTE_BOUND, label="compute-bound floor")], fontsize=7, loc="lower right")
     return _png(fig)
 
 

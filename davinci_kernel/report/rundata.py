@@ -91,6 +91,11 @@ def _clean_result(row: dict) -> dict:
     for key in ("speedup", "speedup_compile", "runtime_ms", "ref_runtime_ms", "compile_runtime_ms"):
         x = _number(row.get(key))
         out[key] = x if x is not None and x > 0 else None  # a ratio or time <= 0 is no measurement
+    ci = row.get("speedup_ci")
+    lo_hi = [_number(x) for x in ci] if isinstance(ci, list) and len(ci) == 2 else [None, None]
+    out["speedup_ci"] = lo_hi if None not in lo_hi and 0 < lo_hi[0] <= lo_hi[1] else None
+    pf = _number(row.get("peak_fraction"))
+    out["peak_fraction"] = pf if pf is not None and pf > 0 else None
     cov = _number(row.get("coverage"))
     out["coverage"] = cov if cov is not None and cov >= 0 else None
     try:

@@ -6,7 +6,9 @@ concurrent evaluation on the local pool or a Ray cluster with a live progress ba
 ``RUN_DIR/results.jsonl`` appended one whole, fsynced line per finished task,
 ``RUN_DIR/run.json`` metadata, and the summary table (Fast_p for p ∈ {0, 1, 1.2, 1.5, 2}
 per level, ``n/a`` where timing was unavailable, geometric-mean speedup vs eager and
-torch.compile) over every task the directory holds a line for.
+torch.compile) over every task the directory holds a line for. ``--shapes N`` judges each
+correct candidate at N drawn sizes too (``shapes.py``) and adds the figures over sizes
+(``fast_p_shapes``).
 
 ``--candidates self`` is the harness self-check: no candidates folder; each problem's own
 ``Model`` is judged as its candidate (``EvalConfig.self_check``), every line is marked
@@ -58,7 +60,7 @@ from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, claim, default_dir
 from ..tasks import candidate_path, load_suite, reference_dir, suite_id
 from . import selfcheck
 
-_SAME_RUN_KEYS = ("suite", "candidates")
+_SAME_RUN_KEYS = ("suite", "candidates", "shapes")
 SELF = "self"  # --candidates self: the harness self-check
 
 
@@ -141,7 +143,7 @@ def _open_run_dir(run_dir: Path, meta: dict, allow: tuple = ()) -> dict:
 def run_bench(suite: str, candidates: str, device: str = "auto", workers: Optional[int] = None,
               backend: str = "local", level: Optional[int] = None, out: Optional[Path] = None,
               json_out: bool = False, cfg: Optional[EvalConfig] = None, retry_failed: bool = False,
-              patterns: Optional[str] = None, allow: tuple = ()) -> dict:
+              patterns: Optional[str] = None, allow: tuple = (), shapes: int = 0) -> dict:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -161,7 +163,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
     with claim(run_dir):
         named = candidates if candidates in ("reference", SELF) else str(cand_dir.resolve())
         meta = _open_run_dir(run_dir, {"kind": "bench", "suite": suite_id(suite), "candidates": named,
-                                       "config": {"eval": dataclasses.asdict(cfg)}}, allow)
+                                       "shapes": shapes, "config": {"eval": dataclasses.asdict(cfg)}}, allow)
         if self_check:
             meta["self_check"] = True
         drop_cut_line(results_path)
@@ -204,6 +206,10 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
             # parent-death signal): start it in this thread; local workers start in a SIGINT-blocked one.
             evaluator = (_make_evaluator(backend, cfg, workers) if backend == "ray"
                          else _quiet(lambda: _make_evaluator(backend, cfg, workers)))
+            if shapes:
+                from .shapes import ShapedEvaluator
+
+                evaluator = ShapedEvaluator(evaluator, shapes)
             meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
             meta = provenance.record(meta, old=meta, sandbox=getattr(evaluator, "sandbox_description", None))
         for t in missing:
@@ -263,6 +269,10 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
     na = timing_unavailable(table)
     if na:
         summary["note"] = NA_NOTE
+    if meta.get("shapes"):
+        from .shapes import suite_shapes
+
+        summary["fast_p_shapes"] = suite_shapes(rows, total=sum(totals.values()) if totals else None)
     write_json(run_dir / SUMMARY_FILE, summary)
     if json_out:
         print_json(summary)
@@ -273,8 +283,19 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
         out.print(fastp_rich_table(table, "Fast_p (share of tasks correct and faster than eager by > p)"))
         if na:
             out.print(NA_NOTE)
+        if summary.get("fast_p_shapes"):
+            out.print(_shapes_line(summary["fast_p_shapes"], meta["shapes"]), highlight=False, soft_wrap=True)
         out.print(f"results: {results_path}")
     return summary
+
+
+def _shapes_line(sh: dict, n: int) -> str:
+    """The suite's figures over sizes (``shapes.suite_shapes``) in one line."""
+    from ..report.page import fmt_fastp, fmt_x
+
+    parts = [f"{'correct' if k == 'fast_0' else k} {fmt_fastp(v)}" for k, v in sh.items() if k.startswith("fast_")]
+    return (f"over the task's size and {n} drawn sizes ({sh['tasks']} tasks judged at them): " + ", ".join(parts)
+            + f", geomean {fmt_x(sh.get('geomean'))}")
 
 
 def _summarize_self_check(run_dir: Path, results_path: Path, rows: list, meta: dict, json_out: bool) -> dict:

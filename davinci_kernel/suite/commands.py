@@ -25,6 +25,27 @@ TIMEOUT_HELP = ("seconds allowed to each stage of one candidate: building and im
                 "(eval.run_timeout_s, default 120); sets both; must be > 0")
 
 
+SHAPES_HELP = ("also judge and time each correct candidate at N sizes drawn as the perturbed re-check draws its "
+               "size (the same N sizes for every candidate of a task): each size's speedup, their geometric mean "
+               "and Fast_p over sizes beside the task-size figures; 0 = the task's size alone")
+MAX_SHAPES = 16
+
+
+def check_shapes(n: int) -> int:
+    """``--shapes N``: 0 to ``MAX_SHAPES``."""
+    if not 0 <= n <= MAX_SHAPES:
+        raise UsageError(f"--shapes {n}: give 0 to {MAX_SHAPES} extra sizes")
+    return n
+
+
+def _evaluate_shapes(task, source: str, cfg, n: int):
+    from ..evaluate import Evaluator
+    from .shapes import ShapedEvaluator
+
+    with Evaluator(cfg, workers=1) as ev:
+        return ShapedEvaluator(ev, n).evaluate(task, source)
+
+
 def timeout_config(timeout: float) -> dict:
     """``--timeout`` → the two EvalConfig limits it sets (both), validated."""
     if not timeout > 0:
@@ -93,6 +114,7 @@ def register(app: typer.Typer) -> None:
         atol: float = typer.Option(1e-2, help="absolute tolerance of the output comparison, allclose (eval.atol)"),
         rtol: float = typer.Option(1e-2, help="relative tolerance of the output comparison, allclose (eval.rtol)"),
         timeout: Optional[float] = typer.Option(None, help=TIMEOUT_HELP, show_default=False),
+        shapes: int = typer.Option(0, "--shapes", help=SHAPES_HELP),
         json_out: bool = typer.Option(False, "--json", help="print the EvalResult as JSON"),
         config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
         overrides: Optional[list[str]] = typer.Argument(None, metavar="SECTION.KEY=VALUE", help=OVERRIDES_HELP),
@@ -101,6 +123,7 @@ def register(app: typer.Typer) -> None:
         from ..evaluate import evaluate
         from ..tasks import check_problem_source, load_task
 
+        check_shapes(shapes)
         cfg = _eval_config(ctx, config, overrides, "eval", timeout, device=(("eval.device",), device),
                            trials=(("eval.trials",), trials), atol=(("eval.atol",), atol),
                            rtol=(("eval.rtol",), rtol))
@@ -110,7 +133,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"{problem} is not a KernelBench problem: {bad}")
         source = read_text_file(candidate, "candidate file")  # missing, a folder, not UTF-8: bad input
         try:
-            res = evaluate(task, source, cfg)
+            res = evaluate(task, source, cfg) if not shapes else _evaluate_shapes(task, source, cfg, shapes)
         except KeyboardInterrupt:
             raise Interrupted("no result (dvk eval writes no files)") from None
         if timeout is not None:
@@ -140,6 +163,7 @@ def register(app: typer.Typer) -> None:
         timeout: Optional[float] = typer.Option(None, help=TIMEOUT_HELP, show_default=False),
         compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="also time torch.compile "
                                               "baselines (eval.baseline_compile)"),
+        shapes: int = typer.Option(0, "--shapes", help=SHAPES_HELP),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="with an existing --out: evaluate again the "
                                           "tasks whose line is not correct (each new line replaces the old one)"),
@@ -159,11 +183,12 @@ def register(app: typer.Typer) -> None:
 
         if backend not in ("local", "ray"):
             raise UsageError(f"--backend {backend!r}: use local or ray")
+        check_shapes(shapes)
         cfg = _eval_config(ctx, config, overrides, "bench", timeout, device=(("eval.device",), device),
                            compile_baseline=(("eval.baseline_compile",), compile_baseline))
         run_bench(suite=suite, candidates=candidates, device=cfg.device, workers=workers,
                   backend=backend, level=level, out=out, json_out=json_out, cfg=cfg, retry_failed=retry_failed,
-                  patterns=tasks, allow=tuple(allow or ()))
+                  patterns=tasks, allow=tuple(allow or ()), shapes=shapes)
 
 
 def _eval_config(ctx, config: Optional[str], overrides: Optional[list[str]], command: str,
@@ -199,3 +224,13 @@ def _print_result(res) -> None:
     if res.flags:
         con.print(f"flags: [yellow]{', '.join(res.flags)}[/]")
     con.print(res.feedback, markup=False, highlight=False)
+    sh = res.timing_detail.get("shapes")
+    if isinstance(sh, dict):
+        for row in sh["sizes"]:
+            sizes = "task size" if row["sizes"] == "task" else ", ".join(f"{k}={v}" for k, v in row["sizes"].items())
+            got = "correct" if row["correct"] else f"incorrect ({row['error_kind']})"
+            sp = f", speedup {row['speedup']:.3f}x" if row["speedup"] is not None else ""
+            con.print(f"  at {sizes}: {got}{sp}", markup=False, highlight=False)
+        fast = ", ".join(f"{k} {v:.0%}" for k, v in sh.items() if k.startswith("fast_") and v is not None)
+        gm = f"{sh['geomean']:.3f}x" if sh.get("geomean") else "n/a"
+        con.print(f"over {len(sh['sizes'])} sizes: geomean {gm}; {fast}", markup=False, highlight=False)

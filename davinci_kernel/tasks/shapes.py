@@ -2,8 +2,9 @@
 
 Covers: reading the integer constants a KernelBench-format problem defines at module
 level (``batch_size = 4096``), rewriting them (AST, not regex) for the CPU small-shape
-variant (the task's own ``CPU_SHAPES`` dict) and for the shape-perturbation re-check
-that catches candidates with hard-coded sizes. Does not cover: running anything; the
+variant (the task's own ``CPU_SHAPES`` dict), for the shape-perturbation re-check
+that catches candidates with hard-coded sizes, and the sizes a candidate is timed at
+beside the task's own (``timing_sizes``, drawn as the re-check draws its size). Does not cover: running anything; the
 evaluator decides whether a variant is usable (a reference that fails on it is skipped).
 """
 
@@ -145,3 +146,47 @@ def odd_sizes(source: str, base: Optional[dict[str, int]] = None) -> list[dict[s
     if not names:
         return []
     return [{n: _perturb_value(consts[n]) for n in names}, {n: _perturb_value(consts[n], up=False) for n in names}]
+
+
+def without_constant(source: str, name: str) -> str:
+    """``source`` without its module-level ``NAME = ...`` assignment (none: unchanged)."""
+    tree = parse_source(source)
+    body = [n for n in tree.body if not (isinstance(n, ast.Assign) and len(n.targets) == 1
+                                         and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name)]
+    if len(body) == len(tree.body):
+        return source
+    tree.body = body
+    return ast.unparse(tree)
+
+
+def timing_sizes(source: str, n: int, rng, small: bool = False) -> list[dict[str, int]]:
+    """``n`` distinct size overrides to time a candidate at beside the task's own, drawn as
+    the perturbed re-check draws its size: each size's step (1, 2 or 3) from ``rng``
+    (``random.Random``), then a variant of ``perturbations`` that is new, sizes no larger
+    than the task's first (a candidate would otherwise be timed at up to 7x the task's
+    size, which can take minutes or not fit the device), larger ones only where the
+    smaller run out. With ``small`` the sizes are drawn around the task's CPU variant and
+    include its overrides. Fewer than ``n`` where the problem has fewer distinct variants."""
+    base = cpu_overrides(source) if small else {}
+    variant = apply_overrides(source, base)
+    consts, names = _names(variant, None)
+    out: list[dict[str, int]] = []
+    larger: list[dict[str, int]] = []
+    for _ in range(8 * max(0, n)):
+        if len(out) >= n or not names:
+            break
+        for o in perturbations(variant, steps={k: rng.choice((1, 2, 3)) for k in names}):
+            size = {**base, **o}
+            if size in out or size in larger:
+                continue
+            if all(v <= consts[k] for k, v in o.items()):
+                out.append(size)
+                break
+            larger.append(size)
+    return (out + larger)[:n]
+
+
+def sized_source(source: str, overrides: dict[str, int]) -> str:
+    """The problem at ``overrides`` (from ``timing_sizes``), its ``CPU_SHAPES`` dropped so
+    that no evaluator sets the sizes back."""
+    return without_constant(apply_overrides(source, overrides), "CPU_SHAPES")

@@ -31,6 +31,7 @@ import secrets
 import sys
 import threading
 
+from ... import intervals  # imported before any candidate: the interval on its speedup (after timing)
 from ..shared import runtime as rt
 from ..shared.audit import LaunchCounter, audited_call, changed, install_launch_counter, snapshot
 from ..shared.protocol import CandidateJob, fit
@@ -273,9 +274,12 @@ class CandidateRunner:
                                      poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
                                      before_compared=lambda k, s=None: rt.seed_call(self.seed(k) if s is None else s),
                                      before_other=lambda: rt.seed_call(secrets.randbits(62)),
-                                     on_timed=lambda: self.ch.send({"event": "timed_start"}), checks=checks)
+                                     on_timed=lambda: self.ch.send({"event": "timed_start"}), checks=checks,
+                                     ci_target=j.timing.timing_ci_target, ci_budget_s=j.timing.timing_ci_budget_s)
             self.ch.send({"event": "timed_end"})
         marks.append(rt.C.perf())
+        ci = intervals.speedup_ci(res.pop("pair_blocks"))  # outside the timed window and the harness's wall time
+        res["speedup_ci"] = list(ci) if ci is not None else None
         last = res.pop("last_outputs")
         kept = res.pop("checked_outputs")
         res["plan"] = {**plan.as_dict(), "measured_peak_bytes": rt.C.torch.cuda.max_memory_allocated(self.dev)}

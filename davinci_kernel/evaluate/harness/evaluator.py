@@ -54,6 +54,8 @@ from .self_check import SELF_CHECK_WAIVED, self_candidate, waive
 from .trusted import TrustedSide
 
 _UNREADABLE = (TypeError, ValueError, KeyError, AttributeError, IndexError)  # reading a malformed report
+CPU_UNTIMED = ("speedup_ci, peak_fraction: null on a CPU: the interpreter's time says nothing of a GPU kernel's "
+               "speed (timing needs --device cuda)")
 _NOT_REUSED = {"harness_error", "no_worker", "timeout", "protocol_error", "worker_crash"}  # may go otherwise next time
 
 
@@ -181,6 +183,8 @@ class Evaluator:
             return r
 
         res = once(0)
+        if not str(res.device).startswith("cuda"):
+            res.warnings.append(CPU_UNTIMED)
         retry.second_opinions(res, once, self.cfg.implausible_speedup, lambda: self.trusted.remeasure(task))
         res.correct = (res.trials > 0 and res.trials_passed == res.trials and not res.error_kind
                        and not res.flags and res.verifiable)
@@ -405,6 +409,7 @@ class Evaluator:
             return
         judge.add_worker_flags(res, tout)
         judge.timing(res, tout, talk.cand, ref, rep.backend, rep.kernels, base, wall_ms, cfg)
+        judge.light(res, ref, self.trusted.peaks(job.device))  # below every other timing defence
         res.stage = "done"
 
 

@@ -33,6 +33,10 @@ def build(r: EvalResult) -> str:
         lines.append(f"- {f}: {FLAGS.get(f, '')}")
     if r.runtime_ms is not None:
         s = f"Runtime {r.runtime_ms:.4f} ms vs eager {r.ref_runtime_ms:.4f} ms: speedup {r.speedup:.2f}x"
+        if r.speedup_ci:
+            s += f" (95% interval {r.speedup_ci[0]:.2f}-{r.speedup_ci[1]:.2f}x)"
+        if r.peak_fraction is not None:
+            s += f", {r.peak_fraction:.0%} of the card's peak"
         if r.speedup_compile is not None:
             s += f", {r.speedup_compile:.2f}x vs torch.compile"
         lines.append(s + ".")

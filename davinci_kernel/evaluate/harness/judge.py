@@ -10,7 +10,9 @@ must show its kernels on all of them), input mutation and aliasing, precision (f
 outputs against the float64 oracle and the limits calibrated for the problem, precision.py), and for
 timing: outputs computed while timed, the reference's time beside the candidate against
 its time in the reference process, the candidate's claimed event times against the wall
-time the harness measured around the timed calls, the profiler's view. A worker's report
+time the harness measured around the timed calls, the profiler's view, the interval on the
+speedup the worker computed from its pair ratios (a claim like its times, bounded by the
+same checks), and last the speed-of-light floor (``light``, ``lightspeed.py``). A worker's report
 can only make its candidate fail: nothing it claims turns a wrong output into a right one.
 Does not cover: running anything (``evaluator.py`` drives the processes).
 """
@@ -212,6 +214,13 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
         flag(res, [("timing_mismatch", "the worker's timing report is malformed")])
         return
     res.timing_available = True
+    res.speedup_ci = _interval(t.get("speedup_ci"))
+    if res.speedup_ci is None:
+        res.warnings.append("speedup_ci: null: the worker's timing report has no interval")
+    res.timing_detail["ci"] = {"level": 0.95, "method": "pairs_within_blocks_bootstrap",
+                               "half_width": _half_width(res.speedup_ci, res.speedup),
+                               "target": t.get("ci_target") or None, "pairs": t.get("iters"),
+                               "planned_pairs": t.get("planned_iters")}
     res.timing_detail.update({k: t[k] for k in ("iters", "placements", "block_speedups", "wall_excess_vs_ref_ms",
                                            "sync_overhead_ms", "lead_us", "warmup_ms", "clock_mhz", "flush", "plan",
                                            "phase_ms")
@@ -231,6 +240,41 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
     flag(res, guards.reference_time_flag(res.ref_runtime_ms, clean, cfg.ref_time_tolerance, gpu_ms))
     flag(res, wall_check(res, t, base, wall_ms, cfg))
     timed_evidence(res, out.get("kernels"), static_kernels, base, cfg)
+
+
+def _interval(ci) -> Optional[list[float]]:
+    """A reported [low, high] as two finite positive numbers in order, else None."""
+    if not (isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(x, (int, float)) for x in ci)):
+        return None
+    lo, hi = float(ci[0]), float(ci[1])
+    return [lo, hi] if 0 < lo <= hi and math.isfinite(hi) else None
+
+
+def _half_width(ci, point) -> Optional[float]:
+    from ...intervals import half_width
+
+    hw = half_width(ci, point)
+    return round(hw, 5) if hw is not None else None
+
+
+def light(res: EvalResult, ref: dict, peaks: Optional[dict]) -> None:
+    """Speed of light, the last timing defence: the problem's floor on this card
+    (``lightspeed.floor``), the candidate's ``peak_fraction`` and, for a timed time below the
+    byte floor by more than ``FTL_MARGIN``, the ``faster_than_light`` verdict."""
+    from . import lightspeed
+
+    if res.runtime_ms is None:
+        return
+    fl = lightspeed.floor(_num(ref.get("input_bytes")), _num(ref.get("output_bytes")), ref.get("ref_flops") or {},
+                          peaks) if peaks else None
+    if fl is None:
+        res.warnings.append("peak_fraction: null: this card's peaks could not be measured")
+        return
+    res.timing_detail["light"] = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in fl.items()}
+    res.peak_fraction = lightspeed.peak_fraction(fl["floor_ms"], res.runtime_ms)
+    why = lightspeed.faster_than_light(res.runtime_ms, fl)
+    if why and not res.error_kind:
+        res.error_kind, res.error_msg = "faster_than_light", why
 
 
 def timed_evidence(res: EvalResult, table, static_kernels: list[str], base: Optional[dict], cfg) -> None:

@@ -57,7 +57,7 @@ class ReferenceCache:
             "ref_aliases": bool(result.get("ref_aliases")),
             "ref_nondeterministic": bool(result.get("ref_nondeterministic")),
             "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),
-            "param_bytes": result.get("param_bytes"),
+            "param_bytes": result.get("param_bytes"), "ref_flops": result.get("ref_flops") or {},
             "vrefs": [read_reference(home, leaves[k]) for k in sorted(leaves) if k.startswith("vref")],
             **_precision(home, result),
         }

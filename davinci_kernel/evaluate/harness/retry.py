@@ -80,7 +80,8 @@ def _retime(res: EvalResult, again: EvalResult) -> None:
         got = again.error_kind or ",".join(again.flags) or "no timing"
         res.error_msg = f"{first} (again in a fresh sandbox with new inputs: {got})"
         return
-    for name in ("runtime_ms", "ref_runtime_ms", "runtime_spread", "speedup", "speedup_compile",
+    for name in ("runtime_ms", "ref_runtime_ms", "runtime_spread", "speedup", "speedup_ci", "peak_fraction",
+                 "speedup_compile",
                  "compile_runtime_ms", "coverage", "custom_launches", "kernels", "timing_detail"):
         setattr(res, name, getattr(again, name))
     res.flags, res.error_msg = [], None

@@ -41,6 +41,7 @@ class TrustedSide:
         self._key_locks: dict = {}
         self._infos: dict[str, tuple[str, str]] = {}
         self._sizes: dict[tuple, Optional[tuple[int, int]]] = {}
+        self._peaks: dict[str, Optional[dict]] = {}  # device -> measured peaks (or None), once per evaluator
         self._locks_lock = threading.Lock()
 
     def key_lock(self, key) -> threading.Lock:
@@ -155,6 +156,32 @@ class TrustedSide:
         for k in list(self._baseline_checked):
             if BaselineCache.of_task(k, task.hash):
                 self._baseline_checked.discard(k)
+
+    def peaks(self, device: str) -> Optional[dict]:
+        """The card's measured peaks (``roofline.measure_peaks``): from the peak cache when it
+        was measured under this card, driver and torch, else measured once by a reference
+        process with the GPU alone and cached; None where they cannot be measured."""
+        from ..shared.roofline import driver_version
+        from .lightspeed import PeakCache
+
+        gpu, torch_v = self.device_info(device)
+        with self.key_lock(("peaks", device)):
+            if device in self._peaks:
+                return self._peaks[device]
+            cache = PeakCache(self.cfg.cache_dir)
+            prov = {"gpu": gpu, "driver": driver_version(), "torch": torch_v}  # as this process sees them
+            got = cache.get(prov)
+            if got is None:
+                job = ReferenceJob(task_source="", seeds=[], init_seed=self.cfg.seed, out_dir="", device=device,
+                                   timing=self.timing_settings)
+                got = self.ask(device, "peaks", job)
+                if "error" in got or not got.get("copy_gbps"):
+                    got = None
+                else:  # kept under this process's view (a sandboxed /proc may hide the driver from the other)
+                    got = {**got, "measured_in": got.get("provenance"), "provenance": prov}
+                    cache.put(got)
+            self._peaks[device] = got
+            return got
 
     def device_info(self, device: str) -> tuple[str, str]:
         """(GPU name, torch version) as a reference process reports them; asked once per device."""

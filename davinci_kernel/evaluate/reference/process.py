@@ -58,6 +58,7 @@ def compute_reference(job: ReferenceJob) -> dict:
         if i == 0:
             y, audit = audited_call(C.torch, model, args)
             out["ref_work"] = audit["work"]
+            out["ref_flops"] = audit.get("flops_by_dtype") or {}  # by dtype: the speed-of-light floor's compute
             rt.seed_call(seed)
             with C.no_grad():  # the same call again: a reference that is not deterministic says so
                 again = model(*rt.clone_args(inputs))
@@ -334,6 +335,18 @@ def _same(a, b) -> bool:
     return True
 
 
+def peaks(device: str, ready) -> dict:
+    """The device's copy bandwidth and matmul peaks (``roofline.measure_peaks``), measured with
+    the GPU to this process alone (``ready`` waits for the harness's go), and their provenance."""
+    from ..shared import roofline
+
+    if not device.startswith("cuda"):
+        return {"error": "peaks are measured on a GPU only"}
+    dev = rt.C.torch.device(device)
+    ready()
+    return {**roofline.measure_peaks(rt.C.torch, dev), "provenance": roofline.provenance(rt.C.torch, dev)}
+
+
 def _ready(ch) -> None:
     """Say the baseline is ready to be timed; wait for the harness's go."""
     ch.send({"event": "prepared"})
@@ -365,6 +378,8 @@ def main(argv: list[str]) -> None:
         try:
             if cmd == "sizes":
                 result = sizes_of(job)
+            elif cmd == "peaks":
+                result = peaks(device, lambda: _ready(ch))
             else:
                 result = compute_reference(job) if cmd == "reference" else baseline(job, lambda: _ready(ch))
         except TooLarge as e:

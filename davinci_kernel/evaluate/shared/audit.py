@@ -51,6 +51,9 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, 
     shaped = shape_reads(events)
     a = {"ops": ops, "work": profiled_work(events, strict, dtypes), "items": items + shaped, "dtoh_bytes": dtoh,
          "item_bytes": item_bytes(events, dtypes) + 8 * shaped, "host_writes": host_writes(events)}
+    from .roofline import flops_by_dtype
+
+    a["flops_by_dtype"] = flops_by_dtype(events, dtypes)  # the speed-of-light bound's compute term
     if raw is not None:
         a["table"] = kernel_table(raw)
     return out, a

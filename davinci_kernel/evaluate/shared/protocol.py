@@ -167,6 +167,8 @@ class TimingSettings:
     timing_max_iters: int = 1000
     timing_budget_s: float = 0.5
     timing_placements: int = 4
+    timing_ci_target: float = 0.0
+    timing_ci_budget_s: float = 10.0
     timing_lead_us: float = -1.0
     timing_lead_from: str = "slower"
     timing_flush: str = "hold"

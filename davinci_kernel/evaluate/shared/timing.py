@@ -213,7 +213,8 @@ def n_iters(per_iter_ms: float, iters: int, max_iters: int, budget_s: float) -> 
 def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, flush_mb: int, poison=None,
                 max_iters: int | None = None, budget_s: float = 0.0, placements: int = 1, reclone=None,
                 lead_us: float = 0.0, warmup_ms: float = 0.0, hold: bool = True, lead_from_ref: bool = False,
-                on_timed=None, fresh: bool = True, before_compared=None, checks=None, before_other=None) -> dict:
+                on_timed=None, fresh: bool = True, before_compared=None, checks=None, before_other=None,
+                ci_target: float = 0.0, ci_budget_s: float = 0.0) -> dict:
     """Alternate reference and candidate calls; returns medians, spreads and wall checks.
 
     ``placements`` > 1 (with ``reclone``, a function that copies one input set): the
@@ -235,7 +236,11 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     starts its random stream. ``before_other()`` runs before every other timed call of the
     candidate (the worker starts a random stream from a fresh secret seed there), so no call
     differs from a compared one in how its random stream began. The candidate cannot tell
-    these rounds from the others."""
+    these rounds from the others. ``ci_target`` > 0 (adaptive timing): before the last
+    round, while the speedup's estimated relative half-width (``ci_estimate``) is above it
+    and the timed part has run less than ``ci_budget_s``, one more placement block is timed;
+    the raw pair ratios of each block come back as ``pair_blocks`` (the worker turns them
+    into the reported interval, ``intervals.speedup_ci``)."""
     _perf = C.perf
 
     torch = C.torch
@@ -270,11 +275,18 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         last_outputs, checked_outputs = {}, {}
         check_rounds = check_positions(checks or [], iters, n_sets)
         block = -(-iters // max(1, placements)) if reclone is not None else iters
-        for i in range(iters):
+        # adaptive timing extends only where the harness's count of timed checks cannot change
+        adapt = ci_target > 0 and len(check_rounds) == len(checks or [])
+        total, t_timed, i = iters, _perf(), -1
+        while i + 1 < total:
+            i += 1
+            if adapt and i == total - n_sets and total + block <= ADAPTIVE_MAX_PAIRS \
+                    and _perf() - t_timed < ci_budget_s and not ci_estimate(ratios, block) <= ci_target:
+                total += block  # one more placement block before the compared round
             if i and i % block == 0:  # the new copies are allocated while the old ones live
-                input_sets = [reclone(a) for a in input_sets]
+                input_sets = [reclone(a) for a in input_sets] if reclone is not None else input_sets
             k = i % n_sets
-            last_round = i >= iters - n_sets  # its outputs are compared with the reference's: the sets as they are
+            last_round = i >= total - n_sets  # its outputs are compared with the reference's: the sets as they are
             check = check_rounds.get(i)  # (index, seed) of a timed check, or None
             if check is not None:
                 args = vary_seeded(C, input_sets[0], check[1])
@@ -315,7 +327,8 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
         "ref_wall": _summary(ref_wall), "cand_wall": _summary(cand_wall),
         "wall_excess_vs_ref_ms": statistics.median(excess),
         "speedup": placement_mean(blocks, [len(c) for c in chunks]), "sync_overhead_ms": overhead,
-        "iters": iters, "placements": len(blocks), "last_outputs": last_outputs, "warmup_ms": warmup_ms,
+        "iters": total, "placements": len(blocks), "last_outputs": last_outputs, "warmup_ms": warmup_ms,
+        "pair_blocks": chunks, "ci_target": ci_target, "planned_iters": iters,
         "checked_outputs": checked_outputs,
         "ref_sum_ms": sum(ref_ev), "cand_sum_ms": sum(cand_ev), "fresh_values": bool(fresh), "sets": n_sets,
         "clock_mhz": [round(x) if x else None for x in (clock_start, clock_end)],
@@ -336,6 +349,30 @@ def check_positions(checks, iters: int, n_sets: int) -> dict[int, tuple[int, int
             at = (at + 1) % len(rounds)
         out[rounds[at]] = (j, int(seed))
     return out
+
+
+ADAPTIVE_MAX_PAIRS = 20_000  # adaptive timing never times more pairs than this
+
+
+def ci_estimate(ratios: list[float], block: int) -> float:
+    """The speedup's relative 95 % half-width from the pair ratios so far, split in blocks of
+    ``block``: the normal-theory variance of a median (pi/2 x var / n on the log scale) per
+    block, combined with the pair weights of ``placement_mean``. Cheap (one pass), so it can
+    run between timed pairs; the reported interval is the bootstrap (``intervals.speedup_ci``).
+    inf with fewer than 3 pairs in every block."""
+    import math
+
+    parts = []  # (pairs, variance of the log-ratios) per block
+    for k in range(0, len(ratios), max(1, block)):
+        c = [math.log(r) for r in ratios[k:k + block] if r > 0 and math.isfinite(r)]
+        if len(c) >= 3:
+            m = sum(c) / len(c)
+            parts.append((len(c), sum((x - m) * (x - m) for x in c) / (len(c) - 1)))
+    n = sum(p for p, _ in parts)
+    if not n:
+        return float("inf")
+    var = sum((p / n) ** 2 * (math.pi / 2) * v / p for p, v in parts)
+    return math.expm1(1.96 * math.sqrt(var))
 
 
 def placement_mean(block_speedups: list[float], sizes: list[int]) -> float:
