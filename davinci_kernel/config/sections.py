@@ -116,9 +116,18 @@ class EvalConfig:
 @dataclass
 class SkillsConfig:
     db: str = opt("~/.cache/davinci_kernel/skills.db", "SQLite skill library")
-    seed_library: bool = opt(True, "[O] import the bundled seed skills (our own, not the paper's) into a "
-                              "new, empty library; false: start empty, as the paper does (a library that "
-                              "holds skills is used as it is either way)", results=False)
+    seed_library: bool = opt(True, "[O] import the bundled seed skills (our own, not the paper's or the "
+                              "release's) into a new, empty library. True by default for dvk optimize, dvk run "
+                              "and dvk skills on a fresh machine, where an empty library leaves the selection "
+                              "agent nothing to pick (their --seed/--no-seed flag is this switch); false in every "
+                              "training recipe (8B, 14B, tiny-cpu): the release starts RL with an empty library, "
+                              "so every skill the policy sees was summarised from its own rollouts and admitted by "
+                              "execution. A library that holds skills is used as it is either way", results=False)
+    allow_empty_pick: bool = opt(False, "[O] let the selection agent pick fewer than the top k skills, or none "
+                                 "(k = min(skills.max_selected, the candidates)); off: it is asked for exactly "
+                                 "the top k, as the release's rerank is, and a short, empty or unreadable pick is "
+                                 "completed in BM25 order (the turn keeps a parse_error naming the shortfall, so "
+                                 "SFT never copies it)")
     select_mode: str = opt("llm", "[P] how skills are chosen: llm = BM25 candidates reranked by the "
                            "selection agent (the method); bm25 = BM25 top skills, no model; none = no "
                            "skills (bm25 and none: the paper's ablations)", choices=("llm", "bm25", "none"))
@@ -142,12 +151,13 @@ class RolloutConfig:
     top_p: float = opt(1.0, "[O] nucleus sampling")
     max_new_tokens: int = opt(4096, "[O] generation limit per call; the limit of every role whose own limit "
                               "(max_new_tokens_selection, _summary, _policy) is 0")
-    max_new_tokens_selection: int = opt(0, "[R] generation limit of a selection call (1024 in the release); "
-                                        "0 = rollout.max_new_tokens")
-    max_new_tokens_summary: int = opt(0, "[R] generation limit of a summary call (1024 in the release); "
-                                      "0 = rollout.max_new_tokens")
+    max_new_tokens_selection: int = opt(0, "[R] generation limit of a selection call (1024 in the release and "
+                                        "the 8B / 14B recipes); 0 = rollout.max_new_tokens")
+    max_new_tokens_summary: int = opt(0, "[R] generation limit of a summary call (2048 in the release and the "
+                                      "8B / 14B recipes); 0 = rollout.max_new_tokens")
     max_new_tokens_policy: int = opt(0, "[R] generation limit of a policy turn, and of the greedy re-generation "
-                                     "that verifies a skill (2048 in the release); 0 = rollout.max_new_tokens")
+                                     "that verifies a skill (the response limit, 8192 in the release and the 8B / "
+                                     "14B recipes); 0 = rollout.max_new_tokens")
     gen_batch: int = opt(64, "most sequences the trainer's in-process sampler (rl/local_gen.py) runs at once; "
                              "concurrent task groups are merged up to it", results=False)
     language: str = opt("triton", "[O] kernel language the policy is asked for", choices=("triton", "cuda"))
