@@ -194,12 +194,12 @@ class RLConfig:
     clip_high: float = opt(0.28, "[R] PPO clip, upper")
     loss_agg: str = opt("seq-mean-token-sum", "[R] how the token losses of a mini-batch become one loss (a "
                         "sequence is one turn's completion): seq-mean-token-sum = each sequence's token sum, "
-                        "averaged over the sequences, divided by rl.loss_scale (the release's, the default and "
-                        "the 8B / 14B recipes'); token-mean = the mean over all tokens [O] (the tiny CPU recipe: "
-                        "its 8-token completions are far from the lengths the release's scale is sized for); "
-                        "seq-mean-token-mean = the mean over sequences of each one's token mean [O]. Token-sum "
-                        "and token-mean weigh every token alike within a batch and differ by a factor mean "
-                        "length / scale per batch", choices=("token-mean", "seq-mean-token-sum", "seq-mean-token-mean"))
+                        "averaged over the sequences, divided by rl.loss_scale (the release's; the default, in "
+                        "every recipe); token-mean = the mean over all tokens [O]; seq-mean-token-mean = the mean "
+                        "over sequences of each one's token mean [O]. Token-sum and token-mean weigh every token "
+                        "alike within a batch and differ by a factor mean length / scale per batch, which AdamW "
+                        "mostly absorbs (the tiny CPU recipe learns as well with either)",
+                        choices=("token-mean", "seq-mean-token-sum", "seq-mean-token-mean"))
     loss_scale: float = opt(1000.0, "[R] seq-mean-token-sum: the per-sequence token sums are divided by this (the "
                             "release: 1000, about the tokens of a typical response); ignored by the other modes")
     grad_clip: float = opt(1.0, "[O] gradient norm clip")
