@@ -68,7 +68,7 @@ def _seed_all(seed: int) -> None:
 def policy_only(group: TaskGroup) -> TaskGroup:
     """Joint training off: selection and summary turns keep their rewards (logged) and get
     advantage 0, so ``build_samples`` makes no samples of them and only the policy's loss
-    updates the backbone (the token-mean is then over policy tokens alone)."""
+    updates the backbone (the loss, ``rl.loss_agg``, is then over policy tokens alone)."""
     for t in list(group.selections) + list(group.summaries):
         t.advantage = 0.0
     return group

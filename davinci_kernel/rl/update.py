@@ -48,8 +48,8 @@ class UpdateSettings:
     minibatches: int = 1
     layout: str = "padded"  # padded | packed (see sequences.py)
     logprobs: str = "fused"  # fused | chunked (see row_logprobs)
-    loss_agg: str = "token-mean"  # losses.LOSS_AGGS; the config's default is the release's
-    loss_scale: float = 1.0  # seq-mean-token-sum only
+    loss_agg: str = "seq-mean-token-sum"  # losses.LOSS_AGGS (rl.loss_agg; the release's)
+    loss_scale: float = 1000.0  # seq-mean-token-sum only (rl.loss_scale)
 
 
     @classmethod
