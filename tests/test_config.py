@@ -56,3 +56,23 @@ def test_a_bare_off_is_the_choice_named_off(tmp_path):
     path.write_text("rl:\n  mismatch: off\neval:\n  sandbox: off\n")
     cfg = load_config(path)
     assert cfg.rl.mismatch == "off" and cfg.eval.sandbox == "off"
+
+
+def test_the_seed_library_and_the_top_k_pick_defaults():
+    """The seed library: on by default (the inference commands on a fresh machine), off in every
+    training recipe (the release starts empty); the rerank asks for the top k unless
+    skills.allow_empty_pick."""
+    from pathlib import Path
+
+    from davinci_kernel.config import help_table, load_config
+
+    d = load_config(None, []).skills
+    assert (d.seed_library, d.allow_empty_pick) == (True, False)
+    root = Path(__file__).resolve().parents[1] / "configs"
+    for recipe in ("qwen3-8b.yaml", "qwen3-14b.yaml", "tiny-cpu.yaml"):
+        s = load_config(root / recipe).skills
+        assert (s.seed_library, s.allow_empty_pick) == (False, False), recipe
+    helps = {k: h for k, _, h in help_table()}
+    assert "the release starts RL with an empty library" in helps["skills.seed_library"]
+    assert "dvk optimize" in helps["skills.seed_library"] and "tiny-cpu" in helps["skills.seed_library"]
+    assert "top k" in helps["skills.allow_empty_pick"] and "completed in BM25 order" in helps["skills.allow_empty_pick"]

@@ -118,65 +118,94 @@ def test_a_role_turn_without_reward_is_an_error():
         fill_advantages(g)
 
 
-def test_normalized_group_has_unit_mean_abs():
-    g = fill_rewards(_group(), RewardConfig())
-    fill_advantages(g, normalize=True)
-    advs = [t.advantage for e in g.episodes for t in e.turns]
-    assert sum(abs(a) for a in advs) / len(advs) == pytest.approx(1.0)
+def _tokens(g, lengths):
+    """Completion token ids of ``lengths[i][t]`` tokens on episode i's turn t."""
+    for ep, ls in zip(g.episodes, lengths):
+        for turn, n in zip(ep.turns, ls):
+            turn.completion = Completion(text="x", token_ids=list(range(n)))
+    return g
 
 
-def test_normalize_reaches_the_selection_and_summary_turns():
-    g = fill_rewards(_group(), RewardConfig())
+LENGTHS = [[3, 1], [1, 1], [2], [2]]
+
+
+def test_normalize_policy_only_token_weighted_across_schemes():
+    g = _tokens(fill_rewards(_group(), RewardConfig()), LENGTHS)
     g.summaries = [_turn("summary", 1.8, turn=0), _turn("summary", 0.0, turn=1), _turn("summary", 0.0, turn=2)]
     fill_advantages(g, normalize=True, selector_scale=0.3, summarizer_scale=0.5)
-    # selection: LOO ±1.5, mean |A| 1.5 → ±1, then × 0.3
-    assert [t.advantage for t in g.selections] == pytest.approx([0.3, -0.3])
-    # summaries: LOO 1.8, −0.9, −0.9, mean |A| 1.2 → 1.5, −0.75, −0.75, then × 0.5
-    assert [t.advantage for t in g.summaries] == pytest.approx([0.75, -0.375, -0.375])
-    # equal rewards stay at zero rather than dividing by zero
-    g.summaries = [_turn("summary", 1.0, turn=0), _turn("summary", 1.0, turn=1)]
+    # TRLOO by task: turn 0: 4/3, 4/3, −8/3, 0; turn 1: 2, −2. Token-weighted mean |A|:
+    # (3·4/3 + 1·2 + 1·4/3 + 1·2 + 2·8/3 + 2·0) / (3 + 1 + 1 + 1 + 2 + 2) = (44/3) / 10 = 22/15
+    pol = [[t.advantage for t in e.turns] for e in g.episodes]
+    assert pol == [pytest.approx([10 / 11, 15 / 11]), pytest.approx([10 / 11, -15 / 11]),
+                   pytest.approx([-20 / 11]), pytest.approx([0.0])]
+    # per token the mean |A| over the task is 1
+    assert sum(abs(a) * n for e, ns in zip(pol, LENGTHS) for a, n in zip(e, ns)) / 10 == pytest.approx(1.0)
+    # selection and summary advantages are not rescaled: LOO ±1.5 × 0.3; 1.8, −0.9, −0.9 × 0.5
+    assert [t.advantage for t in g.selections] == pytest.approx([0.45, -0.45])
+    assert [t.advantage for t in g.summaries] == pytest.approx([0.9, -0.45, -0.45])
+
+
+def test_normalize_spans_the_schemes_with_group_by_scheme():
+    g = _tokens(fill_rewards(_group(), RewardConfig()), LENGTHS)
+    fill_advantages(g, group_by="scheme", normalize=True)
+    # TRLOO per scheme: scheme 0 turn 0: 0, 0; turn 1: 2, −2; scheme 1: −2, 2. The mean |A| is
+    # the task's, over both schemes: (1·2 + 1·2 + 2·2 + 2·2) / 10 = 1.2
+    assert [[t.advantage for t in e.turns] for e in g.episodes] == [
+        pytest.approx([0.0, 2 / 1.2]), pytest.approx([0.0, -2 / 1.2]), pytest.approx([-2 / 1.2]),
+        pytest.approx([2 / 1.2])]
+
+
+def test_normalize_without_token_ids_weighs_every_turn_alike():
+    g = _tokens(fill_rewards(_group(), RewardConfig()), LENGTHS)
+    g.episodes[3].turns[0].completion = Completion(text="x")  # a backend that gave text only
     fill_advantages(g, normalize=True)
-    assert [t.advantage for t in g.summaries] == [0.0, 0.0]
+    # mean |A| over the 6 turns: (4/3 + 2 + 4/3 + 2 + 8/3 + 0) / 6 = 14/9
+    assert g.episodes[0].turns[0].advantage == pytest.approx(4 / 3 * 9 / 14)
+    # equal rewards stay at zero rather than dividing by zero
+    flat = _group()
+    for e in flat.episodes:
+        for t in e.turns:
+            t.reward = 1.0
+    flat.episodes = flat.episodes[2:]
+    fill_advantages(fill_rewards(flat, RewardConfig()), normalize=True)
+    assert [t.advantage for e in flat.episodes for t in e.turns] == [0.0, 0.0]
 
 
-def _role_mean_abs(g):
-    turns = {"policy": [t for e in g.episodes for t in e.turns], "select": g.selections, "summary": g.summaries}
-    return {r: sum(abs(t.advantage) for t in ts) / len(ts) for r, ts in turns.items()}
-
-
-def test_normalize_adv_from_a_recipe_reaches_every_role(tmp_path):
+def test_normalize_adv_from_a_recipe_reaches_the_policy_alone(tmp_path):
     """rl.normalize_adv set in a recipe file reaches the trainer's preparation of a group; the
     shipped recipes and the defaults keep it off."""
     import random
 
-    from davinci_kernel.config import load_config
+    from davinci_kernel.config import help_table, load_config
     from davinci_kernel.rl.trainer import prepare_group
 
     root = Path(__file__).resolve().parents[1] / "configs"
     assert load_config(None, []).rl.normalize_adv is False
     assert all(load_config(root / f).rl.normalize_adv is False for f in ("qwen3-8b.yaml", "qwen3-14b.yaml"))
+    assert "selection and summary advantages are not rescaled" in dict((k, h) for k, _, h in help_table())[
+        "rl.normalize_adv"]
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text((root / "qwen3-8b.yaml").read_text().replace("normalize_adv: false", "normalize_adv: true"))
     cfg = load_config(recipe, ["rl.prs=false"])
     assert cfg.rl.normalize_adv is True
 
     def prepared(c):
-        g = _group()
+        g = _tokens(_group(), LENGTHS)
         g.summaries = [_turn("summary", 1.8, turn=0), _turn("summary", 0.0, turn=1), _turn("summary", 0.3, turn=2)]
         prepare_group(g, c, random.Random(0))
         return g
 
-    on = _role_mean_abs(prepared(cfg))
-    assert on == pytest.approx({"policy": 1.0, "select": 0.3, "summary": 0.5})
-    off = _role_mean_abs(prepared(load_config(root / "qwen3-8b.yaml", ["rl.prs=false"])))
-    assert off["select"] == pytest.approx(0.3 * 1.5) and off["policy"] != pytest.approx(1.0)
+    on, off = prepared(cfg), prepared(load_config(root / "qwen3-8b.yaml", ["rl.prs=false"]))
+    assert on.episodes[0].turns[0].advantage == pytest.approx(10 / 11)
+    assert off.episodes[0].turns[0].advantage == pytest.approx(4 / 3)
+    assert [t.advantage for t in on.selections + on.summaries] == [t.advantage for t in off.selections + off.summaries]
 
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_normalize_adv_in_a_trainer_step(tmp_path):
-    """A tiny model on the synthetic environment, whose completions all have the role's length:
-    with normalize_adv every trained selection token has |A| = 0.3, every summary token 0.5, and
-    the policy tokens 1 on average."""
+    """A tiny model on the synthetic environment, with normalize_adv: the trained policy tokens
+    have a mean |A| of 1 (every task's is 1); the selection and summary agents' stay unscaled
+    (``test_normalize_adv_from_a_recipe_reaches_the_policy_alone``)."""
     from davinci_kernel.config import load_config
     from davinci_kernel.rl.synthetic import SyntheticEnv
     from davinci_kernel.rl.trainer import RLTrainer
@@ -185,5 +214,5 @@ def test_normalize_adv_in_a_trainer_step(tmp_path):
                       ["rl.steps=1", "rl.eval_every=0", "rl.save_every=1000", "rl.normalize_adv=true",
                        "rl.mismatch='off'"])
     m = RLTrainer(cfg, out=tmp_path, env=SyntheticEnv(cfg, policy_gain=6.0)).step(1)
-    assert m["adv_abs/select"] == pytest.approx(0.3) and m["adv_abs/summary"] == pytest.approx(0.5)
     assert m["adv_abs/policy"] == pytest.approx(1.0)  # no policy turn here has A = 0 or is dropped by PRS
+    assert m["adv_abs/select"] != pytest.approx(0.3)  # the old per-role normalisation made it exactly 0.3

@@ -1,9 +1,17 @@
-"""Policy-gradient loss: on-policy gradient, clipping, token-mean, role statistics, packing."""
+"""Policy-gradient loss: on-policy gradient, clipping, loss aggregation (rl.loss_agg), role statistics, packing."""
 
 import pytest
 import torch
 
-from davinci_kernel.rl.losses import ROLE_ID, RoleStats, pg_token_loss, token_logprobs, token_mean
+from davinci_kernel.rl.losses import (
+    LOSS_AGGS,
+    ROLE_ID,
+    RoleStats,
+    agg_coefficients,
+    aggregate,
+    pg_token_loss,
+    token_logprobs,
+)
 from davinci_kernel.rl.sequences import Sample, pack
 
 
@@ -13,7 +21,7 @@ def test_on_policy_gradient_is_reinforce():
     adv = torch.tensor([1.0, -2.0, 0.5, 0.0])
     lp = token_logprobs(logits, targets)
     loss, clipped = pg_token_loss(lp, lp.detach(), adv)
-    token_mean(loss, 4).backward()
+    aggregate(loss, agg_coefficients(torch.ones(4), "token-mean", 4, 1)).backward()
     ref_logits = logits.detach().clone().requires_grad_(True)
     ref = -(token_logprobs(ref_logits, targets) * adv).mean()
     ref.backward()
@@ -62,9 +70,45 @@ def test_clip_bounds():
     assert clipped.tolist() == [True, False, False, True]
 
 
-def test_token_mean_over_micro_batches():
+@pytest.mark.parametrize("mode,scale,want", [
+    ("token-mean", 1.0, 10 / 4),  # (1 + 2 + 3 + 4) / 4 tokens
+    ("seq-mean-token-sum", 1.0, (6 + 4) / 2),  # token sums 6 and 4, mean over 2 sequences
+    ("seq-mean-token-sum", 1000.0, (6 + 4) / 2 / 1000),  # the release's scale
+    ("seq-mean-token-mean", 1.0, (6 / 3 + 4 / 1) / 2),  # token means 2 and 4
+    ("token-mean", 1000.0, 10 / 4),  # the scale is seq-mean-token-sum's alone
+])
+def test_loss_aggregation_hand_computed_over_micro_batches(mode, scale, want):
+    """Two sequences, a = [1, 2, 3] and b = [4]; a in one micro-batch, b in the next: the
+    parts, each with the mini-batch's counts (4 tokens, 2 sequences), add up to the loss."""
     a, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0])
-    assert (token_mean(a, 4) + token_mean(b, 4)).item() == pytest.approx(2.5)
+    ca = agg_coefficients(torch.full((3,), 3), mode, n_tokens=4, n_seqs=2, scale=scale)  # (3,)
+    cb = agg_coefficients(torch.full((1,), 1), mode, n_tokens=4, n_seqs=2, scale=scale)  # (1,)
+    assert (aggregate(a, ca) + aggregate(b, cb)).item() == pytest.approx(want)
+    with pytest.raises(ValueError, match="allowed values are token-mean"):
+        agg_coefficients(torch.ones(1), "sum", 1, 1)
+
+
+def test_the_config_offers_the_loss_aggregations_and_the_recipes_use_the_releases():
+    from pathlib import Path
+
+    from davinci_kernel.config import ConfigError, RLConfig, choices_of, help_table, load_config
+    from davinci_kernel.rl.update import UpdateSettings
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    assert choices_of(RLConfig, "loss_agg") == LOSS_AGGS
+    d = load_config(None, [])
+    assert (d.rl.loss_agg, d.rl.loss_scale) == ("seq-mean-token-sum", 1000.0)
+    for recipe in ("qwen3-8b.yaml", "qwen3-14b.yaml", "tiny-cpu.yaml"):
+        cfg = load_config(root / recipe)
+        assert (cfg.rl.loss_agg, cfg.rl.loss_scale) == ("seq-mean-token-sum", 1000.0)
+        s = UpdateSettings.from_config(cfg)
+        assert (s.loss_agg, s.loss_scale) == ("seq-mean-token-sum", 1000.0)
+    helps = {k: h for k, _, h in help_table()}
+    assert helps["rl.loss_agg"].startswith("[R]") and "the release's" in helps["rl.loss_agg"]
+    with pytest.raises(ConfigError, match=r"^rl.loss_scale=0.0: must be more than 0$"):
+        load_config(None, ["rl.loss_scale=0"])
+    with pytest.raises(ConfigError, match=r"^rl.loss_agg='sum': allowed values are token-mean"):
+        load_config(None, ["rl.loss_agg=sum"])
 
 
 def test_role_stats():

@@ -45,3 +45,30 @@ def test_tis_weights_scale_each_samples_gradient(tmp_path):
     assert g_tis.norm() > 0
     torch.testing.assert_close(g_tis, g_weighted, atol=1e-6, rtol=1e-4)
     assert (g_tis - g_plain).norm() > 0.1 * g_plain.norm()
+
+
+def test_loss_aggregation_reaches_the_gradient(tmp_path):
+    """Three samples with completions of 4, 6 and 3 tokens (13 tokens, 3 sequences), each in a
+    micro-batch of its own. On-policy the gradient is linear in the advantages, so
+    seq-mean-token-sum / s is token-mean × 13 / (3 s), and seq-mean-token-mean is token-mean
+    with each sample's advantage × 13 / (3 · its length)."""
+    base = load_config(None, ["rl.grad_clip=1e9", "rl.mismatch=off", "rl.micro_batch_tokens=16"])
+    model = load_model(build_tiny(tmp_path / "m"), bf16=False, grad_checkpointing=False)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(5, 300, (n,), generator=g).tolist() for n in (5, 3, 4)]
+    completions = [torch.randint(5, 300, (n,), generator=g).tolist() for n in (4, 6, 3)]
+
+    def grad(advantages, mode, scale=1.0):
+        s = UpdateSettings(**{**UpdateSettings.from_config(base).__dict__, "loss_agg": mode, "loss_scale": scale})
+        opt = grad_recorder(model.parameters())
+        update(model, opt, [Sample("policy", p, c, a) for p, c, a in zip(prompts, completions, advantages)], s,
+               device="cpu")
+        return torch.cat([x.reshape(-1) for x in opt.grads])
+
+    adv = [1.0, -0.5, 2.0]
+    token_mean = grad(adv, "token-mean")
+    assert token_mean.norm() > 0
+    torch.testing.assert_close(grad(adv, "seq-mean-token-sum", 1000.0), token_mean * 13 / 3000, atol=1e-9, rtol=1e-4)
+    torch.testing.assert_close(grad(adv, "seq-mean-token-mean"),
+                               grad([a * 13 / (3 * len(c)) for a, c in zip(adv, completions)], "token-mean"),
+                               atol=1e-8, rtol=1e-4)

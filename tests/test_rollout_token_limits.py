@@ -41,10 +41,13 @@ def test_a_negative_limit_is_one_line(role):
 @pytest.mark.parametrize("recipe", ["qwen3-8b.yaml", "qwen3-14b.yaml"])
 def test_the_recipes_use_the_releases_limits(recipe):
     r = load_config(ROOT / "configs" / recipe).rollout
+    # the release: selection 1024, summary 2048, policy response 8192
     assert (r.max_new_tokens_for("select"), r.max_new_tokens_for("summary"), r.max_new_tokens_for("policy")) == (
-        1024, 1024, 2048)
+        1024, 2048, 8192)
     helps = {k: h for k, _, h in help_table() if k.startswith("rollout.max_new_tokens_")}
     assert len(helps) == 3 and all(h.startswith("[R]") and "0 = rollout.max_new_tokens" in h for h in helps.values())
+    assert [f"{n} in the release" in helps[f"rollout.max_new_tokens_{k}"]
+            for k, n in (("selection", 1024), ("summary", 2048), ("policy", 8192))] == [True] * 3
 
 
 def _role(req) -> str:

@@ -67,10 +67,12 @@ def runs(tmp_path_factory):
 def test_select_llm_asks_the_selection_agent(runs):
     r = runs["llm"]
     assert r["calls"] == ["select", "policy"]
-    assert len(r["rows"]) == 2 and all(len(row["skills"]) == 1 for row in r["rows"])
+    # the script picks 1 of the top 3 asked; the other 2 are completed in BM25 order (skills.allow_empty_pick off)
+    assert len(r["rows"]) == 2 and all(len(row["skills"]) == 3 for row in r["rows"])
     assert r["meta"]["select"] == "llm" and r["meta"]["library"]["skills"] == 23  # seeded: the default
     assert "select llm" in " ".join(r["stdout"].split())
     group = json.loads((r["dir"] / "groups.jsonl").read_text().splitlines()[0])
+    assert len(group["selections"][0]["parsed"]["filled"]) == 2
     assert "## Key Idea" in group["episodes"][0]["turns"][0]["messages"][0]["content"]  # the skill's content
 
 

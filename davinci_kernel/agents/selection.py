@@ -1,14 +1,17 @@
 """The Skill Selection agent: its prompt and the reading of its ``select_skills`` call.
 
 Covers: the chat messages for one selection sample (the task plus the numbered metadata
-of the candidates, formatted by ``skills.select.format_candidates``) and
+of the candidates, formatted by ``skills.select.format_candidates``; the rerank asks for
+exactly the top k, k = min(max_selected, candidates), as the release's does, or with
+``allow_empty`` (``skills.allow_empty_pick``) for at most k, none allowed) and
 ``parse_selection``, the one parser of the agent's reply
 ``select_skills(think, selected_skills=[{name, reason}])``: given as text (thinking
 stripped; a ``<tool_call>`` block, fenced or bare JSON, a Python-style call), a native
 tool-call dict or an OpenAI-style tool-call list. Names are matched case-insensitively, a
 number refers to the numbered list, unknown names and names over ``max_selected`` are
-dropped (and listed), duplicates removed. Does not cover: BM25 candidates or sampling
-(``rollout.selection``).
+dropped (and listed), duplicates removed. The parser reports what was picked; completing a
+short pick is ``rollout.selection``'s (``skills.select.complete_pick``). Does not cover: BM25
+candidates or sampling (``rollout.selection``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..records import Skill, Task
-from ..skills.select import format_candidates
+from ..skills.select import format_candidates, pick_size
 from .extract import find_tool_call, strip_think
 from .templates import render
 
@@ -35,11 +38,26 @@ class ParsedSelection:
     error: Optional[str] = None
 
 
-def selection_messages(task: Task, candidates: Sequence[Skill], max_selected: int = 3) -> list[dict[str, Any]]:
+def pick_rules(n_candidates: int, max_selected: int, allow_empty: bool) -> tuple[str, str]:
+    """The system prompt's rule and the user prompt's request on how many skills to pick."""
+    k = pick_size(n_candidates, max_selected)
+    if allow_empty:
+        return (f"Choose at most {k} skills, only names from the list. Choosing nothing is a valid answer when "
+                "no skill fits; a skill that does not apply costs the engineer attention and can mislead them.",
+                f"Call `select_skills` with at most {k} of these skills (an empty list if none fits).")
+    noun = "skill" if k == 1 else "skills"
+    return (f"Choose exactly {k} {noun}, only names from the list: rank the candidates and give the top {k}, "
+            "the best fit first.",
+            f"Call `select_skills` with exactly {k} {noun} from this list, the best fit first.")
+
+
+def selection_messages(task: Task, candidates: Sequence[Skill], max_selected: int = 3,
+                       allow_empty: bool = False) -> list[dict[str, Any]]:
+    system_rule, user_rule = pick_rules(len(candidates), max_selected, allow_empty)
     return [
-        {"role": "system", "content": render("selection_system", max_selected=max_selected)},
+        {"role": "system", "content": render("selection_system", pick_rule=system_rule)},
         {"role": "user", "content": render("selection_user", task_name=task.name, task_source=task.source.strip(),
-                                           candidates=format_candidates(candidates), max_selected=max_selected)},
+                                           candidates=format_candidates(candidates), pick_rule=user_rule)},
     ]
 
 

@@ -122,9 +122,18 @@ class EvalConfig:
 @dataclass
 class SkillsConfig:
     db: str = opt("~/.cache/davinci_kernel/skills.db", "SQLite skill library")
-    seed_library: bool = opt(True, "[O] import the bundled seed skills (our own, not the paper's) into a "
-                              "new, empty library; false: start empty, as the paper does (a library that "
-                              "holds skills is used as it is either way)", results=False)
+    seed_library: bool = opt(True, "[O] import the bundled seed skills (our own, not the paper's or the "
+                              "release's) into a new, empty library. True by default for dvk optimize, dvk run "
+                              "and dvk skills on a fresh machine, where an empty library leaves the selection "
+                              "agent nothing to pick (their --seed/--no-seed flag is this switch); false in every "
+                              "training recipe (8B, 14B, tiny-cpu): the release starts RL with an empty library, "
+                              "so every skill the policy sees was summarised from its own rollouts and admitted by "
+                              "execution. A library that holds skills is used as it is either way", results=False)
+    allow_empty_pick: bool = opt(False, "[O] let the selection agent pick fewer than the top k skills, or none "
+                                 "(k = min(skills.max_selected, the candidates)); off: it is asked for exactly "
+                                 "the top k, as the release's rerank is, and a short, empty or unreadable pick is "
+                                 "completed in BM25 order (the turn keeps a parse_error naming the shortfall, so "
+                                 "SFT never copies it)")
     select_mode: str = opt("llm", "[P] how skills are chosen: llm = BM25 candidates reranked by the "
                            "selection agent (the method); bm25 = BM25 top skills, no model; none = no "
                            "skills (bm25 and none: the paper's ablations)", choices=("llm", "bm25", "none"))
@@ -153,12 +162,13 @@ class RolloutConfig:
     top_p: float = opt(1.0, "[O] nucleus sampling")
     max_new_tokens: int = opt(4096, "[O] generation limit per call; the limit of every role whose own limit "
                               "(max_new_tokens_selection, _summary, _policy) is 0")
-    max_new_tokens_selection: int = opt(0, "[R] generation limit of a selection call (1024 in the release); "
-                                        "0 = rollout.max_new_tokens")
-    max_new_tokens_summary: int = opt(0, "[R] generation limit of a summary call (1024 in the release); "
-                                      "0 = rollout.max_new_tokens")
+    max_new_tokens_selection: int = opt(0, "[R] generation limit of a selection call (1024 in the release and "
+                                        "the 8B / 14B recipes); 0 = rollout.max_new_tokens")
+    max_new_tokens_summary: int = opt(0, "[R] generation limit of a summary call (2048 in the release and the "
+                                      "8B / 14B recipes); 0 = rollout.max_new_tokens")
     max_new_tokens_policy: int = opt(0, "[R] generation limit of a policy turn, and of the greedy re-generation "
-                                     "that verifies a skill (2048 in the release); 0 = rollout.max_new_tokens")
+                                     "that verifies a skill (the response limit, 8192 in the release and the 8B / "
+                                     "14B recipes); 0 = rollout.max_new_tokens")
     gen_batch: int = opt(64, "most sequences the trainer's in-process sampler (rl/local_gen.py) runs at once; "
                              "concurrent task groups are merged up to it", results=False)
     language: str = opt("triton", "[O] kernel language the policy is asked for", choices=("triton", "cuda"))
@@ -193,29 +203,44 @@ class RLConfig:
     lr: float = opt(1e-6, "[R] AdamW learning rate")
     clip_low: float = opt(0.2, "[R] PPO clip, lower")
     clip_high: float = opt(0.28, "[R] PPO clip, upper")
+    loss_agg: str = opt("seq-mean-token-sum", "[R] how the token losses of a mini-batch become one loss (a "
+                        "sequence is one turn's completion): seq-mean-token-sum = each sequence's token sum, "
+                        "averaged over the sequences, divided by rl.loss_scale (the release's; the default, in "
+                        "every recipe); token-mean = the mean over all tokens [O]; seq-mean-token-mean = the mean "
+                        "over sequences of each one's token mean [O]. Token-sum and token-mean weigh every token "
+                        "alike within a batch and differ by a factor mean length / scale per batch, which AdamW "
+                        "mostly absorbs (the tiny CPU recipe learns as well with either)",
+                        choices=("token-mean", "seq-mean-token-sum", "seq-mean-token-mean"))
+    loss_scale: float = opt(1000.0, "[R] seq-mean-token-sum: the per-sequence token sums are divided by this (the "
+                            "release: 1000, about the tokens of a typical response); ignored by the other modes")
     grad_clip: float = opt(1.0, "[O] gradient norm clip")
     gamma: float = opt(1.0, "[R] discount over turns")
     group_by: str = opt("task", "[P] TRLOO group: all rollouts of the task [P], or of one scheme (an "
                         "option of the release [R])", choices=("task", "scheme"))
-    normalize_adv: bool = opt(False, "[R] divide each role's advantages by their mean |A| within the task group "
-                              "(the policy's over its turns, the selection agent's over its schemes, the summary "
-                              "agent's over its summaries), before rl.selector_scale / rl.summarizer_scale; an "
-                              "option of the release, off by default")
+    normalize_adv: bool = opt(False, "[R] divide the policy's advantages by their mean |A| over the task's policy "
+                              "turns across all schemes, weighted by tokens (each turn's |A| counts once per "
+                              "token of its completion); selection and summary advantages are not rescaled. The "
+                              "release's SKILL_ADV_CROSS_SCHEME, on in its skill recipes; off by default here and "
+                              "in the 8B / 14B recipes (an option to try)")
     selector_scale: float = opt(0.3, "[R] selector advantage scale")
     summarizer_scale: float = opt(0.5, "[R] summarizer advantage scale")
     joint_training: bool = opt(True, "[P] train all three agents on the shared backbone; false = the "
                                "paper's 'no joint training' ablation: only the policy's loss updates the "
                                "backbone, the selection and summary agents still sample from it (their turns "
                                "keep their rewards, get no gradient)")
-    dynamic_sampling: bool = opt(False, "[R] dynamic sampling (as in DAPO): a task group in which no turn of any "
-                                 "role has a non-zero advantage (its rewards are equal within every group its "
-                                 "advantages are taken over, so it would give no gradient) is dropped, and further "
-                                 "tasks are sampled in its place until the step holds rl.batch_tasks groups that "
-                                 "do, or rl.dynamic_max_factor is reached; off = every group is kept; counts in the "
-                                 "dynamic/* metrics")
-    dynamic_max_factor: float = opt(3.0, "[O] dynamic sampling's bound: a step samples at most this many times "
-                                    "rl.batch_tasks task groups (each process: its share); a step that reaches it "
-                                    "trains on the groups with a signal it has (dynamic/short counts the gap)")
+    dynamic_sampling: bool = opt(False, "[R] dynamic sampling, as the release does it (on in its recipes and in "
+                                 "the 8B / 14B recipes): sample rl.dynamic_oversample times the batch's tasks up "
+                                 "front, reject every task group with no reward variance (the standard deviation of "
+                                 "its rollouts' summed rewards, over all schemes, at most 1e-6), and fill the batch "
+                                 "from the survivors, the step's own tasks first; a batch they cannot fill is trained "
+                                 "short; counts in the dynamic/* metrics. Off by default here: it doubles the "
+                                 "sampling of a step (the CPU recipe and quick runs); off = every group is kept")
+    dynamic_oversample: float = opt(2.0, "[R] dynamic sampling: tasks sampled up front, as a multiple of "
+                                    "rl.batch_tasks (each process: its share); at least 1")
+    dynamic_max_factor: float = opt(0.0, "[O] dynamic sampling's fallback, off by default (0, as in the "
+                                    "release): above rl.dynamic_oversample, a batch the survivors cannot fill is "
+                                    "topped up by further rounds of tasks until the step has sampled this many "
+                                    "times rl.batch_tasks task groups (dynamic/short counts a gap left at the bound)")
     prs: bool = opt(True, "[P] profiling-based rejection sampling (PRS; its thresholds [R])")
     mismatch: str = opt("reject", "[R] rollout/trainer log-prob mismatch handling",
                         choices=("reject", "tis", "off"))

@@ -8,13 +8,16 @@ Math (pure tensor functions, shapes in the comments):
   A_i = G_i − mean_{j≠i} G_j (= N/(N−1)·(G_i − mean G)); one alive rollout: A = G.
 - ``leave_one_out(rewards)``: r_i − mean_{j≠i} r_j; N = 1 gives r.
 
+- ``normalize_mean_abs(adv, weight)``: A / (Σ w·|A| / Σ w), the weighted mean |A|.
+
 Group assembly (``fill_advantages``): the policy group is every rollout of the task
 (``group_by="task"``) or of one scheme (``"scheme"``); selection turns: LOO of their
 rewards across the schemes that have a selection turn, times 0.3; summary turns: LOO of
-their rewards across the summaries, times 0.5. With ``normalize`` (``rl.normalize_adv``)
-each role's advantages are divided by their mean |A| within the task group, before the
-role's scale: the policy's over its turns, the selection's over its turns, the summary's
-over its turns (so each role's mean |A| is 1, then 0.3 and 0.5).
+their rewards across the summaries, times 0.5. With ``normalize`` (``rl.normalize_adv``, the
+release's ``SKILL_ADV_CROSS_SCHEME``) the policy's advantages alone are divided by their mean
+|A| over the task's policy turns across all schemes (whatever ``group_by``), token-weighted:
+each turn's |A| counts once per token of its completion (``turn_tokens``), so the mean |A|
+over the task's policy tokens becomes 1. Selection and summary advantages are not rescaled.
 
 Does not cover: the rewards themselves (``rollout/rewards.py``, which the environment
 applies; every turn's reward must be set before ``fill_advantages``), rejection
@@ -63,9 +66,10 @@ def leave_one_out(rewards: torch.Tensor) -> torch.Tensor:
     return rewards - (rewards.sum() - rewards) / (n - 1)
 
 
-def normalize_mean_abs(adv: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """adv, mask (...) → adv / mean(|adv| over mask); unchanged when that mean is ~0."""
-    m = mask.to(adv.dtype)
+def normalize_mean_abs(adv: torch.Tensor, weight: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """adv, weight (...) (a bool mask, or token counts) → adv / (Σ w·|adv| / Σ w); unchanged
+    when that mean is ~0."""
+    m = weight.to(adv.dtype)
     denom = (adv.abs() * m).sum() / m.sum().clamp(min=1)
     if denom <= eps:
         return adv
@@ -85,9 +89,25 @@ def episode_matrix(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Ten
     return rewards, alive
 
 
+def turn_tokens(episodes: Sequence[Episode]) -> torch.Tensor:
+    """Episodes → tokens (N, T): each turn's completion tokens, 0 where there is no turn. A
+    turn without token ids (a backend that gives text only) makes every turn count 1: the
+    weights are then the turns, never a mix of tokens and turns."""
+    t_max = max((len(e.turns) for e in episodes), default=0)
+    out = torch.zeros(len(episodes), t_max, dtype=torch.float64)
+    for i, ep in enumerate(episodes):
+        for t, turn in enumerate(ep.turns):
+            ids = turn.completion.token_ids if turn.completion is not None else None
+            if not ids:
+                return episode_matrix(episodes)[1].to(torch.float64)
+            out[i, t] = float(len(ids))
+    return out
+
+
 def policy_advantages(episodes: Sequence[Episode], gamma: float = 1.0, group_by: str = "task",
                       normalize: bool = False) -> list[list[float]]:
-    """TRLOO advantages per episode and turn (same nesting as ``episodes[i].turns``)."""
+    """TRLOO advantages per episode and turn (same nesting as ``episodes[i].turns``); with
+    ``normalize`` divided by their token-weighted mean |A| over all ``episodes``."""
     out: list[list[float]] = [[0.0] * len(e.turns) for e in episodes]
     if not episodes:
         return out
@@ -102,24 +122,21 @@ def policy_advantages(episodes: Sequence[Episode], gamma: float = 1.0, group_by:
         ix = torch.tensor(idx)
         adv[ix] = trloo(turn_returns(rewards[ix], alive[ix], gamma), alive[ix])
     if normalize:
-        adv = normalize_mean_abs(adv, alive)
+        adv = normalize_mean_abs(adv, turn_tokens(episodes) * alive)  # (N, T), weights (N, T)
     for i, ep in enumerate(episodes):
         for t in range(len(ep.turns)):
             out[i][t] = float(adv[i, t])
     return out
 
 
-def _leave_one_out_turns(turns: Sequence[Turn], scale: float, normalize: bool = False) -> None:
-    """``Turn.advantage`` = scale × leave-one-out of the turns' rewards, which must be set;
-    with ``normalize``, the leave-one-out values are first divided by their mean |A|."""
+def _leave_one_out_turns(turns: Sequence[Turn], scale: float) -> None:
+    """``Turn.advantage`` = scale × leave-one-out of the turns' rewards, which must be set."""
     missing = sum(1 for t in turns if t.reward is None)
     if missing:
         raise ValueError(f"{missing} {turns[0].role} turn(s) without a reward: the environment sets them "
                          "(davinci_kernel.rollout.rewards) before advantages")
     rs = torch.tensor([float(t.reward) for t in turns], dtype=torch.float64)  # (N,)
     adv = leave_one_out(rs)  # (N,)
-    if normalize:
-        adv = normalize_mean_abs(adv, torch.ones_like(adv, dtype=torch.bool))
     for t, a in zip(turns, (adv * scale).tolist()):
         t.advantage = a
 
@@ -128,13 +145,13 @@ def fill_advantages(group: TaskGroup, gamma: float = 1.0, group_by: str = "task"
                     normalize: bool = False, selector_scale: float = 0.3,
                     summarizer_scale: float = 0.5) -> TaskGroup:
     """Set ``Turn.advantage`` on every policy, selection and summary turn of ``group``;
-    ``normalize`` divides each role's advantages by their mean |A| in the group."""
+    ``normalize`` divides the policy's by their token-weighted mean |A| over the task."""
     pol = policy_advantages(group.episodes, gamma, group_by, normalize)
     for ep, advs in zip(group.episodes, pol):
         for turn, a in zip(ep.turns, advs):
             turn.advantage = a
     if group.selections:
-        _leave_one_out_turns(group.selections, selector_scale, normalize)
+        _leave_one_out_turns(group.selections, selector_scale)
     if group.summaries:
-        _leave_one_out_turns(group.summaries, summarizer_scale, normalize)
+        _leave_one_out_turns(group.summaries, summarizer_scale)
     return group

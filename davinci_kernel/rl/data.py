@@ -44,7 +44,8 @@ class TaskSampler:
         return out
 
     def extra_for(self, step: int, rank: int, round_: int, n: int, exclude: Collection[str] = ()) -> list:
-        """``n`` further tasks for round ``round_`` (≥ 1) of ``step`` on process ``rank``: tasks
+        """``n`` further tasks for round ``round_`` of ``step`` on process ``rank`` (round 0: dynamic
+        sampling's up-front oversampling; ≥ 1: its further rounds): tasks
         whose names are not in ``exclude`` first, in a seeded order, then (when those run out)
         any task again."""
         rng = random.Random(((self.seed * 1_000_003 + step) * 1009 + rank) * 101 + round_)

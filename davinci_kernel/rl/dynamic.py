@@ -1,30 +1,35 @@
-"""Dynamic sampling (as in DAPO): a step trains on task groups that carry a learning signal.
+"""Dynamic sampling, as the public release does it: a step trains on task groups whose
+policy rewards vary, drawn from prompts oversampled up front.
 
 The unit is the **task group**: one task's selection samples, its k + 1 schemes × n policy
-rollouts and its summaries (``records.TaskGroup``). It is the unit the environment samples,
-and the widest group any advantage is taken over (TRLOO over the task's rollouts, or over one
-scheme's with ``rl.group_by=scheme``; leave-one-out over the task's schemes and over its
-summaries). A task group **has no signal** when no turn of any role has a non-zero advantage
-(beyond float residue, ``SIGNAL_EPS``; after ``rl.joint_training`` is applied): its rewards are equal within every group its
-advantages are taken over (every rollout failed, or all reached the same speedup), and it
-would add no sample to the update. Within a task group that has a signal, a scheme whose own
-rollouts are all equal already gives no samples (advantage 0 is never packed), so nothing
-finer is dropped.
+rollouts and its summaries (``records.TaskGroup``), the release's "prompt" and its responses.
+A task group has **no reward variance** when the standard deviation (population) of its
+rollouts' returns, each rollout's summed turn rewards over every scheme, is at most
+``STD_EPS`` (1e-6: equal rewards up to float residue; every rollout failed, or all reached the
+same speedup). Such a group is rejected: the policy's TRLOO advantages, taken over the task's
+rollouts, are then all but zero at turn 1 (``reward_std``, ``low_variance``).
 
-``collect_step``, with dynamic sampling on (``rl.dynamic_sampling``): collect the step's
-tasks; drop the groups with no signal; while fewer than the batch remain and the bound
-(``rl.dynamic_max_factor`` × the batch, in groups sampled) allows, collect further tasks
-(``TaskSampler.extra_for``), as many as the batch lacks divided by the share of groups kept so
-far (``refill_count``); groups with a signal beyond the batch are not trained on (the first
-ones are kept). Skills staged by every collected group are committed as usual: admission is
-decided by execution, not by the group's signal. Off: one collection, every group kept (the
-counts are still reported).
+``collect_step``, with dynamic sampling on (``rl.dynamic_sampling``):
 
-Metrics (``counts``; sums over the processes): ``dynamic/zero_variance`` groups with no
-signal among all sampled, ``dynamic/dropped`` of those dropped, ``dynamic/resampled`` groups
-sampled beyond the step's tasks, ``dynamic/surplus`` groups with a signal beyond the batch,
-``dynamic/short`` places of the batch left unfilled at the bound, ``dynamic/rounds`` further
-collections, and ``groups/trained``.
+1. oversample up front: collect the step's tasks plus ``ceil((rl.dynamic_oversample − 1) ×
+   batch)`` further tasks (``TaskSampler.extra_for``, round 0) in one collection;
+2. reject the groups without reward variance;
+3. fill the batch from the survivors, the step's own tasks first, in order; survivors beyond
+   the batch are not trained on (``dynamic/surplus``); a batch the survivors cannot fill is
+   trained short (``dynamic/short``), as in the release.
+
+A fallback of ours, off by default: with ``rl.dynamic_max_factor`` above the oversampling
+factor, a short batch is topped up by further rounds (as many tasks as the batch lacks,
+divided by the share of groups kept so far: ``refill_count``) until the step has sampled that
+many times the batch. Skills staged by every collected group are committed as usual:
+admission is decided by execution, not by the group's rewards. Off: one collection of the
+step's tasks, every group kept (the counts are still reported).
+
+Metrics (``counts``; sums over the processes): ``dynamic/zero_variance`` groups without reward
+variance among all sampled, ``dynamic/dropped`` of those rejected, ``dynamic/oversampled``
+groups sampled up front beyond the step's tasks, ``dynamic/resampled`` all groups sampled
+beyond the step's tasks (up front and in further rounds), ``dynamic/surplus``,
+``dynamic/short``, ``dynamic/rounds`` further rounds, and ``groups/trained``.
 
 Does not cover: rewards, advantages and PRS (``trainer.prepare_group``), or the update.
 """
@@ -35,16 +40,30 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
+
 from ..records import Task, TaskGroup
-from .sequences import group_turns
 
-#: |advantage| at or below this is zero: leave-one-out of equal rewards leaves float residue (~1e-17)
-SIGNAL_EPS = 1e-9
+#: a task group whose rollout returns have a standard deviation at or below this has no reward variance
+STD_EPS = 1e-6
 
 
-def has_signal(group: TaskGroup, eps: float = SIGNAL_EPS) -> bool:
-    """Whether any turn of ``group`` (every role) has an advantage beyond ±``eps``; advantages set."""
-    return any(t.advantage is not None and abs(t.advantage) > eps for t in group_turns(group))
+def reward_std(returns: torch.Tensor) -> float:
+    """returns (N,): each rollout's summed rewards → their population standard deviation; 0 for N ≤ 1."""
+    if returns.numel() <= 1:
+        return 0.0
+    return float(returns.to(torch.float64).std(unbiased=False))
+
+
+def rollout_returns(group: TaskGroup) -> torch.Tensor:
+    """(N,) each rollout's summed turn rewards (a missing reward counts as 0), over every scheme."""
+    return torch.tensor([sum(float(t.reward or 0.0) for t in ep.turns) for ep in group.episodes],
+                        dtype=torch.float64)
+
+
+def low_variance(group: TaskGroup, eps: float = STD_EPS) -> bool:
+    """Whether ``group``'s rollout returns (rewards set) vary by at most ``eps``."""
+    return reward_std(rollout_returns(group)) <= eps
 
 
 def refill_count(missing: int, kept: int, sampled: int, budget: int) -> int:
@@ -56,6 +75,11 @@ def refill_count(missing: int, kept: int, sampled: int, budget: int) -> int:
     share = kept / sampled if sampled and kept else 0.0
     want = math.ceil(missing / share) if share > 0 else missing + budget
     return max(0, min(budget, max(missing, want)))
+
+
+def oversample_count(batch: int, factor: float) -> int:
+    """Tasks collected up front beyond the ``batch``: ceil((factor − 1) · batch), at least 0."""
+    return max(0, math.ceil((factor - 1.0) * batch - 1e-9))
 
 
 @dataclass
@@ -73,26 +97,32 @@ class Collected:
 def collect_step(tasks: list[Task], collect: Callable[[list[Task]], list[TaskGroup]],
                  prepare: Callable[[TaskGroup], int], staged: Callable[[], list],
                  extra: Callable[[int, int, set[str]], list[Task]], dynamic: bool = False,
-                 max_factor: float = 1.0) -> Collected:
+                 oversample: float = 1.0, max_factor: float = 0.0) -> Collected:
     """One step's groups for ``tasks`` (this process's share of the batch).
 
     ``collect(tasks)`` samples their groups; ``prepare(group)`` sets rewards, advantages and
     PRS in place and returns PRS's drops; ``staged()`` is the environment's staged skills
-    after a collection; ``extra(round, n, names_seen)`` gives ``n`` further tasks."""
+    after a collection; ``extra(round, n, names_seen)`` gives ``n`` further tasks (round 0:
+    the up-front oversampling). ``max_factor`` bounds the groups sampled to that many times the
+    batch; at or below ``oversample`` no further round runs."""
     batch = len(tasks)
-    limit = math.floor(max_factor * batch + 1e-9)
+    limit = math.floor(max(max_factor, oversample) * batch + 1e-9)
     out = Collected(groups=[], sampled=[])
     kept: list[TaskGroup] = []
     zero = rounds = 0
     todo = list(tasks)
+    if dynamic:
+        n_over = oversample_count(batch, oversample)
+        todo += extra(0, n_over, {t.name for t in tasks}) if n_over else []
+    over = len(todo) - batch
     while todo:
         groups = collect(todo)
         out.staged += list(staged())
         out.sampled += groups
         out.prs_dropped += sum(prepare(g) for g in groups)
-        signal = [has_signal(g) for g in groups]
-        zero += signal.count(False)
-        kept += [g for g, s in zip(groups, signal) if s or not dynamic]
+        flat = [low_variance(g) for g in groups]
+        zero += flat.count(True)
+        kept += [g for g, f in zip(groups, flat) if not f or not dynamic]
         if not dynamic:
             break
         n = refill_count(batch - len(kept), len(kept), len(out.sampled), limit - len(out.sampled))
@@ -104,6 +134,7 @@ def collect_step(tasks: list[Task], collect: Callable[[list[Task]], list[TaskGro
     out.counts = {
         "dynamic/zero_variance": float(zero),
         "dynamic/dropped": float(zero if dynamic else 0),
+        "dynamic/oversampled": float(over),
         "dynamic/resampled": float(len(out.sampled) - batch),
         "dynamic/surplus": float(max(0, len(kept) - batch) if dynamic else 0),
         "dynamic/short": float(max(0, batch - len(kept)) if dynamic else 0),

@@ -4,7 +4,8 @@ Covers: token log-probs from logits (chunked) or straight from the output head's
 states and weight (fused: no logits tensor), the clipped token-level policy-gradient objective
 (PPO-style clip 0.2 / 0.28 for off-policy micro-steps; on-policy the ratio is 1 and it is
 plain REINFORCE with the advantage), optional per-token importance weights (TIS),
-token-mean aggregation, and per-role loss / advantage statistics.
+the aggregation of token losses into one loss (``rl.loss_agg``: ``agg_coefficients``), and
+per-role loss / advantage statistics.
 
 Inputs are flat over the kept (generated, unmasked) tokens of a micro-batch: prompts and
 environment feedback never reach these functions because the trainer only gathers logits
@@ -175,10 +176,35 @@ def pg_token_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Ten
     return loss, was_clipped
 
 
-def token_mean(per_token: torch.Tensor, denom: float) -> torch.Tensor:
-    """Σ per_token / denom: token-mean when ``denom`` is the token count of the whole
-    (mini-)batch, so that micro-batches of different sizes add up to one mean."""
-    return per_token.sum() / max(float(denom), 1.0)
+#: how token losses become one loss (``rl.loss_agg``); the release uses "seq-mean-token-sum"
+LOSS_AGGS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+
+
+def agg_coefficients(seq_tokens: torch.Tensor, mode: str, n_tokens: float, n_seqs: float,
+                     scale: float = 1.0) -> torch.Tensor:
+    """seq_tokens (K,): for each kept token, the token count of its sequence → c (K,) such
+    that loss = Σ_k c_k ℓ_k over the whole (mini-)batch, ``n_tokens`` tokens in ``n_seqs``
+    sequences (summed over its micro-batches and processes, so that their parts add up):
+
+    - ``token-mean``: c = 1 / n_tokens (every token weighs the same);
+    - ``seq-mean-token-sum``: c = 1 / (n_seqs · scale): each sequence's token sum, averaged
+      over the sequences, divided by ``scale`` (the release: 1000). Every token weighs the
+      same here too; against token-mean the loss differs by mean length / scale per batch;
+    - ``seq-mean-token-mean``: c = 1 / (n_seqs · len(sequence)): every sequence weighs the
+      same, its tokens share that weight.
+    """
+    if mode == "token-mean":
+        return torch.full(seq_tokens.shape, 1.0 / max(float(n_tokens), 1.0))  # (K,)
+    if mode == "seq-mean-token-sum":
+        return torch.full(seq_tokens.shape, 1.0 / (max(float(n_seqs), 1.0) * float(scale)))  # (K,)
+    if mode == "seq-mean-token-mean":
+        return 1.0 / (max(float(n_seqs), 1.0) * seq_tokens.clamp(min=1).to(torch.float32))  # (K,)
+    raise ValueError(f"loss aggregation {mode!r}: allowed values are {', '.join(LOSS_AGGS)}")
+
+
+def aggregate(per_token: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
+    """per_token (K,), coef (K,) (``agg_coefficients``) → Σ c_k ℓ_k, this micro-batch's part."""
+    return (per_token * coef).sum()
 
 
 class RoleStats:

@@ -3,7 +3,7 @@
 Each step: take the next batch of tasks (deterministic order) → every process collects
 task groups for its share of them with the model being trained (selection, policy
 turns, summaries) → rewards → per-agent advantages → PRS → with ``rl.dynamic_sampling``,
-groups with no learning signal replaced by further tasks (``dynamic.py``) → one update of
+tasks oversampled up front and groups without reward variance rejected (``dynamic.py``) → one update of
 the shared backbone (``update.py``) → commit the skills staged during the step → log →
 checkpoint. Reward metrics cover every group sampled in the step; ``samples`` and the
 update's metrics the groups trained on.
@@ -68,7 +68,7 @@ def _seed_all(seed: int) -> None:
 def policy_only(group: TaskGroup) -> TaskGroup:
     """Joint training off: selection and summary turns keep their rewards (logged) and get
     advantage 0, so ``build_samples`` makes no samples of them and only the policy's loss
-    updates the backbone (the token-mean is then over policy tokens alone)."""
+    updates the backbone (the loss, ``rl.loss_agg``, is then over policy tokens alone)."""
     for t in list(group.selections) + list(group.summaries):
         t.advantage = 0.0
     return group
@@ -224,15 +224,16 @@ class RLTrainer:
 
     # ------------------------------------------------------------------ one step
     def _collect(self, tasks: list, gen, step: int) -> Collected:
-        """This process's prepared groups for the step; with ``rl.dynamic_sampling`` those
-        with no signal are replaced by further tasks (``dynamic.collect_step``)."""
+        """This process's prepared groups for the step; with ``rl.dynamic_sampling`` from tasks
+        oversampled up front, those without reward variance rejected (``dynamic.collect_step``)."""
         r = self.cfg.rl
         prs_rng = random.Random(r.seed * 1_000_003 + step * 1009 + self.rank)
         with self._whole():  # every round inside one gathering: ranks may collect a different number of times
             return collect_step(tasks, lambda ts: self.env.collect(ts, gen, step),
                                 lambda g: prepare_group(g, self.cfg, prs_rng), self.env.staged,
                                 lambda rnd, n, seen: self.sampler.extra_for(step, self.rank, rnd, n, seen),
-                                dynamic=r.dynamic_sampling, max_factor=r.dynamic_max_factor)
+                                dynamic=r.dynamic_sampling, oversample=r.dynamic_oversample,
+                                max_factor=r.dynamic_max_factor)
 
     def _group_sums(self, groups: list[TaskGroup]) -> dict[str, tuple[float, float]]:
         s: dict[str, list[float]] = {k: [0.0, 0.0] for k in (

@@ -3,8 +3,10 @@
 Covers: packing into micro-batches by tokens, the old-policy log-prob pass (needed for
 off-policy mini-batches and for comparing against another engine's log-probs), mismatch
 rejection or TIS weights (with the share of samples kept and the mean / max |trainer − rollout|
-log-prob gap, as metrics), the clipped token-level loss with token-mean over each
-mini-batch (across processes too), gradient accumulation without intermediate
+log-prob gap, as metrics), the clipped token-level loss aggregated over each mini-batch
+(across processes too) as ``rl.loss_agg`` says (``losses.agg_coefficients``; a sequence is
+one sample, i.e. one turn's completion; tokens and sequences a mismatch rejection drops do
+not count), gradient accumulation without intermediate
 all-reduce, gradient clipping and the optimizer step. Under several processes every
 rank runs the same number of micro-batches (empty ones are padded in) so collective
 calls line up.
@@ -21,7 +23,15 @@ from typing import Optional
 
 import torch
 
-from .losses import RoleStats, autocast_dtype, linear_logprobs, pg_token_loss, token_logprobs, token_mean
+from .losses import (
+    RoleStats,
+    agg_coefficients,
+    aggregate,
+    autocast_dtype,
+    linear_logprobs,
+    pg_token_loss,
+    token_logprobs,
+)
 from .rejection import segment_mismatch_keep, tis_weights
 from .sequences import Row, Sample, layout, split_minibatches
 
@@ -38,6 +48,9 @@ class UpdateSettings:
     minibatches: int = 1
     layout: str = "padded"  # padded | packed (see sequences.py)
     logprobs: str = "fused"  # fused | chunked (see row_logprobs)
+    loss_agg: str = "seq-mean-token-sum"  # losses.LOSS_AGGS (rl.loss_agg; the release's)
+    loss_scale: float = 1000.0  # seq-mean-token-sum only (rl.loss_scale)
+
 
     @classmethod
     def from_config(cls, cfg) -> UpdateSettings:
@@ -45,7 +58,8 @@ class UpdateSettings:
         if impl == "auto":  # the fused head reads its weight outside the forward: not under FSDP
             impl = "chunked" if cfg.rl.fsdp else "fused"
         return cls(cfg.rl.clip_low, cfg.rl.clip_high, cfg.rollout.temperature, cfg.rl.mismatch, cfg.rl.tis_cap,
-                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches, cfg.rl.micro_batch_layout, impl)
+                   cfg.rl.grad_clip, cfg.rl.micro_batch_tokens, cfg.rl.minibatches, cfg.rl.micro_batch_layout, impl,
+                   cfg.rl.loss_agg, cfg.rl.loss_scale)
 
 
 def _unwrapped(model):
@@ -264,19 +278,23 @@ def update(model, optimizer, samples: list[Sample], s: UpdateSettings, accelerat
         olds.append(old)
     weights = [_weights(rows, old, len(mini), s, info) if mini else [torch.zeros_like(r.adv) for r in rows]
                for mini, rows, old in zip(minis, packed, olds)]
-    for rows, old, ws in zip(packed, olds, weights):
-        denom = dist.sum(sum(float((w > 0).sum()) for w in ws))
-        if denom == 0:
+    for mini, rows, old, ws in zip(minis, packed, olds, weights):
+        n_tokens = dist.sum(sum(float((w > 0).sum()) for w in ws))
+        if n_tokens == 0:
             continue
+        n_seqs = dist.sum(len({int(i) for r, w in zip(rows, ws) if r.samples for i in r.seg[w > 0].tolist()}))
+        seq_len = torch.tensor([len(x.completion_ids) for x in mini] or [1])  # (S,) tokens per sample
         optimizer.zero_grad(set_to_none=True)
         staged = [stage(r, device) for r in rows]  # all copies queued up front, none blocks
         dev_ws = [_put(w, device) for w in ws]
-        for i, (row, st, o, w, dw) in enumerate(zip(rows, staged, old, ws, dev_ws)):
+        coefs = [_put(agg_coefficients(seq_len[r.seg.clamp(max=len(seq_len) - 1)], s.loss_agg, n_tokens, n_seqs,
+                                       s.loss_scale), device) for r in rows]  # (K,) each
+        for i, (row, st, o, w, dw, c) in enumerate(zip(rows, staged, old, ws, dev_ws, coefs)):
             with dist.no_sync(model, last=(i == len(rows) - 1)):
                 new = row_logprobs(model, st, device, s.temperature, s.logprobs)
                 ref = o if o is not None else new.detach()
                 tok_loss, clipped = pg_token_loss(new, ref, st.adv, s.clip_low, s.clip_high, weights=dw)
-                loss = token_mean(tok_loss, denom) * dist.world  # DDP averages over ranks: × world
+                loss = aggregate(tok_loss, c) * dist.world  # DDP averages over ranks: × world
                 dist.backward(loss)
             if bool((w > 0).any()):  # host weights: no device sync between micro-batches
                 stats.add(tok_loss, st.adv, clipped, st.role, keep=dw > 0)
