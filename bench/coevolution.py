@@ -115,22 +115,37 @@ def _seed(book, p: dict, d: Path, rec: dict | None) -> None:
             book.remember(tasks[row["task"]], row["source"], EvalResult.from_dict(row["result"]))
 
 
-def _checked(p: dict, d: Path, book) -> dict | None:
+class _Lazy:
+    """The run's verdict book, made on first use (a command refused by its checks starts no
+    evaluator); closed at the end only when made here."""
+
+    def __init__(self, p: dict, d: Path, book=None):
+        self.p, self.d, self.book, self.own = p, d, book, book is None
+
+    def __call__(self):
+        if self.book is None:
+            self.book = _evaluator(self.p, self.d)
+        return self.book
+
+    def close(self) -> None:
+        if self.own and self.book is not None:
+            self.book.close()
+
+
+def _checked(p: dict, d: Path, lazy: _Lazy):
     """The run folder is of this protocol and the roles hold on this card today (judged
-    when not recorded yet): else one line and exit 2, with nothing started."""
+    when not recorded yet): else one line and exit 2, with nothing started. Returns the
+    book, seeded with the variants' verdicts, and the role record."""
     from coevo import roles
-    from coevo.catalog import catalogue, load_tasks
     from coevo.prepare import check_run_folder
 
     check_run_folder(p, d)
     if not (d / "sft" / "model").is_dir():
         raise RunError(f"no SFT model in {d / 'sft' / 'model'}: run the prepare command first")
-    cat = catalogue(p)
-    names = list(p["rl_tasks"]) + list(p["heldout_tasks"])
-    tasks = {t.name: t for t in load_tasks(names, d, "suite-roles")} if p["margin_rule"]["enforce"] else {}
-    rec = roles.ensure(p, d, cat, tasks, book.inner)
+    rec = roles.ensure(p, d, lambda: roles.judge_variants(p, d, lazy().inner))
+    book = lazy()
     _seed(book, p, d, rec)
-    return rec
+    return book, rec
 
 
 def cmd_plan(args, p: dict, d: Path) -> None:
@@ -163,10 +178,9 @@ def cmd_probe(args, p: dict, d: Path, book=None) -> dict:
 
     from davinci_kernel.files import append_jsonl
 
-    own = book is None
-    book = book or _evaluator(p, d)
+    lazy = _Lazy(p, d, book)
     try:
-        rec = _checked(p, d, book)
+        book, rec = _checked(p, d, lazy)
         cat = catalogue(p)
         names = list(p["rl_tasks"]) + list(p["heldout_tasks"])
         tasks = {t.name: t for t in load_tasks(names, d, "suite-probe")}
@@ -175,8 +189,7 @@ def cmd_probe(args, p: dict, d: Path, book=None) -> dict:
         backend = probe.backend_of(d / "sft" / "model", p)
         got = probe.measure(p, backend, book, tasks, cat, [s["name"] for s in distractors()], speeds)
     finally:
-        if own:
-            book.close()
+        lazy.close()
     from kernel_variants import gpu_name
 
     entry = probe.entry(p, got, roles.card_kind(), gpu_name())
@@ -198,16 +211,14 @@ def cmd_arm(args, p: dict, d: Path, book=None, arm: str | None = None, seed: int
 
     arm, seed = arm or args.arm, args.seed if seed is None else seed
     budget = p["budget_s"]["arm"] if args.budget_s is None else args.budget_s
-    own = book is None
-    book = book or _evaluator(p, d)
+    lazy = _Lazy(p, d, book)
     try:
-        _checked(p, d, book)
+        book, _ = _checked(p, d, lazy)
         run = ArmRun(p, d, arm, seed, book, catalogue(p), mirror=Path(args.mirror) if args.mirror else None,
-                     budget_s=budget, restart=args.restart, t_start=T_START if own else time.monotonic())
+                     budget_s=budget, restart=args.restart, t_start=T_START if lazy.own else time.monotonic())
         return run.run()
     finally:
-        if own:
-            book.close()
+        lazy.close()
 
 
 def cmd_collect(args, p: dict, d: Path) -> None:

@@ -93,22 +93,33 @@ def first_problem(rec: dict) -> str:
             f"{bad['problems'][0]}; nothing was started")
 
 
-def ensure(p: dict, d: Path, cat: dict, tasks: dict, evaluator, echo=print) -> dict | None:
-    """This card's and day's role record (judging the variants when there is none);
+def ensure(p: dict, d: Path, judge_variants, echo=print) -> dict | None:
+    """This card's and day's role record, made when there is none (``judge_variants()`` ->
+    (cat, {(task, variant): result dict}) judges the RL and held-out variants afresh);
     ``RoleCheckFailed`` when it fails. None when the protocol does not enforce the rule."""
     if not p["margin_rule"]["enforce"]:
         return None
     card = card_kind()
     rec = read_json(record_path(d, card))
     if rec is None:
-        names = list(p["rl_tasks"]) + list(p["heldout_tasks"])
-        items = [(t, k) for t in names for k in cat[t]]
-        echo(f"role checks: judging {len(items)} variants on this {card}")
-        got = evaluator.evaluate_many([(tasks[t], k["source"]) for t, k in items])
-        verdicts = {(t, k["name"]): r.to_dict() for (t, k), r in zip(items, got)}
-        rec = write_record(p, d, cat, verdicts, {(t, k["name"]): k["source"] for t, k in items}, card)
+        echo(f"role checks: no record for this {card} today; judging the RL and held-out variants")
+        cat, verdicts = judge_variants()
+        rec = write_record(p, d, cat, verdicts, {(t, k["name"]): k["source"] for t, ks in cat.items() for k in ks
+                                                 if (t, k["name"]) in verdicts}, card)
     for c in rec["checks"]:
         echo(f"{c['task']}: roles {'hold' if c['ok'] else 'FAIL: ' + '; '.join(c['problems'])}")
     if not rec["ok"]:
         raise RoleCheckFailed(first_problem(rec))
     return rec
+
+
+def judge_variants(p: dict, d: Path, evaluator):
+    """(the catalogue, the fresh verdicts of every RL and held-out variant)."""
+    from .catalog import catalogue, load_tasks
+
+    cat = catalogue(p)
+    names = list(p["rl_tasks"]) + list(p["heldout_tasks"])
+    tasks = {t.name: t for t in load_tasks(names, d, "suite-roles")}
+    items = [(t, k) for t in names for k in cat[t]]
+    got = evaluator.evaluate_many([(tasks[t], k["source"]) for t, k in items])
+    return cat, {(t, k["name"]): r.to_dict() for (t, k), r in zip(items, got)}
