@@ -149,6 +149,21 @@ def distractors(path: Path = DISTRACTORS) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def admission_refusal(skill, best_code: str | None = None) -> str | None:
+    """Why the admission filter refuses ``skill`` (a dict or a Skill), None when it passes:
+    its static checks, with the episode's best kernel where the filter takes one (a skill
+    whose Example copies that kernel is a solution, not a technique)."""
+    import inspect
+
+    from davinci_kernel.records import Skill
+    from davinci_kernel.skills.admit import content_filter
+
+    s = Skill.from_dict(skill) if isinstance(skill, dict) else skill
+    if best_code is not None and len(inspect.signature(content_filter).parameters) > 1:
+        return content_filter(s, best_code)
+    return content_filter(s)
+
+
 def skill_example(skill) -> str:
     """The code of a skill's ``## Example`` (all its code blocks, joined)."""
     from davinci_kernel.skills.markdown import example_blocks

@@ -5,8 +5,9 @@ For each RL task, with the SFT model (``measure``):
 
 1. ``summary_share``: of ``probe.summaries`` summaries sampled for a slow -> fast episode of
    the task (its slow variant at turn 1, its fast one at turn 2), the share that parse, pass
-   the admission filter (``content_filter``) and carry the task's technique
-   (``technique_present`` on the skill's Example);
+   the admission filter's static checks (``content_filter``, against the fast kernel) and
+   carry the task's technique (``technique_present`` on the skill's Example); the filter's
+   execution check (the Example pasted alone must not solve the task) runs in the arms;
 2. ``greedy_with_skill_fast``: a greedy turn 1 on the held-out sibling with the first such
    skill in the system prompt is correct and faster than p (Fast_1.2) in a fresh evaluation;
 3. ``noskill_fast_share``: of ``probe.noskill_samples`` no-skill turn-1 samples on the
@@ -71,14 +72,13 @@ def entry(p: dict, tasks: dict[str, dict], card: str, gpu: str, date: str | None
     return out
 
 
-def skill_passes(tech: str, skill) -> bool:
-    """The skill passes the admission filter and its Example carries the technique."""
-    from davinci_kernel.skills.admit import content_filter
-
-    from .catalog import skill_example
+def skill_passes(tech: str, skill, best_code: str) -> bool:
+    """The skill passes the admission filter's static checks (against the episode's best
+    kernel) and its Example carries the technique."""
+    from .catalog import admission_refusal, skill_example
     from .techniques import technique_present
 
-    return content_filter(skill) is None and technique_present(tech, skill_example(skill))
+    return admission_refusal(skill, best_code) is None and technique_present(tech, skill_example(skill))
 
 
 def backend_of(model_dir: Path, p: dict):
@@ -135,7 +135,7 @@ def measure(p: dict, backend, book, tasks: dict, cat: dict, noise_names: list[st
                        for i in range(pr["summaries"])])
         passing = []
         for c in replies:
-            good = [s for s in parse_summary(c.text, r["max_new_skills"]).skills if skill_passes(tech, s)]
+            good = [s for s in parse_summary(c.text, r["max_new_skills"]).skills if skill_passes(tech, s, k["fast"]["source"])]
             passing.append(good[0] if good else None)
         share = sum(x is not None for x in passing) / max(len(passing), 1)
         skill = next((x for x in passing if x is not None), None)

@@ -134,6 +134,9 @@ PROTOCOL: dict = {
         "turns": 2, "k_schemes": 2, "null_scheme": True, "n_rollouts": 4, "s_summaries": 2,
         "summary_min_speedup": 1.2, "summary_min_gain": 1.2, "verify_min_speedup": 1.2, "verify_min_gain": 1.2,
         "max_new_skills": 2, "library_at_step_0": "distractors", "select_mode": "llm",
+        # one pick per scheme: the rerank's top k is then the top 1, so a scheme holds the
+        # helpful skill only when selection ranks it over the distractors (test e)
+        "max_selected": 1,
         "lr": 3e-4, "temperature": 0.5, "gen_batch": 128,
         # a selection is a pick of at most 3 names; a policy reply at most about 800 tokens; a
         # technique skill's Example is a snippet, not a whole kernel (about 400 tokens)
@@ -335,7 +338,7 @@ def overrides(p: dict, d: Path, arm: str, seed: int) -> list[str]:
         f"rollout.temperature={r['temperature']}", f"rollout.gen_batch={r['gen_batch']}",
         f"skills.db={work / 'skills.db'}", "skills.seed_library=false", f"skills.select_mode={r['select_mode']}",
         f"skills.verify_min_speedup={r['verify_min_speedup']}", f"skills.verify_min_gain={r['verify_min_gain']}",
-        f"skills.max_new_skills={r['max_new_skills']}",
+        f"skills.max_new_skills={r['max_new_skills']}", f"skills.max_selected={r['max_selected']}",
         *(f"{k}={_text(v)}" for k, v in trainer_options(p).items()),
     ] + eval_overrides(p, d) + ["report_to=none", f"out={work}"]
 

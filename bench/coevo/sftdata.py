@@ -29,7 +29,7 @@ import random
 
 from kernel_variants import normalized
 
-from .catalog import by_role, distractors, skill_example, technique_skill
+from .catalog import admission_refusal, by_role, distractors, skill_example, technique_skill
 
 SKILLS_HEADING = "## Skills from the library"
 
@@ -143,12 +143,13 @@ def practice_rows(p: dict, task, kernels: list[dict], verdicts: dict, skills: di
     return rows
 
 
-def sft_rows(p: dict, tasks: dict, cat: dict[str, list[dict]], verdicts: dict, max_selected: int = 3,
-             max_new_skills: int = 2, noise: list[dict] | None = None) -> list[dict]:
+def sft_rows(p: dict, tasks: dict, cat: dict[str, list[dict]], verdicts: dict,
+             noise: list[dict] | None = None) -> list[dict]:
     """Every SFT conversation of the experiment. ``tasks``: name -> Task; ``verdicts``:
     (task, kernel name) -> the evaluator's result dict."""
     from davinci_kernel.agents.policy import first_messages
 
+    max_selected, max_new_skills = p["rl"]["max_selected"], p["rl"]["max_new_skills"]
     rng = random.Random(p["sft"]["seed"])
     noise = distractors() if noise is None else noise
     skills = {t: technique_skill(t) for t in p["techniques"]}
@@ -167,6 +168,13 @@ def sft_rows(p: dict, tasks: dict, cat: dict[str, list[dict]], verdicts: dict, m
 
 
 # ----------------------------------------------------------------------------- guards
+def _code_of(text: str) -> str | None:
+    """The first fenced code block of ``text``."""
+    from davinci_kernel.agents.policy import extract_code
+
+    return extract_code(text).code
+
+
 def _answer_skills(row: dict) -> list[dict]:
     from davinci_kernel.agents.summary import parse_summary
 
@@ -180,7 +188,8 @@ def violations(rows: list[dict], p: dict, cat: dict[str, list[dict]]) -> list[st
        fast one), in a plain policy prompt without skills;
     2. no row is of a held-out task, names one, or holds one of its kernels;
     3. every practice skill's Example (in a prompt or a summary's answer) carries its
-       technique and is no whole kernel; every answer of an apply row carries it; every
+       technique, is no whole kernel and passes the admission filter against the kernel it
+       was summarized from; every answer of an apply row carries it; every
        lacking kernel lacks it; a selection picks exactly the skill of the row's technique;
        every technique is taught on at least ``min_pairs`` practice tasks."""
     from .techniques import technique_present
@@ -214,10 +223,13 @@ def violations(rows: list[dict], p: dict, cat: dict[str, list[dict]]) -> list[st
             if not technique_present(tech, r["messages"][-1]["content"]):
                 bad.append(f"{where}: the answer does not apply the technique {tech}")
         if r["kind"] == "practice_summary":
+            best = _code_of(r["messages"][1]["content"].split("## Best attempt")[-1])
             for s in _answer_skills(r):
                 ex = skill_example(s)
                 if not technique_present(tech, ex) or "class ModelNew" in ex:
                     bad.append(f"{where}: the skill's Example is not the technique's snippet")
+                elif (why := admission_refusal(s, best)) is not None:
+                    bad.append(f"{where}: the admission filter refuses the taught skill ({why})")
         if r["kind"] == "practice_select":
             picked = json.loads(r["messages"][-1]["content"].split("\n")[1])["arguments"]["selected_skills"]
             if [x["name"] for x in picked] != [tech]:
