@@ -1,0 +1,37 @@
+"""hardswish(x + bias) * scale + x in one elementwise kernel: 4096 elements per program, 8 warps.
+
+Role fast (technique fuse_elementwise_chain). Each element of x is read once and y written
+once (8 bytes per element; the 32 KiB bias stays in L2), in one launch whose 4096-wide
+programs keep enough bytes in flight to run near the memory bandwidth. Eager runs four
+kernels with 36 bytes of traffic per element, so this lands near 36/8 = 4.5x eager (the
+same construction measured 5.6x on the Swish sibling, whose eager moves 48 bytes).
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def hardswish_residual_kernel(x_ptr, b_ptr, y_ptr, n_elements, n_cols, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    v = x + tl.load(b_ptr + offs % n_cols, mask=mask, other=0.0)
+    h = v * tl.minimum(tl.maximum(v + 3.0, 0.0), 6.0) / 6.0
+    tl.store(y_ptr + offs, h * scale + x, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int, scale_factor: float):
+        super().__init__()
+        self.bias = nn.Parameter(0.5 * torch.randn(dim))
+        self.scale_factor = scale_factor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        grid = (triton.cdiv(n, 4096),)
+        hardswish_residual_kernel[grid](x, self.bias, y, n, x.shape[-1], self.scale_factor, BLOCK=4096, num_warps=8)
+        return y
