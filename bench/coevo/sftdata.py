@@ -218,9 +218,12 @@ def violations(rows: list[dict], p: dict, cat: dict[str, list[dict]]) -> list[st
         if not tech:
             continue
         if r["kind"].startswith("practice_apply"):
-            if SKILLS_HEADING not in r["messages"][0]["content"] or not technique_present(tech, r["messages"][0]["content"]):
+            example = skill_example(technique_skill(tech))
+            shown = SKILLS_HEADING in r["messages"][0]["content"] and normalized(example) in normalized(
+                r["messages"][0]["content"])
+            if not shown or not technique_present(tech, example):
                 bad.append(f"{where}: the prompt's skill does not show the technique {tech}")
-            if not technique_present(tech, r["messages"][-1]["content"]):
+            if not technique_present(tech, _code_of(r["messages"][-1]["content"]) or ""):
                 bad.append(f"{where}: the answer does not apply the technique {tech}")
         if r["kind"] == "practice_summary":
             best = _code_of(r["messages"][1]["content"].split("## Best attempt")[-1])
