@@ -62,8 +62,9 @@ def collect(d: Path) -> dict:
         if x.get("final"):
             finals.setdefault(x["arm"], {})[x["seed"]] = x["final"]
     roles = [read_json(f) for f in sorted((d / "roles").glob("*.json"))] if (d / "roles").is_dir() else []
-    return {"card": card_name(x["gpu"] for x in docs), "protocol": p, "rows": rows, "runs": runs,
-            "probes": read_probes(d), "tests": prereg.run_all(rows, finals, p),
+    probes = read_probes(d)
+    card = card_name(x["gpu"] for x in docs) if docs else "_".join(sorted({x["card"] for x in probes})) or "none"
+    return {"card": card, "protocol": p, "rows": rows, "runs": runs, "probes": probes, "tests": prereg.run_all(rows, finals, p),
             "roles": [{k: r[k] for k in ("card", "gpu", "date", "ok", "checks")} for r in roles],
             "variants": read_json(d / "variants.json"), "sft": read_json(d / "sft.json")}
 
