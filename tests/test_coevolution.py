@@ -515,6 +515,52 @@ def test_a_failing_role_record_stops_probe_and_arm_in_one_line_with_nothing_star
     assert after == before  # no rows, no work folder, no probe record
 
 
+def test_prepare_stops_before_any_sft_when_the_roles_fail_and_a_days_record_is_reused(tmp_path):
+    """`prepare` with a judge (a stand-in inside this test) under which one held-out task's
+    fast variant reaches 1.5x: the role record says so, RoleCheckFailed names it in one line,
+    and no SFT data, base or SFT model exist. `ensure` makes a record once per card and
+    day and reuses it after."""
+    from coevo import catalog as C
+    from coevo import prepare as PR
+    from coevo import roles as RC
+
+    p = P.protocol()
+    cat = C.catalogue(p)
+    role = {(t, kv.normalized(k["source"])): k["role"] for t, ks in cat.items() for k in ks}
+    speed = {"slow": 0.4, "medium": 0.8, "fast": 2.0, "lacking": 0.8, "with": 2.0, "practice": 1.0}
+
+    class Judge:
+        def evaluate_many(self, items, progress=None):
+            out = []
+            for i, (task, src) in enumerate(items):
+                r = role[(task.name, kv.normalized(src))]
+                sp = 1.5 if (task.name, r) == ("level2/12_Linear_Bias_SiLU", "fast") else speed.get(r)
+                res = EvalResult(task=task.name, compiled=True, correct=r != "wrong", trials=5, speedup=sp)
+                out.append(res)
+                if progress is not None:
+                    progress(i, res)
+            return out
+
+    with pytest.raises(RC.RoleCheckFailed) as e:
+        PR.prepare(p, tmp_path, Judge(), echo=lambda *a: None)
+    msg = str(e.value)
+    assert "\n" not in msg and "level2/12_Linear_Bias_SiLU: fast fast 1.50x < 1.56x" in msg
+    assert not any((tmp_path / x).exists() for x in ("sft.jsonl", "sft", "base"))
+    (rec,) = [json.loads(f.read_text()) for f in (tmp_path / "roles").glob("*.json")]
+    assert not rec["ok"] and sum(not c["ok"] for c in rec["checks"]) == 1
+    calls = []
+
+    def judged():
+        calls.append(1)
+        return cat, {(t, k["name"]): {"correct": k["role"] != "wrong", "speedup": speed.get(k["role"])}
+                     for t in list(p["rl_tasks"]) + list(p["heldout_tasks"]) for k in cat[t]}
+
+    other = tmp_path / "other"
+    got = RC.ensure(p, other, judged, echo=lambda *a: None)
+    again = RC.ensure(p, other, judged, echo=lambda *a: None)
+    assert got["ok"] and again == got and calls == [1] and len(got["verdicts"]) == 30
+
+
 def test_a_run_folder_of_another_protocol_version_is_refused_naming_it(tmp_path, capsys):
     _fake_prepared(tmp_path, capsys)
     plan = json.loads((tmp_path / "run.json").read_text())
