@@ -18,7 +18,7 @@ continues), each refusing a run folder made under another protocol version:
               line, exit 2), then per RL task the summary share, the greedy turn 1 with
               that skill on the held-out sibling and the no-skill fast share; the record
               (go or no-go, and what to change in the SFT data) appended to probes.jsonl
-    arm       ONE arm x seed (role checks first): RL steps of the real pipeline on the RL
+    arm       ONE arm x seed (the last probe said go, role checks first): RL steps of the real pipeline on the RL
               tasks (T=2, k=2 + null scheme, n=4, s=2, a library of distractor skills at
               step 0, thresholds 1.2/1.2, every admission re-timed in a fresh evaluation);
               a held-out turn-1 evaluation every 2 steps; one row per step in
@@ -132,7 +132,22 @@ class _Lazy:
             self.book.close()
 
 
-def _checked(p: dict, d: Path, lazy: _Lazy):
+def _probe_went(p: dict, d: Path) -> None:
+    """An arm starts only after the run folder's last probe said go (when the protocol
+    requires it)."""
+    from coevo.report import read_probes
+
+    if not p["probe"]["required"]:
+        return
+    probes = read_probes(d)
+    if not probes:
+        raise RunError(f"no probe in {d / 'probes.jsonl'}: run the probe command first; nothing was started")
+    if not probes[-1]["go"]:
+        raise RunError(f"the last probe ({probes[-1]['date']}, {probes[-1]['card']}) said no-go: change the SFT data "
+                       "(bench/coevo/sftdata.py), prepare a new run folder and probe again; nothing was started")
+
+
+def _checked(p: dict, d: Path, lazy: _Lazy, arm: bool = False):
     """The run folder is of this protocol and the roles hold on this card today (judged
     when not recorded yet): else one line and exit 2, with nothing started. Returns the
     book, seeded with the variants' verdicts, and the role record."""
@@ -142,6 +157,8 @@ def _checked(p: dict, d: Path, lazy: _Lazy):
     check_run_folder(p, d)
     if not (d / "sft" / "model").is_dir():
         raise RunError(f"no SFT model in {d / 'sft' / 'model'}: run the prepare command first")
+    if arm:
+        _probe_went(p, d)
     rec = roles.ensure(p, d, lambda: roles.judge_variants(p, d, lazy().inner))
     book = lazy()
     _seed(book, p, d, rec)
@@ -213,7 +230,7 @@ def cmd_arm(args, p: dict, d: Path, book=None, arm: str | None = None, seed: int
     budget = p["budget_s"]["arm"] if args.budget_s is None else args.budget_s
     lazy = _Lazy(p, d, book)
     try:
-        book, _ = _checked(p, d, lazy)
+        book, _ = _checked(p, d, lazy, arm=True)
         run = ArmRun(p, d, arm, seed, book, catalogue(p), mirror=Path(args.mirror) if args.mirror else None,
                      budget_s=budget, restart=args.restart, t_start=T_START if lazy.own else time.monotonic())
         return run.run()

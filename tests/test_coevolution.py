@@ -504,6 +504,7 @@ def test_a_failing_role_record_stops_probe_and_arm_in_one_line_with_nothing_star
     path = RC.record_path(tmp_path, "cpu")
     path.parent.mkdir()
     path.write_text(json.dumps(rec))
+    (tmp_path / "probes.jsonl").write_text(json.dumps({"date": "2026-12-06", "card": "cpu", "go": True}) + "\n")
     before = sorted(x.relative_to(tmp_path) for x in tmp_path.rglob("*"))
     assert not (tmp_path / "rows").exists() and not (tmp_path / "work").exists()
     for args in (["arm", "--arm", "full", "--seed", "0"], ["probe"]):
@@ -513,6 +514,18 @@ def test_a_failing_role_record_stops_probe_and_arm_in_one_line_with_nothing_star
         assert "nothing was started" in err
     after = sorted(x.relative_to(tmp_path) for x in tmp_path.rglob("*"))
     assert after == before  # no rows, no work folder, no probe record
+
+
+def test_an_arm_starts_only_after_a_probe_that_said_go(tmp_path, capsys):
+    _fake_prepared(tmp_path, capsys)
+    code, err = _main(capsys, "arm", "--arm", "frozen", "--seed", "1", "--dir", tmp_path)
+    assert code == 2 and "no probe in" in err and "run the probe command first" in err
+    probes = [{"date": "2026-12-05", "card": "h200", "go": True}, {"date": "2026-12-06", "card": "h100", "go": False}]
+    (tmp_path / "probes.jsonl").write_text("".join(json.dumps(x) + "\n" for x in probes))
+    code, err = _main(capsys, "arm", "--arm", "frozen", "--seed", "1", "--dir", tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "the last probe (2026-12-06, h100) said no-go" in err and "sftdata.py" in err
+    assert not (tmp_path / "rows").exists() and not (tmp_path / "work").exists()
 
 
 def test_prepare_stops_before_any_sft_when_the_roles_fail_and_a_days_record_is_reused(tmp_path):

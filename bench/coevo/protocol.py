@@ -157,17 +157,18 @@ PROTOCOL: dict = {
     "steps": 8,
     # seconds from process start: prepare stops SFT epochs to end within its budget; an arm
     # begins no step that the longest so far would take past its budget less the final
-    # evaluation's reserve; the probe samples within its own
-    "budget_s": {"prepare": 510, "probe": 480, "arm": 470, "final_reserve": 110},
+    # evaluation's reserve
+    "budget_s": {"prepare": 510, "arm": 470, "final_reserve": 110},
     "device": {"eval_device": "cuda", "workers_per_gpu": 4, "eval": []},
     # after the last step, on every held-out task at turn 1: every arm with its final library
     # (the selection agent sampled per sample), the full arm also without skills
     "final_eval": {"samples": 64, "on": list(ARMS), "off": ["full"]},
     # during the arm, every `every` steps (and at the last): held-out turn 1 with the library
     "step_heldout": {"every": 2, "samples": 8},
-    # after SFT, before any arm; go/no-go fixed here before it runs
+    # after SFT, before any arm; go/no-go fixed here before it runs; with `required`, an arm
+    # starts only when the run folder's last probe said go
     "probe": {
-        "summaries": 16, "noskill_samples": 64,
+        "summaries": 16, "noskill_samples": 64, "required": True,
         "go": {"summary_share_min": 0.25, "greedy_with_skill_fast": True, "noskill_fast_share_max": 0.2,
                "rl_tasks_go_min": 2},
         "rule": ("an RL task goes when at least summary_share_min of its slow->fast summaries parse, pass the "
@@ -219,11 +220,11 @@ TINY.update({
     "from_manifest": False,
     "margin_rule": dict(PROTOCOL["margin_rule"], enforce=False),  # a CPU times nothing
     "model": TINY_MODEL, "seeds": {a: [0] for a in ARMS}, "steps": 1,
-    "budget_s": {"prepare": 0, "probe": 0, "arm": 0, "final_reserve": 0},
+    "budget_s": {"prepare": 0, "arm": 0, "final_reserve": 0},
     "device": {"eval_device": "cpu", "workers_per_gpu": 1, "eval": ["eval.trials=2", "eval.perturb_shapes=false"]},
     "final_eval": {"samples": 2, "on": list(ARMS), "off": ["full"]},
     "step_heldout": {"every": 1, "samples": 1},
-    "probe": dict(PROTOCOL["probe"], summaries=2, noskill_samples=2),
+    "probe": dict(PROTOCOL["probe"], summaries=2, noskill_samples=2, required=False),  # a tiny model: no-go
     "bootstrap": dict(PROTOCOL["bootstrap"], resamples=200),
 })
 TINY["sft"] = dict(PROTOCOL["sft"], epochs=1, min_pairs=1)
