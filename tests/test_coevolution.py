@@ -1,7 +1,10 @@
-"""bench/coevolution.py: the co-evolution experiment's protocol, its honesty by construction
-(SFT data that never answer an evaluation task's first turn with its fast variant; arms one
-switch apart), the loop's rows on the real rollout with a scripted model and a stand-in
-judge, the verdict book, the success criteria, and the CPU smoke end to end."""
+"""bench/coevolution.py (protocol v2): the protocol's task sets, arms, seeds and tests; the SFT
+data's three rules and the guard that catches each broken one; the loop's rows on the real
+rollout with a scripted model and a stand-in judge; the verdict book; the margin rule
+enforced (one line, nothing started); a run folder of another protocol version refused;
+the pre-registered tests (a)-(e) and their bootstrap intervals against hand-computed
+examples; the probe's go/no-go; the results file, PNGs and docs verdicts; the CPU smoke
+end to end with its resume."""
 
 from __future__ import annotations
 
@@ -35,50 +38,177 @@ def _run(*args, timeout=120):
 
 @pytest.fixture(scope="module")
 def real():
-    """The committed protocol, its kernels and its tasks (no verdicts: CPU)."""
-    p = P.protocol()
-    cat = S.catalogue(p)
-    tasks = {t.name: t for t in kv.load_tasks(list(p["eval_tasks"]) + p["practice_tasks"],
-                                              Path(__import__("tempfile").mkdtemp()))}
+    """The --tiny protocol (an RL task, its held-out sibling, a practice pair, all of existing
+    variants), its kernels and its tasks (no verdicts: CPU)."""
+    from coevo import catalog as C
+
+    p = P.protocol(tiny=True)
+    cat = C.catalogue(p)
+    names = list(p["rl_tasks"]) + list(p["heldout_tasks"]) + p["practice_tasks"]
+    tasks = {t.name: t for t in C.load_tasks(names, Path(__import__("tempfile").mkdtemp()))}
     return p, cat, tasks
 
 
-# ----------------------------------------------------------------------------- honesty
-def test_no_sft_example_answers_an_evaluation_tasks_first_turn_with_its_fast_variant(real):
-    """On the SFT data the protocol gives: every evaluation-task row's first answer is its
-    slow, medium or a wrong variant, never the fast one; its prompt carries no skill; the
-    fast variant appears only as a second turn, after "correct" feedback, in 2 of 5 answers;
-    practice tasks are not evaluation tasks."""
-    p, cat, tasks = real
-    rows = S.sft_rows(p, tasks, cat, {})
-    assert S.fast_turn1_violations(rows, p, cat) == []
-    assert not set(p["practice_tasks"]) & set(p["eval_tasks"])
-    for task in p["eval_tasks"]:
-        k = S.by_role(cat[task])
-        fast = kv.normalized(k["fast"]["source"])
-        mine = [r for r in rows if r["task"] == task]
-        assert mine and all(r["role"] == "policy" and "## Skills from the library" not in r["messages"][0]["content"]
-                            for r in mine)
-        for r in mine:
-            answers = [m["content"] for m in r["messages"] if m["role"] == "assistant"]
-            assert fast not in kv.normalized(answers[0]), (task, r["kind"])
-        after_correct = [r for r in mine if r["kind"] == "eval_turn2" and r["turn1"] in (k["slow"]["name"],
-                                                                                        k["medium"]["name"])]
-        share = sum(r["answer"] == k["fast"]["name"] for r in after_correct) / len(after_correct)
-        assert share == pytest.approx(p["sft"]["fast_share"])
-        for r in mine:
-            if r["answer"] == k["fast"]["name"]:  # turn 2 only, after the evaluator said "correct"
-                assert r["kind"] == "eval_turn2" and "The kernel is correct" in r["messages"][-2]["content"]
-                assert r["messages"][2].get("weight") == 0  # the first turn is context, not trained
+# ----------------------------------------------------------------------------- the protocol
+def test_protocol_v2_names_three_disjoint_task_sets_and_its_arms_seeds_and_tests():
+    """Version 2; practice, RL and held-out tasks disjoint; every held-out task's sibling is an
+    RL task with the same technique, and each technique has one RL task; four arms, 3 seeds
+    (2 for no_joint_training); the margin rule's numbers; a final evaluation of >= 64 samples
+    per held-out task; the five tests with a margin and a failure condition each; the probe's
+    thresholds committed."""
+    p = P.resolve(P.PROTOCOL, manifest={})
+    assert p["version"] == 2 and P.protocol()["version"] == 2
+    rl, held, practice = set(p["rl_tasks"]), set(p["heldout_tasks"]), set(p["practice_tasks"])
+    assert not (rl & held or rl & practice or held & practice) and len(rl) == len(held) == 3
+    assert "level1/3_Softmax" in practice and all(t in practice for t in p["practice_pairs"])
+    for spec in p["heldout_tasks"].values():
+        assert spec["technique"] == p["rl_tasks"][spec["sibling"]]["technique"]
+    assert sorted(s["technique"] for s in p["rl_tasks"].values()) == sorted(p["techniques"])
+    assert tuple(p["arms"]) == P.ARMS and {a: len(s) for a, s in p["seeds"].items()} == {
+        "full": 3, "frozen": 3, "no_admission": 3, "no_joint_training": 2}
+    assert len(P.all_seeds(p)) == 11
+    r = p["margin_rule"]
+    assert r["enforce"] and r["fast_min"] == pytest.approx(r["p"] * r["m"]) and r["fast_min"] == 1.56
+    assert r["slow_medium_max"] == pytest.approx(r["p"] / r["m"], abs=1e-3)
+    assert p["final_eval"]["samples"] >= 64 and set(p["final_eval"]["on"]) == set(P.ARMS)
+    assert sorted(p["tests"]) == ["a_full_admits", "b_transfer", "c_full_vs_no_admission", "d_full_vs_frozen",
+                                  "e_selection"]
+    assert all({"statistic", "margin", "pass", "fail"} <= set(t) for t in p["tests"].values())
+    assert p["probe"]["noskill_samples"] >= 64 and set(p["probe"]["go"]) == {
+        "summary_share_min", "greedy_with_skill_fast", "noskill_fast_share_max", "rl_tasks_go_min"}
+    assert p["rl"]["trainer"]["rl.loss_agg"] == "seq-mean-token-sum" and p["rl"]["trainer"]["rl.loss_scale"] == 1000
+    assert p["rl"]["library_at_step_0"] == "distractors"
 
 
-def test_the_guard_catches_a_fast_first_turn(real):
+def test_resolve_takes_roles_and_practice_pairs_from_the_coevo_manifest():
+    man = {"level2/6_RMSNorm_SiLU_Gate": [
+        {"name": "s3", "role": "slow"}, {"name": "m2", "role": "medium"}, {"name": "f1", "role": "fast"},
+        {"name": "w1", "role": "wrong"}, {"name": "w2", "role": "wrong"}],
+        "level1/21_Mish_Residual": [{"name": "lacking_two_kernels", "role": "lacking",
+                                     "technique": "fuse_elementwise_chain"},
+                                    {"name": "with_fused", "role": "with", "technique": "fuse_elementwise_chain"}]}
+    p = P.resolve(P.PROTOCOL, manifest=man)
+    assert p["rl_tasks"]["level2/6_RMSNorm_SiLU_Gate"]["roles"] == {"slow": "s3", "medium": "m2", "fast": "f1",
+                                                                     "wrong": ["w1", "w2"]}
+    assert p["practice_pairs"]["level1/21_Mish_Residual"] == {"technique": "fuse_elementwise_chain",
+                                                              "lacking": ["lacking_two_kernels"], "with": "with_fused"}
+    assert p["practice_tasks"][-1] == "level1/21_Mish_Residual"
+    assert p["rl_tasks"]["level2/1_Linear_Bias_GELU"]["roles"]["fast"] == "fused_tile128"  # not in the manifest
+
+
+def test_distractors_load_as_a_library_and_are_bm25_plausible_for_every_rl_and_heldout_task(tmp_path):
+    from coevo import catalog as C
+
+    from davinci_kernel.skills.bm25 import tokenize
+    from davinci_kernel.skills.store import SkillStore
+
+    with SkillStore(tmp_path / "s.db") as store:
+        n, errors = store.import_jsonl(P.DISTRACTORS, step=0)
+    assert n == len(C.distractors()) >= 5 and errors == []
+    words = {w for s in C.distractors() for w in tokenize(s["description"] + " " + " ".join(s["tags"]))}
+    for task in list(P.PROTOCOL["rl_tasks"]) + list(P.PROTOCOL["heldout_tasks"]):
+        name = set(tokenize(task.split("_", 1)[1].replace("_", " ")))
+        assert name & words, task
+
+
+# ----------------------------------------------------------------------------- SFT data
+def test_sft_rows_keep_the_three_rules(real):
+    """RL task: turn 1 slow/medium/wrong only, fast only at turn 2 after "correct" feedback
+    (2 of 5); held-out tasks absent; practice rows teach applying the technique's skill
+    (Example = the snippet) to a kernel lacking it, summarizing into that skill, and picking
+    it over distractors; the guard finds nothing."""
+    from coevo import catalog as C
+
     p, cat, tasks = real
     rows = S.sft_rows(p, tasks, cat, {})
-    bad = json.loads(json.dumps(rows))
-    i = next(i for i, r in enumerate(bad) if r["task"] == SOFTMAX and r["kind"] == "eval_turn1")
-    bad[i]["messages"][-1]["content"] = "```python\n" + S.by_role(cat[SOFTMAX])["fast"]["source"] + "\n```"
-    assert any("turn 1 is the fast variant" in v for v in S.fast_turn1_violations(bad, p, cat))
+    assert S.violations(rows, p, cat) == []
+    (rl,), (held,) = p["rl_tasks"], p["heldout_tasks"]
+    assert not any(r["task"] == held for r in rows)
+    k = C.by_role(cat[rl])
+    fast = kv.normalized(k["fast"]["source"])
+    mine = [r for r in rows if r["task"] == rl]
+    for r in mine:
+        answers = [m["content"] for m in r["messages"] if m["role"] == "assistant"]
+        assert fast not in kv.normalized(answers[0]) and "## Skills from the library" not in r["messages"][0]["content"]
+        if r["answer"] == k["fast"]["name"]:
+            assert r["kind"] == "rl_turn2" and "The kernel is correct" in r["messages"][-2]["content"]
+            assert r["messages"][2].get("weight") == 0
+    after = [r for r in mine if r["kind"] == "rl_turn2" and r["turn1"] in (k["slow"]["name"], k["medium"]["name"])]
+    assert sum(r["answer"] == k["fast"]["name"] for r in after) / len(after) == pytest.approx(p["sft"]["fast_share"])
+    tech = p["practice_pairs"]["level1/10_L2Normalize"]["technique"]
+    skill = C.technique_skill(tech)
+    apply = [r for r in rows if r["kind"].startswith("practice_apply")]
+    assert apply and all(skill["content"].split("## Example")[1].strip()[:40] in r["messages"][0]["content"]
+                         for r in apply)
+    assert all(r["answer"] == "fused_one_pass" for r in apply)
+    given = [r for r in rows if r["kind"] == "practice_apply_given_lacking"]
+    assert given and "does not use the technique" in given[0]["messages"][1]["content"]
+    (summ, *_) = [r for r in rows if r["kind"] == "practice_summary"]
+    (got,) = json.loads(summ["messages"][-1]["content"].split("\n")[1])["arguments"]["new_skills"]
+    assert got == skill and "class ModelNew" not in C.skill_example(got)
+    sel = [r for r in rows if r["kind"] == "practice_select"]
+    noise = {s["name"] for s in C.distractors()}
+    for r in sel:
+        listed = re.findall(r"^\d+\. (\S+) \[", r["messages"][1]["content"], flags=re.M)
+        assert tech in listed and set(listed) - {tech} <= noise | set(p["techniques"]) and len(listed) >= 3
+        assert r["answer"] == tech
+
+
+def test_the_guard_catches_each_broken_rule(real):
+    p, cat, tasks = real
+    from coevo import catalog as C
+
+    rows = S.sft_rows(p, tasks, cat, {})
+    (rl,), (held,) = p["rl_tasks"], p["heldout_tasks"]
+
+    def broken(kind, change):
+        bad = json.loads(json.dumps(rows))
+        i = next(i for i, r in enumerate(bad) if r["kind"] == kind)
+        change(bad[i])
+        return S.violations(bad, p, cat)
+
+    fast = "```python\n" + C.by_role(cat[rl])["fast"]["source"] + "\n```"
+    assert any("turn 1 is the fast variant" in v for v in broken("rl_turn1", lambda r: r["messages"][-1].update(
+        content=fast)))
+    held_fast = C.by_role(cat[held])["fast"]["source"]
+    assert any("held-out" in v for v in broken("practice_reference", lambda r: r["messages"][-1].update(
+        content="```python\n" + held_fast + "\n```")))
+    assert any("a held-out task in the SFT data" in v for v in broken("practice_reference", lambda r: r.update(
+        task=held)))
+    lacking = "```python\n" + C.by_role(cat["level1/10_L2Normalize"])["lacking"][0]["source"] + "\n```"
+    assert any("does not apply the technique" in v for v in broken("practice_apply_skill_alone",
+                                                                    lambda r: r["messages"][-1].update(content=lacking)))
+
+    def whole(r):
+        call = json.loads(r["messages"][-1]["content"].split("\n")[1])
+        s = call["arguments"]["new_skills"][0]
+        s["content"] = s["content"].split("## Example")[0] + "## Example\n" + lacking.replace(
+            "```python", "```python\n# BLOCK = triton.next_power_of_2(n); tl.sum")
+        r["messages"][-1]["content"] = "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
+
+    assert any("not the technique's snippet" in v for v in broken("practice_summary", whole))
+
+    def distractor(r):
+        call = json.loads(r["messages"][-1]["content"].split("\n")[1])
+        call["arguments"]["selected_skills"] = [{"name": "tiny_blocks_for_occupancy", "reason": "x"}]
+        r["messages"][-1]["content"] = "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
+
+    assert any("the pick is not the skill" in v for v in broken("practice_select", distractor))
+    assert any("fewer than 2" in v for v in S.violations(rows, dict(p, sft=dict(p["sft"], min_pairs=2)), cat))
+
+
+@pytest.mark.skipif(not (P.COEVO / "variants" / "manifest.json").is_file(), reason="needs the new tasks' variants")
+def test_the_committed_protocols_sft_data_keep_the_rules():
+    """The full protocol's SFT data (every practice pair across the three techniques)."""
+    from coevo import catalog as C
+
+    p = P.protocol()
+    cat = C.catalogue(p)
+    names = list(p["rl_tasks"]) + list(p["heldout_tasks"]) + p["practice_tasks"]
+    tasks = {t.name: t for t in C.load_tasks(names, Path(__import__("tempfile").mkdtemp()))}
+    rows = S.sft_rows(p, tasks, cat, {})
+    assert S.violations(rows, p, cat) == []
+    assert {r["technique"] for r in rows if r["kind"].startswith("practice_apply")} == set(p["techniques"])
 
 
 def test_run_json_records_arms_that_differ_in_exactly_one_field(tmp_path):
@@ -88,9 +218,10 @@ def test_run_json_records_arms_that_differ_in_exactly_one_field(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     plan = json.loads((tmp_path / "run.json").read_text())
     p = plan["protocol"]
-    assert set(plan["arms"]) == {f"{a}-s{s}" for a in P.ARMS for s in p["seeds"]} and len(p["seeds"]) >= 2
+    assert p["version"] == 2 and {"practice_tasks", "rl_tasks", "heldout_tasks"} <= set(p)
+    assert set(plan["arms"]) == {f"{a}-s{s}" for a, ss in p["seeds"].items() for s in ss} and len(plan["arms"]) == 11
     want = {"no_admission": "skills.verify_min_speedup", "frozen": "rl.lr", "no_joint_training": "rl.joint_training"}
-    for s in p["seeds"]:
+    for s in (0, 1):
         full = plan["arms"][f"full-s{s}"]["config"]
         for arm, key in want.items():
             assert list(P.config_diff(full, plan["arms"][f"{arm}-s{s}"]["config"])) == [key]
@@ -99,8 +230,13 @@ def test_run_json_records_arms_that_differ_in_exactly_one_field(tmp_path):
             "rl.seed"]
     full = plan["arms"]["full-s0"]["config"]
     assert (full["rollout"]["turns"], full["rollout"]["k_schemes"], full["rollout"]["n_rollouts"],
-            full["rollout"]["s_summaries"]) == (2, 2, 4, 2)
+            full["rollout"]["s_summaries"], full["rl"]["batch_tasks"]) == (2, 2, 4, 2, 3)
     assert full["skills"]["seed_library"] is False and full["skills"]["verify_min_gain"] == 1.2
+    assert full["rl"]["normalize_adv"] is True and full["rl"]["dynamic_sampling"] is True
+    for key, value in p["rl"]["trainer"].items():  # the release's options the base has, applied
+        if key in p["trainer_applied"]:
+            section, name = key.split(".")
+            assert full[section][name] == value
     assert plan["arms"]["frozen-s0"]["config"]["rl"]["lr"] == 0.0
 
 
@@ -373,34 +509,271 @@ def test_the_book_refuses_an_evaluator_that_reuses_on_its_own(real):
         B.VerdictBook(Reusing(real[1]))
 
 
-# ----------------------------------------------------------------------------- criteria
-def _row(arm, seed, step, fast12, admitted=0, share=0.0):
-    return {"arm": arm, "seed": seed, "step": step, "turn1_fast_1.2": fast12, "admitted": admitted,
-            "admitted_share_of_schemes": share, "library_size": admitted, "best_fast_1.2": fast12}
+# ----------------------------------------------------------------------------- the tests (a)-(e)
+def test_bootstrap_ci_against_hand_computed_examples():
+    """One seed, one task, samples [1, 0]: a resample's mean is 0, 0.5 or 1 with chances
+    1/4, 1/2, 1/4, so the 2.5th and 97.5th percentiles are 0 and 1. Constant samples give a
+    point interval; a difference of constant groups is that difference. Seeds [1, 1, 0]
+    (a share of seeds): all three drawn 0 has chance 1/27 > 2.5 %, all 1 has 8/27: [0, 1]."""
+    from coevo import prereg as T
+
+    assert T.bootstrap_ci({0: {"t": [1, 0]}}, resamples=2000) == (0.0, 1.0)
+    assert T.bootstrap_ci({0: {"t": [1, 1, 1]}, 1: {"t": [1]}}, resamples=50) == (1.0, 1.0)
+    lo, hi = T.bootstrap_ci({0: {"t": [1, 1]}}, {0: {"t": [0, 0, 0, 0]}, 1: {"t": [0]}}, resamples=50)
+    assert (lo, hi) == (1.0, 1.0)
+    assert T.bootstrap_ci({s: {"all": [v]} for s, v in enumerate([1, 1, 0])}, resamples=2000) == (0.0, 1.0)
+    assert T.pooled({0: {"a": [1, 0, 0, 0]}, 1: {"a": [1, 1]}}) == pytest.approx(0.5)
 
 
-def test_success_is_a_function_of_the_json_with_its_numbers():
-    rows = [_row("full", 0, 1, 0.0, 1, 0.0), _row("full", 0, 2, 0.6, 0, 0.8), _row("full", 1, 1, 0.0), _row("full", 1, 2, 0.5),
-            _row("no_admission", 0, 1, 0.0), _row("no_admission", 0, 2, 0.1), _row("no_admission", 1, 1, 0.0),
-            _row("no_admission", 1, 2, 0.0), _row("no_joint_training", 0, 2, 0.3, 0, 0.1)]
-    got = R.success({"rows": rows})
-    by = {c["name"]: c for c in got["criteria"]}
-    assert got["pass"] and by["full_admits"]["numbers"]["skills_committed_per_seed"] == {0: 1, 1: 0}
-    n = by["turn1_fast_1.2_beats_no_admission"]["numbers"]
-    assert n["step"] == 2 and n["difference_of_means"] == pytest.approx(0.5) and n["spread_across_seeds"] == pytest.approx(0.1)
-    assert by["admitted_skills_picked_more_than_no_joint_training"]["numbers"]["full"] == pytest.approx(0.2)
-    rows[3]["turn1_fast_1.2"] = 0.0  # now the full arm's seeds spread 0.6 apart: the margin no longer holds
-    got = R.success({"rows": rows})
-    assert not got["pass"] and [c["pass"] for c in got["criteria"]] == [True, False, True]
-    assert any(line.startswith("FAIL  turn1_fast_1.2_beats_no_admission") for line in R.describe(got))
-    assert not R.success({"rows": [_row("full", 0, 1, 0.0)]})["pass"]
+def _final(on: list[int], off: list[int] | None = None, helpful: list[int] | None = None, task="level2/12_X",
+           has_helpful=True) -> dict:
+    def samples(xs, hs):
+        return [{"fast": bool(x), "helpful": bool(h), "picked": [], "correct": bool(x), "speedup": None,
+                 "distractor": False} for x, h in zip(xs, hs)]
+
+    out = {"samples": {"on": {task: samples(on, helpful or [0] * len(on))}},
+           "helpful_skills": {task: ["fuse_elementwise_chain"] if has_helpful else []}}
+    if off is not None:
+        out["samples"]["off"] = {task: samples(off, [0] * len(off))}
+    return out
+
+
+def test_the_five_tests_pass_and_fail_on_hand_made_results():
+    from coevo import prereg as T
+
+    p = P.protocol(tiny=True)
+    rows = [{"arm": "full", "seed": s, "step": 1, "admitted": n} for s, n in ((0, 1), (1, 0), (2, 2))]
+    on, off = [1] * 6 + [0] * 2, [0] * 8
+    finals = {"full": {s: _final(on, off, [1] * 8) for s in (0, 1, 2)},
+              "no_admission": {s: _final([0] * 8) for s in (0, 1, 2)},
+              "frozen": {s: _final([1] * 6 + [0] * 2) for s in (0, 1, 2)},
+              "no_joint_training": {s: _final([0] * 8, helpful=[1, 0, 0, 0, 0, 0, 0, 0]) for s in (0, 1)}}
+    got = {t["name"]: t for t in T.run_all(rows, finals, p)}
+    assert [t["verdict"] for t in got.values()] == ["pass", "pass", "pass", "fail", "pass"]
+    a = got["a_full_admits"]
+    assert a["numbers"]["seeds_admitting"] == 2 and a["ci95"] == [0.0, 1.0] and a["margin"] == 2
+    b = got["b_transfer"]
+    assert b["numbers"]["difference"] == pytest.approx(0.75) and b["ci95"][0] > 0 and b["numbers"]["samples_library_on"] == 24
+    d = got["d_full_vs_frozen"]
+    assert d["numbers"]["difference"] == 0.0 and d["ci95"][0] <= 0  # RL added nothing: the failure stated in advance
+    e = got["e_selection"]
+    assert e["numbers"]["full"] == 1.0 and e["numbers"]["no_joint_training"] == pytest.approx(1 / 8)
+    for t in got.values():
+        assert {"name", "verdict", "margin", "ci95", "numbers", "fail_if"} <= set(t)
+    rows[2]["admitted"] = 0  # one seed of three admits: (a) fails
+    finals["no_joint_training"] = {s: _final([0] * 8, has_helpful=False) for s in (0, 1)}  # nothing to pick
+    got = {t["name"]: t for t in T.run_all(rows, finals, p)}
+    assert got["a_full_admits"]["verdict"] == "fail" and got["e_selection"]["verdict"] == "fail"
+    assert "not measurable" in got["e_selection"]["why"]
+    empty = T.run_all([], {}, p)
+    assert all(t["verdict"] == "fail" and t["why"].startswith("not run yet") for t in empty[:4])
+
+
+def test_probe_decides_go_by_the_committed_thresholds():
+    from coevo import probe as Q
+
+    p = P.protocol()
+    good = {"summary_share": 0.5, "greedy_with_skill_fast": True, "noskill_fast_share": 0.05}
+    tasks = {"a": dict(good), "b": dict(good), "c": dict(good, summary_share=0.1)}
+    e = Q.entry(p, tasks, "h200", "NVIDIA H200", date="2026-12-06")
+    assert e["go"] and e["tasks_go"] == {"a": True, "b": True, "c": False}
+    assert (e["summary_share"], e["greedy_with_skill_fast_share"], e["noskill_fast_share"]) == (
+        pytest.approx(1.1 / 3), 1.0, pytest.approx(0.05))
+    assert {"date", "card", "go"} <= set(e) and e["why"] == ["c: summary_share 0.10 < 0.25"]
+    tasks["b"]["noskill_fast_share"] = 0.5  # fast anyway: transfer could not be told from recall
+    e = Q.entry(p, tasks, "h200", "NVIDIA H200")
+    assert not e["go"] and any("sftdata.py" in c for c in e["change"]) and len(e["why"]) == 2
+    assert not Q.decide(p, {"a": dict(good, greedy_with_skill_fast=False), "b": good, "c": tasks["c"]})["go"]
+
+
+# ----------------------------------------------------------------------------- roles and results
+def test_role_checks_apply_the_margin_rule():
+    from coevo import roles as RC
+
+    p = P.protocol(tiny=True)
+    (rl,), (held,) = p["rl_tasks"], p["heldout_tasks"]
+
+    def table(fast, medium, wrong_ok=False):
+        out = []
+        for t in (rl, held):
+            out += [{"task": t, "variant": "s", "role": "slow", "correct": True, "speedup": 0.5},
+                    {"task": t, "variant": "m", "role": "medium", "correct": True, "speedup": medium},
+                    {"task": t, "variant": "f", "role": "fast", "correct": True, "speedup": fast},
+                    {"task": t, "variant": "w", "role": "wrong", "correct": wrong_ok, "speedup": None}]
+        return out
+
+    assert all(c["ok"] for c in RC.role_checks(p, table(1.56, 0.923)))
+    assert RC.role_checks(p, table(1.55, 0.9))[0]["problems"] == ["fast f 1.55x < 1.56x"]
+    assert RC.role_checks(p, table(2.0, 0.93))[0]["problems"] == ["medium m 0.93x > 0.923x"]
+    assert RC.role_checks(p, table(2.0, 0.5, wrong_ok=True))[0]["problems"] == ["wrong w judged correct"]
+    assert RC.card_kind("NVIDIA H100 80GB HBM3") == "h100" and RC.card_kind("NVIDIA H200") == "h200"
+
+
+def _main(capsys, *args) -> tuple[int, str]:
+    """The command in this process (faster than a subprocess): (exit code, stderr)."""
+    import coevolution
+
+    try:
+        coevolution.main([str(a) for a in args])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def _fake_prepared(d: Path, capsys) -> None:
+    assert _main(capsys, "plan", "--dir", d)[0] == 0
+    (d / "sft" / "model").mkdir(parents=True)
+
+
+def test_a_failing_role_record_stops_probe_and_arm_in_one_line_with_nothing_started(tmp_path, capsys):
+    from coevo import roles as RC
+
+    _fake_prepared(tmp_path, capsys)
+    rec = {"card": "cpu", "gpu": "cpu", "date": "2026-12-06T04:00:00+00:00", "ok": False, "verdicts": [],
+           "checks": [{"task": "level2/1_Linear_Bias_GELU", "ok": False, "speedups": {},
+                       "problems": ["fast fused_tile128 1.40x < 1.56x"]}]}
+    path = RC.record_path(tmp_path, "cpu")
+    path.parent.mkdir()
+    path.write_text(json.dumps(rec))
+    (tmp_path / "probes.jsonl").write_text(json.dumps({"date": "2026-12-06", "card": "cpu", "go": True}) + "\n")
+    before = sorted(x.relative_to(tmp_path) for x in tmp_path.rglob("*"))
+    assert not (tmp_path / "rows").exists() and not (tmp_path / "work").exists()
+    for args in (["arm", "--arm", "full", "--seed", "0"], ["probe"]):
+        code, err = _main(capsys, *args, "--dir", tmp_path)
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert "the variant roles fail on this cpu" in err and "1.40x < 1.56x" in err, err
+        assert "nothing was started" in err
+    after = sorted(x.relative_to(tmp_path) for x in tmp_path.rglob("*"))
+    assert after == before  # no rows, no work folder, no probe record
+
+
+def test_an_arm_starts_only_after_a_probe_that_said_go(tmp_path, capsys):
+    _fake_prepared(tmp_path, capsys)
+    code, err = _main(capsys, "arm", "--arm", "frozen", "--seed", "1", "--dir", tmp_path)
+    assert code == 2 and "no probe in" in err and "run the probe command first" in err
+    probes = [{"date": "2026-12-05", "card": "h200", "go": True}, {"date": "2026-12-06", "card": "h100", "go": False}]
+    (tmp_path / "probes.jsonl").write_text("".join(json.dumps(x) + "\n" for x in probes))
+    code, err = _main(capsys, "arm", "--arm", "frozen", "--seed", "1", "--dir", tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "the last probe (2026-12-06, h100) said no-go" in err and "sftdata.py" in err
+    assert not (tmp_path / "rows").exists() and not (tmp_path / "work").exists()
+
+
+def test_prepare_stops_before_any_sft_when_the_roles_fail_and_a_days_record_is_reused(tmp_path):
+    """`prepare` with a judge (a stand-in inside this test) under which one held-out task's
+    fast variant reaches 1.5x: the role record says so, RoleCheckFailed names it in one line,
+    and no SFT data, base or SFT model exist. `ensure` makes a record once per card and
+    day and reuses it after."""
+    from coevo import catalog as C
+    from coevo import prepare as PR
+    from coevo import roles as RC
+
+    p = P.protocol()
+    cat = C.catalogue(p)
+    role = {(t, kv.normalized(k["source"])): k["role"] for t, ks in cat.items() for k in ks}
+    speed = {"slow": 0.4, "medium": 0.8, "fast": 2.0, "lacking": 0.8, "with": 2.0, "practice": 1.0}
+
+    class Judge:
+        def evaluate_many(self, items, progress=None):
+            out = []
+            for i, (task, src) in enumerate(items):
+                r = role[(task.name, kv.normalized(src))]
+                sp = 1.5 if (task.name, r) == ("level2/12_Linear_Bias_SiLU", "fast") else speed.get(r)
+                res = EvalResult(task=task.name, compiled=True, correct=r != "wrong", trials=5, speedup=sp)
+                out.append(res)
+                if progress is not None:
+                    progress(i, res)
+            return out
+
+    with pytest.raises(RC.RoleCheckFailed) as e:
+        PR.prepare(p, tmp_path, Judge(), echo=lambda *a: None)
+    msg = str(e.value)
+    assert "\n" not in msg and "level2/12_Linear_Bias_SiLU: fast fast 1.50x < 1.56x" in msg
+    assert not any((tmp_path / x).exists() for x in ("sft.jsonl", "sft", "base"))
+    (rec,) = [json.loads(f.read_text()) for f in (tmp_path / "roles").glob("*.json")]
+    assert not rec["ok"] and sum(not c["ok"] for c in rec["checks"]) == 1
+    calls = []
+
+    def judged():
+        calls.append(1)
+        return cat, {(t, k["name"]): {"correct": k["role"] != "wrong", "speedup": speed.get(k["role"])}
+                     for t in list(p["rl_tasks"]) + list(p["heldout_tasks"]) for k in cat[t]}
+
+    other = tmp_path / "other"
+    got = RC.ensure(p, other, judged, echo=lambda *a: None)
+    again = RC.ensure(p, other, judged, echo=lambda *a: None)
+    assert got["ok"] and again == got and calls == [1] and len(got["verdicts"]) == 30
+
+
+def test_a_run_folder_of_another_protocol_version_is_refused_naming_it(tmp_path, capsys):
+    _fake_prepared(tmp_path, capsys)
+    plan = json.loads((tmp_path / "run.json").read_text())
+    plan["protocol"]["version"] = 1
+    (tmp_path / "run.json").write_text(json.dumps(plan))
+    for args in (["plan"], ["arm", "--arm", "full", "--seed", "0"], ["probe"]):
+        code, err = _main(capsys, *args, "--dir", tmp_path)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert "made under protocol version 1 (this is version 2)" in err
+    plan["protocol"]["version"] = 2
+    plan["protocol"]["steps"] = 99
+    (tmp_path / "run.json").write_text(json.dumps(plan))
+    code, err = _main(capsys, "probe", "--dir", tmp_path)
+    assert code == 2 and "the protocol's 'steps' differs" in err
+
+
+def test_a_rows_file_of_another_protocol_version_is_refused(real, tmp_path):
+    from coevo.runner import ArmRun, RunError, rows_path
+
+    p, cat, _ = real
+    path = rows_path(tmp_path, "full", 0)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"arm": "full", "seed": 0, "status": "done", "steps": []}))  # v1 wrote no version
+    with pytest.raises(RunError, match="written under protocol version 1 \\(this is version 2\\)"):
+        ArmRun(p, tmp_path, "full", 0, None, cat).run()
+
+
+def test_collect_names_the_file_after_the_cards_and_draws_a_png_per_arm_and_seed(tmp_path, capsys):
+    _fake_prepared(tmp_path, capsys)
+    for arm, seed, gpu in (("full", 0, "NVIDIA H100 80GB HBM3"), ("frozen", 0, "NVIDIA H200")):
+        steps = [{"arm": arm, "seed": seed, "step": s, "admitted": int(s == 1), "library_size": 1,
+                  "admitted_share_of_schemes": 0.5, "turn1_fast_1.2": 0.2,
+                  **({"heldout_turn1_fast_1.2": 0.25} if s == 2 else {})} for s in (1, 2)]
+        doc = {"arm": arm, "seed": seed, "gpu": gpu, "date": "2026-12-06", "status": "done", "steps": steps,
+               "final": _final([1, 1], [0, 0]), "protocol_version": 2}
+        (tmp_path / "rows").mkdir(exist_ok=True)
+        (tmp_path / "rows" / f"{arm}-s{seed}.json").write_text(json.dumps(doc))
+    (tmp_path / "probes.jsonl").write_text(json.dumps({"date": "d", "card": "h100", "summary_share": 0.5,
+                                                      "greedy_with_skill_fast_share": 1.0,
+                                                      "noskill_fast_share": 0.0, "go": True}) + "\n")
+    doc = R.collect(tmp_path)
+    assert doc["card"] == "h100_h200" and {r["gpu"] for r in doc["rows"]} == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
+    assert doc["protocol"]["version"] == 2 and isinstance(doc["protocol"]["heldout_tasks"], dict)
+    assert [t["name"] for t in doc["tests"]] == sorted(P.PROTOCOL["tests"]) and len(doc["probes"]) == 1
+    assert all({"arm", "seed", "step", "admitted"} <= set(r) for r in doc["rows"])
+    pngs = R.write(doc, tmp_path / "out" / "coevolution_h100_h200.json")
+    assert sorted(x.name for x in pngs) == ["coevolution_h100_h200_frozen-s0.png", "coevolution_h100_h200_full-s0.png"]
+    assert all(x.read_bytes()[:4] == b"\x89PNG" for x in pngs)
+    page = tmp_path / "page.md"
+    page.write_text(f"# x\n{R.BEGIN}\nNo arm has run.\n{R.END}\ntail\n")
+    assert R.fill_docs(doc, "coevolution_h100_h200.json", page)
+    text = page.read_text()
+    assert "No arm has run." not in text and "| b_transfer | pass |" in text and text.endswith("tail\n")
+    assert "| d_full_vs_frozen | fail" in text
+
+
+def test_the_docs_page_has_the_verdict_markers():
+    text = (ROOT / "docs" / "coevolution.md").read_text()
+    assert R.BEGIN in text and R.END in text and "(a)" in text and "(e)" in text
 
 
 # ----------------------------------------------------------------------------- command line
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, words in ((["arm", "--dir", tmp_path, "--arm", "full"], "needs --arm and --seed"),
-                        (["arm", "--dir", tmp_path, "--arm", "full", "--seed", "7"], "one of the protocol's seeds"),
+                        (["arm", "--dir", tmp_path, "--arm", "no_joint_training", "--seed", "2"],
+                         "one of the protocol's seeds for no_joint_training"),
                         (["arm", "--dir", tmp_path, "--arm", "full", "--seed", "0"], "run the prepare command first"),
+                        (["probe", "--dir", tmp_path], "run the prepare command first"),
                         (["check"], "needs the result JSON"), (["check", tmp_path / "none.json"], "no result JSON"),
                         (["collect", "--dir", tmp_path], "no run.json")):
         r = _run(*args)
@@ -410,10 +783,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_smoke_end_to_end_on_cpu_and_reruns_keep_what_is_saved(tmp_path):
-    """`all --tiny`: kernels judged on the CPU evaluator, SFT data and a tiny model, the four
-    arms' RL steps on the real pipeline, the result JSON, table and plot. Then: a rerun of
-    a finished arm leaves its rows as they are; an unfinished one whose row waits for its
-    sealed checkpoint resumes from it; one without a checkpoint is refused unless --restart."""
+    """`all --tiny`: kernels judged on the CPU evaluator, SFT data and a tiny model, the
+    probe, the four arms' RL steps on the real pipeline from a distractor library, the
+    held-out evaluation, the result JSON with the five tests, and a PNG per arm. Then: a
+    rerun of a finished arm leaves its rows as they are; an unfinished one whose row waits
+    for its sealed checkpoint resumes from it (no step counted twice); one without a
+    checkpoint is refused unless --restart."""
     import time
 
     run, out = tmp_path / "run", tmp_path / "res" / "coevolution_tiny.json"
@@ -421,24 +796,27 @@ def test_tiny_smoke_end_to_end_on_cpu_and_reruns_keep_what_is_saved(tmp_path):
     r = _run("all", "--tiny", "--dir", run, "--out", out, timeout=600)
     took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-3000:]
-    assert took < 240, took  # about 1 to 1.5 minutes on 2 cores; this only catches a run of the real sizes
+    assert took < 300, took  # 1.5 to 3 minutes on 2 shared cores; this only catches a run of the real sizes
     doc = json.loads(out.read_text())
-    assert {"gpu", "torch", "date", "protocol", "rows", "runs", "success"} <= set(doc)
-    assert doc["protocol"]["name"] == "coevolution-tiny" and len(doc["rows"]) == 4
+    assert {"card", "protocol", "rows", "runs", "probes", "tests"} <= set(doc)
+    assert doc["protocol"]["name"] == "coevolution-tiny" and doc["protocol"]["version"] == 2
+    assert len(doc["rows"]) == 4 and len(doc["probes"]) == 1 and len(doc["tests"]) == 5
     for row in doc["rows"]:
-        assert {"arm", "seed", "step", "library_size", "admitted", "turn1_fast_1.2", "best_fast_1.2", "turn1_fast_1",
-                "turn1_speedup", "admitted_share_of_schemes", "funnel", "admissions", "selection",
-                "per_task"} <= set(row)
-        assert row["turn1_samples"] == 3 * 2  # (k=2 + the null scheme) x n=2
+        assert {"arm", "seed", "step", "library_size", "distractors", "admitted", "turn1_fast_1.2",
+                "admitted_share_of_schemes", "distractor_share_of_schemes", "funnel", "admissions",
+                "heldout_turn1_fast_1.2", "gpu"} <= set(row)
+        assert row["turn1_samples"] == 3 * 2 and row["distractors"] == len(_distractors())
+    for run_ in doc["runs"]:
+        assert run_["status"] == "done" and run_["final"]["on"]["samples"] == 2
     full = next(x for x in doc["runs"] if x["arm"] == "full")
-    assert full["status"] == "done" and {"on", "off", "tasks"} <= set(full["final"])
-    assert out.with_suffix(".png").stat().st_size > 0 and ("PASS" in r.stdout or "FAIL" in r.stdout)
+    assert full["final"]["off"]["samples"] == 2
+    assert len(list(out.parent.glob("coevolution_tiny_*-s0.png"))) == 4
+    assert {"go", "summary_share", "card"} <= set(doc["probes"][0])
     sft = [json.loads(line) for line in (run / "sft.jsonl").read_text().splitlines()]
     p = P.protocol(tiny=True)
-    assert sft and S.fast_turn1_violations(sft, p, S.catalogue(p)) == []
-    plan = json.loads((run / "run.json").read_text())
-    full_cfg = plan["arms"]["full-s0"]["config"]
-    assert all(len(P.config_diff(full_cfg, plan["arms"][f"{a}-s0"]["config"])) == 1 for a in P.ARMS[1:])
+    from coevo import catalog as C
+
+    assert sft and S.violations(sft, p, C.catalogue(p)) == []
 
     rows = run / "rows" / "frozen-s0.json"
     kept = rows.read_text()
@@ -466,6 +844,12 @@ def test_tiny_smoke_end_to_end_on_cpu_and_reruns_keep_what_is_saved(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((run / "rows" / "frozen-s0.attempt-1.json").read_text()) == again
     assert json.loads(rows.read_text())["status"] == "done"
+
+
+def _distractors():
+    from coevo import catalog as C
+
+    return C.distractors()
 
 
 @pytest.mark.slow

@@ -7,7 +7,9 @@ committed), the library (its size, each admission with its turn-1 baseline and
 verification speedup), use of admitted skills (their share of the selected schemes, the
 selection reward and advantage of schemes with one against those without), and per task
 the step of its first admission beside its turn-1 fast-variant share. The library starts
-empty, so every skill in it was admitted during the run. Does not cover: running the step
+from the distractor skills (no source task); every skill with a source task was admitted
+during the run, and only those count as admitted (``library_size`` counts them,
+``distractor_share_of_schemes`` the schemes that hold a distractor). Does not cover: running the step
 (``runner.py``) or comparing arms (``report.py``).
 """
 
@@ -28,6 +30,11 @@ def _fast(results: list, p: float) -> float:
     if not results:
         return 0.0
     return sum(1 for r in results if r is not None and r.correct and (r.speedup or 0.0) > p) / len(results)
+
+
+def share(samples: list[dict], key: str) -> float:
+    """Share of ``samples`` whose ``key`` is true (0.0 for none)."""
+    return sum(1 for x in samples if x[key]) / len(samples) if samples else 0.0
 
 
 def _mean(xs: list) -> float | None:
@@ -140,12 +147,14 @@ def step_row(arm: str, seed: int, step: int, groups, m: dict, cfg, before: list,
     adm = admissions(before, after, staged, step)
     for a in adm:
         first_admission.setdefault(a["task"], step)
-    library = {s.name: s.source_task for s in before}  # what selection saw this step
-    row = {"arm": arm, "seed": seed, "step": step, "library_size": len(after),
-           "admitted": int(m.get("skills_admitted") or 0)}
+    library = {s.name: s.source_task for s in before if s.source_task}  # admitted skills selection saw this step
+    noise = {s.name for s in before if not s.source_task}
+    row = {"arm": arm, "seed": seed, "step": step, "library_size": sum(1 for s in after if s.source_task),
+           "distractors": sum(1 for s in after if not s.source_task), "admitted": int(m.get("skills_admitted") or 0)}
     row.update(performance(groups, set(library)))
     use = selection_use(groups, library)
     row["admitted_share_of_schemes"] = use.pop("admitted_share_of_schemes")
+    row["distractor_share_of_schemes"] = selection_use(groups, dict.fromkeys(noise, ""))["admitted_share_of_schemes"]
     row.update(use)
     row["funnel"] = funnel(groups, cfg, len(staged), row["admitted"])
     row["admissions"] = adm

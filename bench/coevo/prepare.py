@@ -1,13 +1,14 @@
-"""``prepare``: everything the arms start from, in the run folder.
+"""``prepare``: everything the probe and the arms start from, in the run folder.
 
 In order, each kept when it is already there (a rerun continues, never overwrites):
-``run.json`` (the protocol and every arm x seed's full config; a run folder made with
-another protocol is refused), the verdicts of every kernel the experiment uses
-(``verdicts.jsonl``, one line per kernel as it is judged; ``variants.json``, the table and
-whether each evaluation task's variants keep their roles), the SFT data (``sft.jsonl``,
-refused if any row answers an evaluation task's first turn with its fast variant), the
-random-init base model, and the SFT model (``sft/model``; an interrupted SFT resumes from
-its last epoch). ``export`` copies what the arms need into another folder (the device
+``run.json`` (the protocol and every arm x seed's full config; a run folder made under
+another protocol version, or with another protocol, is refused naming the difference),
+the verdicts of every kernel the experiment uses (``verdicts.jsonl``, one line per kernel
+as it is judged; ``variants.json``, the table and the role checks), the role record of
+this card and day (``roles/``; when the roles fail under the margin rule the command stops
+there, before any SFT), the SFT data (``sft.jsonl``, refused when ``sftdata.violations``
+finds a row that breaks the rules), the random-init base model, and the SFT model
+(``sft/model``; an interrupted SFT resumes from its last epoch). ``export`` copies what the arms need into another folder (the device
 call's output folder), within the 64 MiB a run folder may carry.
 """
 
@@ -17,13 +18,15 @@ import shutil
 import time
 from pathlib import Path
 
-from kernel_variants import base_model, load_tasks, parameters, read_json, sft_config, write_json
+from kernel_variants import base_model, parameters, read_json, sft_config, write_json
 
-from .protocol import eval_overrides, run_plan
+from . import roles
+from .catalog import by_role, catalogue, load_tasks
+from .protocol import eval_overrides, run_plan, version_difference
 from .runner import RunError
-from .sftdata import by_role, catalogue, fast_turn1_violations, sft_rows
+from .sftdata import sft_rows, violations
 
-EXPORT = ("run.json", "variants.json", "verdicts.jsonl", "sft.jsonl", "sft.json", "sft/model")
+EXPORT = ("run.json", "variants.json", "verdicts.jsonl", "roles", "sft.jsonl", "sft.json", "sft/model")
 
 
 def eval_config(p: dict, d: Path):
@@ -40,9 +43,24 @@ def write_plan(p: dict, d: Path) -> dict:
     plan = json.loads(json.dumps(run_plan(p, d)))  # as it reads back
     old = read_json(d / "run.json")
     if old is not None and old != plan:
-        raise RunError(f"{d / 'run.json'} holds another protocol or configs: use a new run folder")
+        why = version_difference(old.get("protocol", {}), plan["protocol"]) or "another arm config"
+        raise RunError(f"{d / 'run.json'} was made under {why}: use a new run folder")
     if old is None:
         write_json(d / "run.json", plan)
+    return plan
+
+
+def check_run_folder(p: dict, d: Path) -> dict:
+    """run.json of a prepared run folder made under this protocol, else RunError naming
+    the difference."""
+    from .protocol import recorded_protocol
+
+    plan = read_json(d / "run.json")
+    if plan is None:
+        raise RunError(f"no run.json in {d}: run the prepare command first")
+    why = version_difference(plan.get("protocol", {}), recorded_protocol(p))
+    if why:
+        raise RunError(f"{d / 'run.json'} was made under {why}: use a new run folder")
     return plan
 
 
@@ -78,37 +96,8 @@ def judge(p: dict, d: Path, cat: dict, tasks: dict, evaluator, echo=print) -> di
               "speedup": have[(t, k["name"])]["result"]["speedup"],
               "error_kind": have[(t, k["name"])]["result"]["error_kind"],
               "flags": have[(t, k["name"])]["result"]["flags"]} for t, ks in cat.items() for k in ks]
-    checks = role_checks(p, table)
-    write_json(d / "variants.json", {"variants": table, "role_checks": checks})
-    for c in checks:
-        echo(f"{c['task']}: roles {'hold' if c['ok'] else 'DO NOT hold: ' + '; '.join(c['problems'])}")
+    write_json(d / "variants.json", {"variants": table, "role_checks": roles.role_checks(p, table)})
     return {k: v["result"] for k, v in have.items()}
-
-
-def role_checks(p: dict, table: list[dict]) -> list[dict]:
-    """Per evaluation task, whether the judged variants keep the roles the protocol gave them:
-    slow and medium correct below the Fast_1.2 line, fast correct above it and at least the
-    verification gain over medium, wrong ones incorrect. Reported, not acted on."""
-    thr, gain = p["rl"]["verify_min_speedup"], p["rl"]["verify_min_gain"]
-    out = []
-    for task in p["eval_tasks"]:
-        rows = {r["variant"]: r for r in table if r["task"] == task}
-        k = {r["role"]: r for r in rows.values() if r["role"] != "wrong"}
-        problems = []
-        sp = {role: (k[role]["speedup"] if k[role]["correct"] else None) for role in ("slow", "medium", "fast")}
-        if any(not k[role]["correct"] for role in k):
-            problems.append("a slow, medium or fast variant was judged incorrect")
-        if all(v is not None for v in sp.values()):
-            if max(sp["slow"], sp["medium"]) > thr:
-                problems.append(f"slow/medium reach {max(sp['slow'], sp['medium']):.2f}x > {thr}")
-            if sp["fast"] < max(thr, gain * sp["medium"]):
-                problems.append(f"fast {sp['fast']:.2f}x < max({thr}, {gain} x medium {sp['medium']:.2f}x)")
-        else:
-            problems.append("not timed (no GPU)")
-        problems += [f"wrong variant {r['variant']} judged correct" for r in rows.values()
-                     if r["role"] == "wrong" and r["correct"]]
-        out.append({"task": task, "speedups": sp, "ok": not problems, "problems": problems})
-    return out
 
 
 def prepare(p: dict, d: Path, evaluator, budget_s: float = 0.0, t_start: float | None = None, echo=print) -> None:
@@ -119,13 +108,21 @@ def prepare(p: dict, d: Path, evaluator, budget_s: float = 0.0, t_start: float |
     d.mkdir(parents=True, exist_ok=True)
     write_plan(p, d)
     cat = catalogue(p)
-    names = list(p["eval_tasks"]) + list(p["practice_tasks"])
+    names = list(p["rl_tasks"]) + list(p["heldout_tasks"]) + list(p["practice_tasks"])
     tasks = {t.name: t for t in load_tasks(names, d)}
     verdicts = judge(p, d, cat, tasks, evaluator, echo)
+    if p["margin_rule"]["enforce"]:
+        checked = [t for t in names if t in p["rl_tasks"] or t in p["heldout_tasks"]]
+        rec = roles.write_record(p, d, cat, {(t, k["name"]): verdicts[(t, k["name"])] for t in checked for k in cat[t]},
+                                 {(t, k["name"]): k["source"] for t in checked for k in cat[t]})
+        for c in rec["checks"]:
+            echo(f"{c['task']}: roles {'hold' if c['ok'] else 'FAIL: ' + '; '.join(c['problems'])}")
+        if not rec["ok"]:
+            raise roles.RoleCheckFailed(roles.first_problem(rec))
     rows = sft_rows(p, tasks, cat, verdicts)
-    bad = fast_turn1_violations(rows, p, cat)
+    bad = violations(rows, p, cat)
     if bad:
-        raise RunError(f"the SFT data break the protocol ({len(bad)} rows), first: {bad[0]}")
+        raise RunError(f"the SFT data break the protocol ({len(bad)} problems), first: {bad[0]}")
     text = jsonl_text(rows)
     if (d / "sft.jsonl").is_file() and (d / "sft.jsonl").read_text() != text:
         raise RunError(f"{d / 'sft.jsonl'} differs from the data this protocol and these verdicts give: "
@@ -147,8 +144,9 @@ def prepare(p: dict, d: Path, evaluator, budget_s: float = 0.0, t_start: float |
     ms = read_jsonl(d / "sft" / "metrics.jsonl")
     write_json(d / "sft.json", {
         "examples": len(rows), "kept": got["samples"], "by_kind": _count(r["kind"] for r in rows),
-        "eval_turn1_answers": _count(f"{r['task']}:{_role(cat, r)}" for r in rows if r["kind"] == "eval_turn1"),
-        "eval_turn2_answers": _count(f"{r['task']}:{_role(cat, r)}" for r in rows if r["kind"] == "eval_turn2"),
+        "rl_turn1_answers": _count(f"{r['task']}:{_role(cat, r)}" for r in rows if r["kind"] == "rl_turn1"),
+        "rl_turn2_answers": _count(f"{r['task']}:{_role(cat, r)}" for r in rows if r["kind"] == "rl_turn2"),
+        "practice_by_technique": _count(f"{r['technique']}:{r['kind']}" for r in rows if r.get("technique")),
         "optimizer_steps": got["steps"], "epochs": got["epochs"], "epochs_asked": s["epochs"], "lr": s["lr"],
         "seconds": round(time.monotonic() - t0, 1), "loss_first": ms[0]["loss"] if ms else None,
         "loss_last": got["loss"], "parameters": parameters(d / "sft" / "model"),

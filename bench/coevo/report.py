@@ -1,12 +1,15 @@
-"""The experiment's result: the JSON, the plot, the table, and the success criteria.
+"""The experiment's result: the JSON, the plots, the table, the tests and the docs' verdicts.
 
-``collect`` reads every arm x seed's rows file of a run folder into one document
-``{"gpu", "torch", "date", "protocol", "rows", "runs", "variants", "sft", "success"}`` (one
-row per arm, seed and step; ``runs`` says how each arm x seed ended and holds the final
-library on/off comparison; ``variants`` the kernels as ``prepare`` judged them, with the
-role checks; ``sft`` what the SFT did). ``success`` evaluates the protocol's criteria over such a document and
-reports each as pass or fail with its numbers; it judges, it never tunes. ``plot`` draws
-library size and turn-1 Fast_1.2 per step for every arm (mean over seeds, min-max band).
+``collect`` reads a run folder into one document: ``protocol`` (run.json's: ``version`` 2,
+``practice_tasks``, ``rl_tasks``, ``heldout_tasks``, ...), ``rows`` (one per arm, seed and
+step: ``arm``, ``seed``, ``step``, ``admitted``, ``gpu``, ...), ``runs`` (how each arm x seed
+ended, its card, its final held-out evaluation), ``probes`` (every probe's record),
+``roles`` (the role records the arms relied on), ``variants``, ``sft``, and ``tests`` (the
+five pre-registered tests, ``prereg.run_all``). ``card_name`` names the file after the
+cards the rows ran on (``h100``, ``h200``, or ``h100_h200``). ``plot_run`` draws one PNG per
+arm and seed over steps: library size (admitted skills), share of schemes with an
+admitted skill, and turn-1 Fast_1.2 on the held-out tasks. ``fill_docs`` writes the verdict
+section of ``docs/coevolution.md`` between its markers. It judges, it never tunes.
 """
 
 from __future__ import annotations
@@ -18,162 +21,165 @@ from kernel_variants import read_json, write_json
 
 from davinci_kernel.files import write_atomic
 
+from . import prereg
 from .protocol import ARMS
+from .roles import card_kind
+
+BEGIN, END = "<!-- verdicts:begin -->", "<!-- verdicts:end -->"
 
 
 def rows_files(d: Path) -> list[Path]:
     return sorted(f for f in (Path(d) / "rows").glob("*-s*.json") if ".attempt-" not in f.name)
 
 
+def read_probes(d: Path) -> list[dict]:
+    from davinci_kernel.files import read_jsonl
+
+    path = Path(d) / "probes.jsonl"
+    return read_jsonl(path) if path.is_file() else []
+
+
+def card_name(gpus) -> str:
+    """The result file's card: one kind, or the kinds joined (h100_h200)."""
+    kinds = sorted({card_kind(g) for g in gpus})
+    return "_".join(kinds) if kinds else "none"
+
+
 def collect(d: Path) -> dict:
-    plan = read_json(Path(d) / "run.json")
+    d = Path(d)
+    plan = read_json(d / "run.json")
     if plan is None:
         raise FileNotFoundError(f"no run.json in {d}")
+    p = plan["protocol"]
     docs = [read_json(f) for f in rows_files(d)]
-    if not docs:
-        raise FileNotFoundError(f"no rows in {Path(d) / 'rows'}: run an arm first")
     docs.sort(key=lambda x: (ARMS.index(x["arm"]) if x["arm"] in ARMS else 99, x["seed"]))
-    rows = [r for doc in docs for r in doc["steps"]]
+    rows = [dict(r, gpu=x["gpu"]) for x in docs for r in x["steps"]]
     runs = [{"arm": x["arm"], "seed": x["seed"], "status": x["status"], "stopped": x.get("stopped"),
-             "steps": len(x["steps"]), "seconds": x.get("seconds"), "gpu": x["gpu"], "date": x["date"],
-             "calls": x.get("calls", []), "final": x.get("final")} for x in docs]
-    out = {"gpu": _one(x["gpu"] for x in docs), "torch": _one(x["torch"] for x in docs),
-           "date": _one(x["date"] for x in docs), "protocol": plan["protocol"], "rows": rows, "runs": runs,
-           "variants": read_json(Path(d) / "variants.json"), "sft": read_json(Path(d) / "sft.json")}
-    out["success"] = success(out)
-    return out
+             "steps": len(x["steps"]), "seconds": x.get("seconds"), "gpu": x["gpu"], "card": card_kind(x["gpu"]),
+             "date": x["date"], "calls": x.get("calls", []), "final": x.get("final")} for x in docs]
+    finals: dict = {}
+    for x in docs:
+        if x.get("final"):
+            finals.setdefault(x["arm"], {})[x["seed"]] = x["final"]
+    roles = [read_json(f) for f in sorted((d / "roles").glob("*.json"))] if (d / "roles").is_dir() else []
+    probes = read_probes(d)
+    card = card_name(x["gpu"] for x in docs) if docs else "_".join(sorted({x["card"] for x in probes})) or "none"
+    return {"card": card, "protocol": p, "rows": rows, "runs": runs, "probes": probes, "tests": prereg.run_all(rows, finals, p),
+            "roles": [{k: r[k] for k in ("card", "gpu", "date", "ok", "checks")} for r in roles],
+            "variants": read_json(d / "variants.json"), "sft": read_json(d / "sft.json")}
 
 
-def _one(values) -> str:
-    vs = sorted(set(values))
-    return vs[0] if len(vs) == 1 else " / ".join(vs)
-
-
-def by_arm(doc: dict) -> dict[str, dict[int, list[dict]]]:
-    """arm -> seed -> its rows in step order."""
+def by_run(rows: list[dict]) -> dict[tuple[str, int], list[dict]]:
+    """(arm, seed) -> its rows in step order."""
     out: dict = {}
-    for r in doc["rows"]:
-        out.setdefault(r["arm"], {}).setdefault(r["seed"], []).append(r)
-    for seeds in out.values():
-        for rs in seeds.values():
-            rs.sort(key=lambda r: r["step"])
+    for r in rows:
+        out.setdefault((r["arm"], r["seed"]), []).append(r)
+    for rs in out.values():
+        rs.sort(key=lambda r: r["step"])
     return out
 
 
-def _at(rows: list[dict], step: int, key: str):
-    return next((r[key] for r in rows if r["step"] == step), None)
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return str(v)
 
 
-def success(doc: dict) -> dict:
-    """The protocol's three criteria over the document: each {name, pass, numbers, why}."""
-    arms = by_arm(doc)
-    out = []
-    full = arms.get("full", {})
-    per_seed = {s: sum(r["admitted"] for r in rs) for s, rs in full.items()}
-    out.append({"name": "full_admits", "pass": any(v > 0 for v in per_seed.values()),
-                "numbers": {"skills_committed_per_seed": per_seed}})
-
-    noadm = arms.get("no_admission", {})
-    runs = list(full.values()) + list(noadm.values())
-    if full and noadm:
-        last = min(rs[-1]["step"] for rs in runs if rs)
-        f = [_at(rs, last, "turn1_fast_1.2") for rs in full.values()]
-        n = [_at(rs, last, "turn1_fast_1.2") for rs in noadm.values()]
-        spread = max(max(f) - min(f), max(n) - min(n))
-        diff = sum(f) / len(f) - sum(n) / len(n)
-        out.append({"name": "turn1_fast_1.2_beats_no_admission", "pass": diff > spread,
-                    "numbers": {"step": last, "full": f, "no_admission": n, "difference_of_means": diff,
-                                "spread_across_seeds": spread}})
-    else:
-        out.append({"name": "turn1_fast_1.2_beats_no_admission", "pass": False,
-                    "numbers": {}, "why": "needs rows of the full and the no_admission arms"})
-
-    njt = arms.get("no_joint_training", {})
-    if full and njt:
-        def share(seeds):
-            xs = [r["admitted_share_of_schemes"] for rs in seeds.values() for r in rs]
-            return sum(xs) / len(xs) if xs else 0.0
-
-        a, b = share(full), share(njt)
-        out.append({"name": "admitted_skills_picked_more_than_no_joint_training", "pass": a > b,
-                    "numbers": {"full": a, "no_joint_training": b}})
-    else:
-        out.append({"name": "admitted_skills_picked_more_than_no_joint_training", "pass": False,
-                    "numbers": {}, "why": "needs rows of the full and the no_joint_training arms"})
-    return {"pass": all(c["pass"] for c in out), "criteria": out}
-
-
-def describe(result: dict) -> list[str]:
-    """One line per criterion: PASS/FAIL, its name and numbers."""
-    def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.3f}"
-        if isinstance(v, list):
-            return "[" + ", ".join(fmt(x) for x in v) + "]"
-        return str(v)
-
+def describe(tests: list[dict]) -> list[str]:
+    """One line per test: PASS/FAIL, its name, numbers and CI (or why it could not run)."""
     lines = []
-    for c in result["criteria"]:
-        nums = ", ".join(f"{k} {fmt(v)}" for k, v in c["numbers"].items()) or c.get("why", "")
-        lines.append(f"{'PASS' if c['pass'] else 'FAIL'}  {c['name']}: {nums}")
+    for t in tests:
+        nums = ", ".join(f"{k} {_fmt(v)}" for k, v in t["numbers"].items() if not isinstance(v, dict))
+        extra = f" (margin {_fmt(t['margin'])}, 95% CI {_fmt(t['ci95'])})" if t["ci95"] else ""
+        lines.append(f"{t['verdict'].upper():4s}  {t['name']}: {nums or t.get('why', '')}{extra}")
     return lines
 
 
 def table(doc: dict) -> list[str]:
-    """Per arm: seeds, steps, last-step library size and turn-1 Fast_1.2 (mean, min-max over
-    seeds), skills committed, mean share of schemes with an admitted skill; then the final
-    library on vs off."""
-    head = (f"{'arm':18s} {'seeds':>5s} {'steps':>5s} {'library':>8s} {'committed':>9s} "
-            f"{'turn1 Fast_1.2 (last)':>22s} {'best Fast_1.2':>13s} {'admitted share':>14s}")
-    lines = [head]
-    for arm, seeds in by_arm(doc).items():
-        last = [rs[-1] for rs in seeds.values() if rs]
-        t1 = [r["turn1_fast_1.2"] for r in last]
-        shares = [r["admitted_share_of_schemes"] for rs in seeds.values() for r in rs]
-        lines.append(f"{arm:18s} {len(seeds):5d} {max(len(rs) for rs in seeds.values()):5d} "
-                     f"{sum(r['library_size'] for r in last) / len(last):8.1f} "
-                     f"{sum(r['admitted'] for rs in seeds.values() for r in rs):9d} "
-                     f"{sum(t1) / len(t1):10.3f} ({min(t1):.2f}-{max(t1):.2f})"
-                     f"{sum(r['best_fast_1.2'] for r in last) / len(last):14.3f}"
-                     f"{sum(shares) / max(len(shares), 1):15.3f}")
+    """Per arm and seed: steps, status, admitted skills, last-step turn-1 Fast_1.2 on the RL
+    tasks, the final held-out Fast_1.2 with the library (and without, where measured)."""
+    lines = [f"{'arm':18s} {'seed':>4s} {'card':>5s} {'steps':>5s} {'status':>8s} {'admitted':>8s} "
+             f"{'RL turn1 F1.2':>13s} {'held-out on':>11s} {'off':>6s} {'helpful pick':>12s}"]
+    rows = by_run(doc["rows"])
     for run in doc["runs"]:
-        if run.get("final"):
-            f = run["final"]
-            lines.append(f"final library ({run['arm']}, seed {run['seed']}, {len(f['library'])} skills) at turn 1: "
-                         f"Fast_1.2 on {f['on']['turn1_fast_1.2']:.3f} / off {f['off']['turn1_fast_1.2']:.3f}")
+        rs = rows.get((run["arm"], run["seed"]), [])
+        f = run.get("final") or {}
+        on, off = f.get("on") or {}, f.get("off") or {}
+        lines.append(f"{run['arm']:18s} {run['seed']:4d} {run['card']:>5s} {len(rs):5d} {run['status']:>8s} "
+                     f"{sum(r['admitted'] for r in rs):8d} {rs[-1]['turn1_fast_1.2'] if rs else 0:13.3f} "
+                     f"{_fmt(on.get('turn1_fast_1.2', '-')):>11s} {_fmt(off.get('turn1_fast_1.2', '-')):>6s} "
+                     f"{_fmt(on.get('helpful_pick_share', '-')):>12s}")
     return lines
 
 
-def plot(doc: dict, path: Path) -> None:
+def plot_run(rows: list[dict], title: str, path: Path) -> None:
+    """Library size, share of schemes with an admitted skill, held-out turn-1 Fast_1.2."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = (("library_size", "library size"), ("turn1_fast_1.2", "turn-1 Fast_1.2"))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, (key, title) in zip(axes, keys):
-        for arm, seeds in by_arm(doc).items():
-            steps = sorted({r["step"] for rs in seeds.values() for r in rs})
-            vals = [[_at(rs, s, key) for rs in seeds.values() if _at(rs, s, key) is not None] for s in steps]
-            mean = [sum(v) / len(v) for v in vals]
-            line, = ax.plot(steps, mean, marker="o", label=f"{arm} ({len(seeds)} seeds)")
-            ax.fill_between(steps, [min(v) for v in vals], [max(v) for v in vals], color=line.get_color(), alpha=0.2)
-        ax.set_title(title)
+    keys = (("library_size", "library size (admitted skills)"),
+            ("admitted_share_of_schemes", "share of schemes with an admitted skill"),
+            ("heldout_turn1_fast_1.2", "held-out turn-1 Fast_1.2"))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    for ax, (key, name) in zip(axes, keys):
+        pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        if pts:
+            ax.plot([s for s, _ in pts], [v for _, v in pts], marker="o")
+        ax.set_title(name, fontsize=9)
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, buf.getvalue())
 
 
-def write(doc: dict, json_path: Path) -> Path:
-    """The JSON and the PNG beside it (same name)."""
+def write(doc: dict, json_path: Path) -> list[Path]:
+    """The JSON, and one PNG per arm and seed beside it (``<stem>_<arm>-s<seed>.png``)."""
     write_json(json_path, doc)
-    png = json_path.with_suffix(".png")
-    plot(doc, png)
-    return png
+    pngs = []
+    for (arm, seed), rs in by_run(doc["rows"]).items():
+        png = json_path.with_name(f"{json_path.stem}_{arm}-s{seed}.png")
+        plot_run(rs, f"{arm}, seed {seed} ({doc['card']})", png)
+        pngs.append(png)
+    return pngs
+
+
+def verdict_section(doc: dict, json_name: str) -> str:
+    """The markdown between the docs' markers: the probes, the runs and the five tests."""
+    out = [f"Results: `bench/results/{json_name}` (card: {doc['card']}).", ""]
+    if doc["probes"]:
+        out += ["| probe date | card | summary share | greedy with skill fast | no-skill fast | go |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {x['date']} | {x['card']} | {x['summary_share']:.2f} | {x['greedy_with_skill_fast_share']:.2f} | "
+                f"{x['noskill_fast_share']:.2f} | {'go' if x['go'] else 'NO-GO'} |" for x in doc["probes"]]
+        out.append("")
+    else:
+        out += ["No probe has run yet.", ""]
+    ran = sorted({(r["arm"], r["seed"]) for r in doc["rows"]})
+    out += [f"Arm x seed runs with rows: {', '.join(f'{a} s{s}' for a, s in ran) or 'none'}.", ""]
+    out += ["| test | verdict | margin | 95 % CI | numbers |", "|---|---|---|---|---|"]
+    for t in doc["tests"]:
+        nums = "; ".join(f"{k} {_fmt(v)}" for k, v in t["numbers"].items() if not isinstance(v, dict))
+        verdict = t["verdict"] if "why" not in t else f"{t['verdict']} ({t['why']})"
+        out.append(f"| {t['name']} | {verdict} | {_fmt(t['margin'])} | {_fmt(t['ci95']) if t['ci95'] else '-'} | "
+                   f"{nums or '-'} |")
+    return "\n".join(out)
+
+
+def fill_docs(doc: dict, json_name: str, page: Path) -> bool:
+    """Replace the verdict section of ``page`` (between its markers); False when it has none."""
+    text = page.read_text() if page.is_file() else ""
+    if BEGIN not in text or END not in text:
+        return False
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    write_atomic(page, head + BEGIN + "\n" + verdict_section(doc, json_name) + "\n" + END + tail)
+    return True

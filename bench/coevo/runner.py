@@ -3,14 +3,20 @@
 ``ArmRun`` builds the arm's trainer (``dvk train rl``'s ``RLTrainer`` on the real pipeline:
 selection, policy and summary agents on one backbone, admission by execution) from the SFT
 model and the arm's config, with the run's ``VerdictBook`` as its environment's evaluator,
-and runs the protocol's steps. After each step: the step's row (``metrics.step_row``), then a
-checkpoint of model, optimizer and library, then the row in ``DIR/rows/<arm>-s<seed>.json``
-(written atomically, and also into ``mirror`` when given). A row waits in
-``work/pending-row.json`` until its checkpoint is sealed, so a rerun resumes from the
-newest checkpoint with exactly the rows that led there; a rows file without a checkpoint
-to resume from is never overwritten (``restart`` keeps it as ``<name>.attempt-N.json``).
-An arm that finished (all steps, or stopped by the time budget) is left as it is. At the
-end, for the arms the protocol names, the final library on vs off at turn 1.
+a library that starts from the protocol's distractor skills, and the RL tasks only; then
+runs the protocol's steps. Every ``step_heldout.every`` steps, a small turn-1 evaluation
+on the held-out tasks with the library (their Fast_1.2 over steps). After each step: the
+step's row (``metrics.step_row``), then a checkpoint of model, optimizer and library, then
+the row in ``DIR/rows/<arm>-s<seed>.json`` (written atomically, and also into ``mirror``
+when given). A row waits in ``work/pending-row.json`` until its checkpoint is sealed, so a
+rerun resumes from the newest checkpoint with exactly the rows that led there (no step
+counted twice); a rows file without a checkpoint to resume from is never overwritten
+(``restart`` keeps it as ``<name>.attempt-N.json``). An arm stopped by the time budget
+resumes on a rerun; one that is done is left as it is. At the end, the final evaluation
+(``heldout_eval``): every held-out task at turn 1 with the final library, and for the arms
+the protocol names also without skills, ``final_eval.samples`` samples each, every sample
+kept (its picks, whether one carries the task's technique, whether it is fast) for the
+pre-registered tests.
 """
 
 from __future__ import annotations
@@ -22,15 +28,14 @@ import shutil
 import time
 from pathlib import Path
 
-from kernel_variants import gpu_name, read_json, suite_dir, torch_version, write_json
+from kernel_variants import gpu_name, read_json, torch_version, write_json
 
 from davinci_kernel.rl.progress import bar
 
 from . import metrics
-from .protocol import arm_config, recorded, work_dir
-from .sftdata import by_role
+from .protocol import DISTRACTORS, arm_config, recorded, work_dir
 
-ENDED = ("done", "stopped")
+ENDED = ("done",)
 
 
 class RunError(Exception):
@@ -49,9 +54,11 @@ class ArmRun:
         self.t_start = t_start if t_start is not None else time.monotonic()
         self.path = rows_path(d, arm, seed)
         self.work = work_dir(d, arm, seed)
-        self.tasks = list(p["eval_tasks"])
-        self.sources = {t: {k["name"]: k["source"] for k in cat[t]} for t in self.tasks}
-        self.fast = {t: by_role(cat[t])["fast"]["name"] for t in self.tasks}
+        from .catalog import by_role
+
+        self.tasks, self.heldout = list(p["rl_tasks"]), list(p["heldout_tasks"])
+        self.sources = {t: {k["name"]: k["source"] for k in cat[t]} for t in self.tasks + self.heldout}
+        self.fast = {t: by_role(cat[t])["fast"]["name"] for t in self.tasks + self.heldout}
 
     # ------------------------------------------------------------------ files
     def save(self, doc: dict) -> None:
@@ -100,13 +107,17 @@ class ArmRun:
     # ------------------------------------------------------------------ run
     def run(self) -> dict:
         doc = read_json(self.path)
+        if doc is not None and doc.get("protocol_version", 1) != self.p["version"]:
+            raise RunError(f"{self.path} was written under protocol version {doc.get('protocol_version', 1)} "
+                           f"(this is version {self.p['version']}): use a new run folder")
         if doc is not None and doc.get("status") in ENDED:
             self.echo(f"{self.path.name}: already {doc['status']} ({len(doc['steps'])} steps); kept as it is")
             return doc
         cfg = self._checked_config()
         doc, start = self._start_state()
         if doc is None:
-            doc = {"arm": self.arm, "seed": self.seed, "protocol": self.p["name"], "gpu": gpu_name(),
+            doc = {"arm": self.arm, "seed": self.seed, "protocol": self.p["name"],
+                   "protocol_version": self.p["version"], "gpu": gpu_name(),
                    "torch": torch_version(), "date": datetime.date.today().isoformat(),
                    "config": recorded(cfg, self.work, self.d), "status": "running", "steps": [], "final": None, "calls": []}
         doc["calls"].append({"started": datetime.datetime.now().isoformat(timespec="seconds"), "from_step": start,
@@ -118,7 +129,9 @@ class ArmRun:
             for a in r["admissions"]:
                 first.setdefault(a["task"], a["step"])
         longest = 0.0
-        reserve = self.p["budget_s"]["final_reserve"] if self.arm in self.p["final_on_off"]["arms"] else 0.0
+        doc["status"] = "running"
+        doc.pop("stopped", None)
+        reserve = self.p["budget_s"]["final_reserve"]
         with bar(self.p["steps"], start, f"{self.arm} s{self.seed}") as shown:
             for step in range(start + 1, self.p["steps"] + 1):
                 elapsed = time.monotonic() - self.t_start
@@ -129,6 +142,11 @@ class ArmRun:
                     break
                 t0 = time.monotonic()
                 row = self._step(trainer, cfg, step, first)
+                if step % self.p["step_heldout"]["every"] == 0 or step == self.p["steps"]:
+                    ev = heldout_eval(trainer, self.book, cfg, self.p, self.sources, self.p["step_heldout"]["samples"],
+                                      off=False, seed=step)
+                    row["heldout_turn1_fast_1.2"] = ev["on"]["turn1_fast_1.2"]
+                    row["heldout_helpful_pick_share"] = ev["on"]["helpful_pick_share"]
                 write_json(self.work / "pending-row.json", {"step": step, "row": row})
                 trainer.save(step)
                 doc["steps"].append(row)
@@ -138,8 +156,10 @@ class ArmRun:
                 self._echo_row(row)
                 shown(step, f"library {row['library_size']}, turn-1 Fast_1.2 {row['turn1_fast_1.2']:.2f}")
         if doc["status"] != "stopped":
-            if self.arm in self.p["final_on_off"]["arms"]:
-                doc["final"] = library_on_off(trainer, self.book, cfg, self.p, self.sources, self.fast)
+            f = self.p["final_eval"]
+            if self.arm in f["on"]:
+                doc["final"] = heldout_eval(trainer, self.book, cfg, self.p, self.sources, f["samples"],
+                                            off=self.arm in f["off"], seed=10_000)
             doc["status"] = "done"
         doc["seconds"] = round(time.monotonic() - self.t_start, 1)
         self.save(doc)
@@ -149,7 +169,16 @@ class ArmRun:
         from davinci_kernel.rl.env import RolloutEnv
         from davinci_kernel.rl.trainer import RLTrainer
 
+        from .catalog import suite_dir
+
         suite_dir(self.tasks, self.work / "suite")
+        if not resume:  # every arm's library starts from the distractors (a resumed one from its checkpoint)
+            from davinci_kernel.skills.store import SkillStore
+
+            with SkillStore(cfg.skills.db) as store:
+                if len(store) == 0 and store.meta("seeded") is None:
+                    store.import_jsonl(DISTRACTORS, step=0)
+                    store.set_meta("seeded", DISTRACTORS.name)
         # the run's verdict book judges (one evaluator per GPU: it plans the GPU's memory)
         env = RolloutEnv(cfg, self.work, evaluator=self.book)
         trainer = RLTrainer(cfg, out=self.work, resume=resume, env=env)
@@ -181,38 +210,60 @@ class ArmRun:
                   f"{f['verified']}/{f['committed']}  {r['step_s'] or 0:.0f}s")
 
 
-def library_on_off(trainer, book, cfg, p: dict, sources: dict, fast: dict) -> dict:
-    """The arm's final model at turn 1 on each evaluation task with the final library (the
-    selection agent sampled once per rollout) and without skills (the null scheme)."""
+def heldout_eval(trainer, book, cfg, p: dict, sources: dict, n: int, off: bool, seed: int = 0) -> dict:
+    """The arm's current model at turn 1 on every held-out task: ``n`` samples with the
+    library (the selection agent sampled once per sample) and, when ``off``, ``n`` without
+    skills. Every sample is kept: {fast (Fast_1.2), correct, speedup, picked, helpful (a
+    pick is an admitted skill whose Example carries the task's technique), distractor}."""
     import torch
 
     from davinci_kernel.rl.local_gen import LocalBackend
     from davinci_kernel.rl.modeling import mixed_precision
     from davinci_kernel.rollout import Context, GroupPlan, run_group
 
-    n = p["final_on_off"]["samples"]
+    from .catalog import load_tasks, skill_example
+    from .techniques import technique_present
+
     model = trainer.acc.unwrap_model(trainer.model)
     fp32 = next(model.parameters()).dtype == torch.float32
     cast = torch.bfloat16 if fp32 and mixed_precision(cfg.rl.bf16) == "bf16" else None
     backend = LocalBackend(model, trainer.tokenizer, max_batch=cfg.rollout.gen_batch, autocast=cast)
     ctx = Context(backend, book, dataclasses.replace(cfg.rollout, turns=1), cfg.reward, cfg.skills)
-    store, tasks = trainer.env.store, [t for t in trainer.env.train_tasks() if t.name in sources]
+    store = trainer.env.store
+    names = list(p["heldout_tasks"])
+    tasks = load_tasks(names, Path(cfg.out), "heldout-suite")
     on = GroupPlan(k_schemes=n, null_scheme=False, n_rollouts=1, turns=1, summaries=False)
-    off = GroupPlan(k_schemes=0, null_scheme=True, n_rollouts=n, turns=1, summaries=False)
+    no = GroupPlan(k_schemes=0, null_scheme=True, n_rollouts=n, turns=1, summaries=False)
 
     async def both():
-        return await asyncio.gather(*(run_group(ctx, t, on, store=store, seed=999_983 + i) for i, t in enumerate(tasks)),
-                                    *(run_group(ctx, t, off) for t in tasks))
+        return await asyncio.gather(*(run_group(ctx, t, on, store=store, seed=999_983 * (seed + 1) + i)
+                                      for i, t in enumerate(tasks)),
+                                    *(run_group(ctx, t, no) for t in (tasks if off else [])))
 
     groups = asyncio.run(both())
-    library = {s.name: s.source_task for s in store.all()}
-    out: dict = {"library": sorted(library), "samples_per_task": n, "tasks": {}}
+    skills = store.all()
+    admitted = {s.name: s for s in skills if s.source_task}
+    distract = {s.name for s in skills if not s.source_task}
+    out: dict = {"library": sorted(admitted), "distractors": sorted(distract), "samples_per_task": n,
+                 "helpful_skills": {}, "samples": {}}
+    for t in names:
+        tech = p["heldout_tasks"][t]["technique"]
+        out["helpful_skills"][t] = sorted(k for k, s in admitted.items() if technique_present(tech, skill_example(s)))
     for which, gs in (("on", groups[:len(tasks)]), ("off", groups[len(tasks):])):
-        perf = metrics.performance(gs, set(library))
-        out[which] = {k: perf[k] for k in ("turn1_fast_1.2", "turn1_fast_1", "turn1_correct", "turn1_speedup")}
-        out[which]["admitted_share_of_schemes"] = metrics.selection_use(gs, library)["admitted_share_of_schemes"]
-        for task, v in metrics.per_task(gs, sources, fast, {}).items():
-            one = metrics.performance([g for g in gs if g.task == task], set(library))
-            out["tasks"].setdefault(task, {})[which] = {"turn1_fast_1.2": one["turn1_fast_1.2"],
-                                                         "turn1_fast_variant_share": v["turn1_fast_variant_share"]}
+        if not gs:
+            continue
+        per: dict = {}
+        for g in gs:
+            helpful = set(out["helpful_skills"][g.task])
+            per[g.task] = [{"fast": bool(r is not None and r.correct and (r.speedup or 0.0) > p["margin_rule"]["p"]),
+                            "correct": bool(r is not None and r.correct), "speedup": r.speedup if r else None,
+                            "picked": list(ep.skills), "helpful": bool(helpful & set(ep.skills)),
+                            "distractor": bool(distract & set(ep.skills))}
+                           for ep in g.episodes if ep.turns for r in [ep.turns[0].result]]
+        out["samples"][which] = per
+        flat = [x for xs in per.values() for x in xs]
+        out[which] = {"turn1_fast_1.2": metrics.share(flat, "fast"), "turn1_correct": metrics.share(flat, "correct"),
+                      "helpful_pick_share": metrics.share(flat, "helpful"),
+                      "distractor_pick_share": metrics.share(flat, "distractor"), "samples": len(flat),
+                      "per_task": {t: metrics.share(xs, "fast") for t, xs in per.items()}}
     return out
