@@ -218,7 +218,7 @@ def test_verdict_passes_tf32_and_flags_bf16_against_the_oracle(sampled):
     ok = verdict(entry, _cand(entry, round_mantissa(oracle.float(), 10, "zero")), 2.0, 4.0, 4e-3)
     assert [v.measure for v in ok.leaves] == ["oracle"] and not ok.warnings
     assert guards.precision_flag(ok.leaves) == []
-    assert ok.record()["oracle_trials"] == 1 and ok.record()["leaves"][0]["limit"] == ok.leaves[0].limit
+    assert ok.record()["oracle_calls"] == 1 and ok.record()["leaves"][0]["limit"] == ok.leaves[0].limit
     bad = verdict(entry, _cand(entry, round_mantissa(oracle.float(), 7)), 2.0, 4.0, 4e-3)
     hits = guards.precision_flag(bad.leaves)
     assert hits and hits[0][0] == "precision_downgrade" and "float64 oracle" in hits[0][1]
