@@ -60,6 +60,11 @@ def start(argv: list[str]):
     from .protocol import Channel
 
     fd, conf = int(argv[0]), json.loads(argv[1])
+    from . import worker_world
+
+    lock = (conf.get("spec") or {}).get("lock_fd")
+    # both start paths: every signal default and unblocked, only the channel (and the uid lock) open
+    worker_world.begin([fd] + ([lock] if isinstance(lock, int) else []))
     device = conf["device"]
     os.environ.update(conf.get("env") or {})
     notes: list[str] = []
