@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 TIMED_CHECKS = 2  # timed rounds, beside the last, whose outputs are compared
+STEP_RANGE = 1 << 20  # a size's step is drawn below this: each of its ``shapes.size_choices`` about equally often
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def draw(task_hash: str, trials: int, variant: Optional[str], odd: list[dict], i
     """A fresh draw: from the OS, or (``input_seed``) from that seed, the task and ``salt``.
     ``variant``: the problem text whose sizes are perturbed (None: no shape re-check);
     each size's step away from the task's (``shapes.keep_pow2``) is drawn, so the judged
-    size is one of several. ``odd``: the odd sizes (information only, not drawn)."""
+    size is one of many (``shapes.size_choices``). ``odd``: the odd sizes (information only, not drawn)."""
     from ...tasks.shapes import perturbations, perturbed_names
 
     if input_seed is None:
@@ -91,7 +92,7 @@ def draw(task_hash: str, trials: int, variant: Optional[str], odd: list[dict], i
             seeds.append(s)
     p = []
     if variant is not None:
-        p = perturbations(variant, steps={n: rng.choice((1, 2, 3)) for n in perturbed_names(variant)})
+        p = perturbations(variant, steps={n: rng.randrange(1, STEP_RANGE) for n in perturbed_names(variant)})
     checks = tuple((rng.random(), seed()) for _ in range(TIMED_CHECKS))
     perturb_seed = seed()
     # call seeds: drawn on their own (nothing computes them from an input seed), one per compared call
