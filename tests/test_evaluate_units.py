@@ -183,11 +183,27 @@ def test_every_timed_candidate_call_starts_its_random_stream_from_a_seed():
     res = timing.interleaved(_HostClock, "cpu", lambda x: x * 2, cand, sets, iters=10, warmup=0, flush_mb=1,
                              before_compared=lambda k, j=None: seeded.append(("compared", k, j)),
                              before_other=lambda: seeded.append(("other",)), checks=[(0.3, 77)])
-    timed = cand_calls[-res["iters"]:]
-    assert all(b - a == 1 for a, b in zip(timed, timed[1:])), "a timed call of the candidate was not seeded"
+    assert cand_calls[0] == 1 and all(b - a == 1 for a, b in zip(cand_calls, cand_calls[1:])), \
+        "a call of the candidate (warm-up or timed) was not seeded"
     kinds = [x[0] for x in seeded[-res["iters"]:]]
     assert kinds.count("compared") == len(sets) + 1 and kinds.count("other") == res["iters"] - len(sets) - 1
     assert ("compared", 0, 0) in seeded  # check 0 starts from its own call seed (the worker's), not from 77
+
+
+def test_uncompared_input_variations_cannot_be_predicted_from_the_random_stream():
+    """The values of an uncompared timed round come from a private generator seeded from a
+    fresh secret: a candidate that knows the global stream (it read the seed its call started
+    from) cannot rebuild them and so cannot tell them from a timed check's."""
+    import torch
+
+    from davinci_kernel.evaluate.shared import timing
+
+    x = [torch.randn(64)]
+    torch.manual_seed(5)
+    a = timing.vary(_HostClock, x)[0]
+    torch.manual_seed(5)
+    b = timing.vary(_HostClock, x)[0]
+    assert not torch.equal(a, b) and bool(((a / x[0]) >= 0.9 - 1e-6).all())
 
 
 def test_warm_up_runs_for_the_count_then_until_the_time_has_passed():

@@ -259,6 +259,8 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     with C.no_grad():
         def pair(i):
             run_ref(input_sets[i % n_sets])
+            if before_other is not None:  # warm-up calls too: no call starts from a stream set elsewhere
+                before_other()
             run_cand(input_sets[i % n_sets])
 
         per_pair_ms = warm_up(C, dev, pair, max(1, warmup) + 1, warmup_ms, _perf)  # the last pair sizes the run
