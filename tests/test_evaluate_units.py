@@ -35,15 +35,16 @@ def test_shape_recheck_tries_larger_sizes_first():
 
 
 @pytest.mark.parametrize("v", [2, 3, 5, 48, 64, 81, 300, 4096, 393216, 1 << 20])
-def test_keep_pow2_keeps_every_power_of_two_factor(v):
-    from davinci_kernel.tasks.shapes import keep_pow2
+def test_keep_pow2_keeps_the_tile_multiple(v):
+    from davinci_kernel.tasks.shapes import keep_pow2, tile
 
     pow2 = v & -v
+    assert tile(v) == (pow2 if v // pow2 >= 3 else max(1, pow2 >> 4))  # every factor, or at most four given up
     up, down = keep_pow2(v), keep_pow2(v, up=False)
-    assert up > v and up % pow2 == 0
+    assert up > v and up % tile(v) == 0
     assert down != v and down > 0
-    if v % 4 == 0 or (v // pow2) >= 3:  # a smaller size that keeps them exists
-        assert down < v and down % (pow2 if (v // pow2) >= 3 else pow2 // 4) == 0
+    if v >= 2:
+        assert down < v and down % tile(v) == 0
 
 
 def test_reference_softmax_long_rows_take_the_online_path():
