@@ -364,14 +364,15 @@ def test_a_perturbed_size_whose_weights_outgrow_the_task_is_passed_over(tmp_path
     from davinci_kernel.evaluate import Evaluator
     from davinci_kernel.evaluate.harness.draws import draw
     from davinci_kernel.evaluate.harness.evaluator import _variant
+    from davinci_kernel.tasks.shapes import size_choices
 
     task = _task(tmp_path, "grows", _GROWS)
     overrides, variant, perturb = _variant(task.source, False, True)
-    assert perturb["judged"][0] == {"dim": 12288}
-    drawn = draw(task.hash, 1, variant, [], input_seed=3)
-    assert drawn.perturb[0]["dim"] in (12288, 20480, 28672)  # 4096 x 3, 5 or 7: drawn
+    assert perturb["judged"][0] == {"dim": 4352}  # the nearest larger multiple of 4096's tile (256)
+    # a draw whose larger dim makes the weight more than 1.25 x the task's (and 64 MiB): dim > 4579
+    drawn = next(d for s in range(100) if (d := draw(task.hash, 1, variant, [], input_seed=s)).perturb[0]["dim"] > 4608)
     cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path / "cache"), cpu_small_shapes=False, trials=1)
     with Evaluator(cfg, workers=1) as ev:
         entry = ev.trusted.reference(task, variant, overrides, drawn, "cpu")
     assert "error" not in entry, entry.get("error")
-    assert entry["perturb_used"] == drawn.perturb[-1] and entry["perturb_used"]["dim"] in (3072, 2560, 3584)
+    assert entry["perturb_used"] == drawn.perturb[-1] and entry["perturb_used"]["dim"] in size_choices(4096, False)

@@ -16,7 +16,7 @@ from conftest import FIXTURES, fixture_meta, fixture_task
 
 from davinci_kernel.evaluate.harness import draws, intake
 from davinci_kernel.evaluate.shared import protocol
-from davinci_kernel.tasks.shapes import apply_overrides, cpu_overrides, keep_pow2
+from davinci_kernel.tasks.shapes import apply_overrides, cpu_overrides, int_constants, keep_pow2, size_choices
 
 
 def _variant(task):
@@ -37,15 +37,18 @@ def test_draws_are_fresh_distinct_and_replayable():
 
 
 @pytest.mark.parametrize("v", [300, 308, 4096, 6, 3, 1024 * 3, 7 * 64, 2])
-def test_perturbed_sizes_keep_every_power_of_two_factor_and_vary_by_step(v):
-    twos = (v & -v)
-    ups = {keep_pow2(v, True, s) for s in (1, 2, 3)}
-    assert len(ups) == 3 and all(u % twos == 0 and u != v for u in ups)
-    for s in (1, 2, 3):
-        d = keep_pow2(v, False, s)
-        assert d != v and d > 0
-        if v >= 16:
-            assert d % max(1, twos // 8) == 0  # at most three factors of two given up (powers of two only)
+def test_perturbed_sizes_keep_the_tile_multiple_and_vary_by_step(v):
+    """Every power-of-two factor kept, but for a power of two (at most four given up);
+    every step picks another size, larger or smaller, and the steps wrap around the choices."""
+    twos = v & -v
+    keep = twos if v // twos >= 3 else max(1, twos // 16)
+    for up in (True, False):
+        got = [keep_pow2(v, up, s) for s in (1, 2, 3)]
+        assert all(g % keep == 0 and g != v and g > 0 for g in got)
+        n = len(size_choices(v, up))
+        if n >= 3:
+            assert len(set(got)) == 3 and keep_pow2(v, up, n + 1) == got[0]
+    assert v < keep_pow2(v, True, 1) <= 3 * v
 
 
 def test_the_candidate_job_carries_no_judged_input():
@@ -170,16 +173,66 @@ def test_runtime_attacks_on_inputs_and_channel_are_caught(open_evaluator, name):
         assert res.eval_seconds < 35, res.eval_seconds  # one stage deadline, not one per message
 
 
+def _unpredicted_seed(task, variant: str) -> int:
+    """An ``eval.input_seed`` whose draw judges no size ``perturb_predicted`` knows, whichever
+    variant the reference keeps (the GPU keeps the first that fits the task's memory)."""
+    consts = int_constants(variant)
+    for s in range(1000):
+        d = draws.draw(task.hash, 5, variant, [], input_seed=s)
+        shapes = [(v.get("batch_size", consts["batch_size"]), v.get("dim", consts["dim"])) for v in d.perturb]
+        if all(shape not in PREDICTED for shape in shapes):
+            return s
+    raise AssertionError(f"no seed judges a size outside {PREDICTED}")
+
+
+PREDICTED = {(5, 300), (6, 304), (2048, 8192), (2432, 8192)}  # perturb_predicted.KNOWN
+
+
 def test_the_perturbed_size_is_drawn_so_a_kernel_for_the_predicted_one_fails(tmp_path):
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
 
     task = fixture_task("relu")
     v = _variant(task)
-    seed = next(s for s in range(100) if draws.draw(task.hash, 5, v, [], input_seed=s).perturb[0]["dim"] != 308)
+    seed = _unpredicted_seed(task, v)
     path = FIXTURES / "cheats" / "perturb_predicted.py"
     cfg = EvalConfig(device="cpu", code_policy="off", input_seed=seed, cache_dir=str(tmp_path))
     with Evaluator(cfg, workers=1) as ev:
         res = ev.evaluate(task, path.read_text())
     assert not res.correct and "shape_hardcoding" in res.flags, (res.error_kind, res.flags, res.error_msg)
-    assert res.judged_inputs["perturbed_sizes"]["dim"] != 308 and len(res.judged_inputs["trial_seeds"]) == 5
+    assert len(res.judged_inputs["trial_seeds"]) == 5
+
+
+@pytest.mark.gpu
+def test_the_perturbed_size_is_drawn_so_a_kernel_for_the_predicted_one_fails_on_the_gpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+
+    task = fixture_task("relu")
+    seed = _unpredicted_seed(task, task.source)
+    cfg = EvalConfig(device="cuda", code_policy="off", input_seed=seed, baseline_compile=False, cache_dir=str(tmp_path))
+    with Evaluator(cfg, workers=1) as ev:
+        res = ev.evaluate(task, (FIXTURES / "cheats" / "perturb_predicted.py").read_text())
+    assert not res.correct and "shape_hardcoding" in res.flags, (res.error_kind, res.flags, res.error_msg)
+
+
+def test_every_builtin_task_draws_its_perturbed_size_among_many():
+    """The counts docs/guarantees.md reports (bench/perturbed_sizes.py): every built-in task's
+    first variant (all sizes larger) can draw at least 24 sizes at its CPU sizes and its last
+    (all smaller, what a GPU's memory rule often keeps) at least 36 at its GPU sizes; each
+    keeps the size's tile multiple."""
+    import math
+
+    from davinci_kernel.tasks import load_suite
+    from davinci_kernel.tasks.shapes import perturbed_names, size_choices, tile
+
+    for t in load_suite("builtin"):
+        for src, up, least in ((_variant(t), True, 24), (t.source, False, 36)):
+            consts = int_constants(src)
+            names = perturbed_names(src)
+            assert math.prod(len(size_choices(consts[n], up)) for n in names) >= least, (t.name, up)
+            for n in names:
+                assert all(c % tile(consts[n]) == 0 and c != consts[n] for c in size_choices(consts[n], up))

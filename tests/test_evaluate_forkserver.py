@@ -54,22 +54,51 @@ def _facts(prefork: bool, tmp_path) -> dict:
     return json.loads(msg[msg.rindex("FACTS") + 5:].splitlines()[0])
 
 
-def test_forked_worker_sees_what_an_execd_one_sees(tmp_path, monkeypatch):
+# what a fresh interpreter has and nothing more: SIGPIPE (13) and SIGXFSZ (25) ignored, nothing blocked
+FRESH_IGNORED, NONE_BLOCKED = f"{(1 << 12) | (1 << 24):016x}", "0" * 16
+
+
+def _facts_inheriting(prefork: bool, tmp_path) -> dict:
+    """``_facts`` from an evaluator in a child process started as ``nohup`` and a service
+    manager may start one: SIGHUP ignored, SIGUSR1 blocked (both survive fork and exec)."""
+    import signal
+    import subprocess
+    import sys
+
+    def inherit():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import json, pathlib, sys; sys.path.insert(0, sys.argv[1]); from test_evaluate_forkserver import _facts; "
+            "from sandbox_helpers import _static_off; _static_off(); print('FACTS' + json.dumps(_facts(sys.argv[2] == '1', pathlib.Path(sys.argv[3]))))")
+    out = subprocess.run([sys.executable, "-c", code, here, "1" if prefork else "0", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, preexec_fn=inherit, cwd=here)
+    assert "FACTS" in out.stdout, out.stderr[-2000:]
+    return json.loads(out.stdout[out.stdout.rindex("FACTS") + 5:].splitlines()[0])
+
+
+@pytest.mark.parametrize("inherited", [False, True], ids=["clean", "sighup-ignored-sigusr1-blocked"])
+def test_forked_worker_sees_what_an_execd_one_sees(tmp_path, monkeypatch, inherited):
     """Everything a candidate can observe of its process (pid 1 of its own PID namespace,
     no root, no capabilities, no-new-privileges, only its channel and output as open files,
-    the clean environment, signal dispositions, limits) is the same whether the worker was
-    forked from the zygote or exec'd through unshare; only the leased uid differs."""
+    the clean environment, signal dispositions and blocked signals, limits, umask) is the
+    same whether the worker was forked from the zygote or exec'd through unshare, and
+    whatever signals the process that started the harness ignored or blocked; only the
+    leased uid differs."""
     from davinci_kernel.evaluate.harness import static
 
     monkeypatch.setattr(static, "check", static.check)  # restored after the test
     _static_off()
-    forked, execd = _facts(True, tmp_path), _facts(False, tmp_path)
+    facts = _facts_inheriting if inherited else _facts
+    forked, execd = facts(True, tmp_path / "forked"), facts(False, tmp_path / "execd")
     assert forked["uid_map"][1] == "1" and forked["uid_map"] != ["0", "1"]
     forked.pop("uid_map"), execd.pop("uid_map")
     assert forked == execd
     assert forked["pid"] == 1 and forked["procs"] == 1 and not forked["root"]
     assert forked["caps"] == "0000000000000000" and forked["nnp"] == "1"
     assert forked["fds"] == ["/dev/null", "pipe", "pipe", "socket"]
+    assert forked["ignored"] == FRESH_IGNORED and forked["blocked"] == NONE_BLOCKED, forked
 
 
 def _launcher_state(pid: int):

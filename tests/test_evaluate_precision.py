@@ -218,11 +218,30 @@ def test_verdict_passes_tf32_and_flags_bf16_against_the_oracle(sampled):
     ok = verdict(entry, _cand(entry, round_mantissa(oracle.float(), 10, "zero")), 2.0, 4.0, 4e-3)
     assert [v.measure for v in ok.leaves] == ["oracle"] and not ok.warnings
     assert guards.precision_flag(ok.leaves) == []
-    assert ok.record()["oracle_trials"] == 1 and ok.record()["leaves"][0]["limit"] == ok.leaves[0].limit
+    assert ok.record()["oracle_calls"] == 1 and ok.record()["leaves"][0]["limit"] == ok.leaves[0].limit
     bad = verdict(entry, _cand(entry, round_mantissa(oracle.float(), 7)), 2.0, 4.0, 4e-3)
     hits = guards.precision_flag(bad.leaves)
     assert hits and hits[0][0] == "precision_downgrade" and "float64 oracle" in hits[0][1]
     assert bad.leaves[0].error < 4e-3  # the fixed limit would have let it through
+
+
+@pytest.mark.parametrize("low", ["cand1", "recheck1", "determinism0", "timed0", "check1", "pcand"])
+def test_every_compared_call_is_held_to_the_limit(low):
+    """A candidate at low precision on any one compared call (not only the first trials) fails,
+    and the verdict names that call; the perturbed size is held to its own calibration."""
+    entry, oracle = _entry()
+    orc = entry["oracle"][0]
+    entry.update(refs=entry["refs"] * 2, oracle=entry["oracle"] * 2, vrefs=entry["refs"][:1] * 2,
+                 voracle=[orc] * 2, pref=entry["refs"][0], poracle=orc, pprecision=entry["precision"])
+    good, bad = round_mantissa(oracle.float(), 10, "zero"), round_mantissa(oracle.float(), 7)
+    keys = ["cand0", "cand1", "recheck1", "determinism0", "timed0", "check0", "check1", "pcand"]
+    cand = {k: _cand(entry, bad if k == low else good)["cand0"] for k in keys}
+    v = verdict(entry, cand, 2.0, 4.0, 4e-3)
+    assert v.oracle_calls == len(keys) and {x.measure for x in v.leaves} == {"oracle"}
+    hits = guards.precision_flag(v.leaves)
+    assert hits and f"call {low}" in hits[0][1], hits
+    assert [x.size for x in v.leaves] == ["task", "perturbed"]
+    assert guards.precision_flag(verdict(entry, {k: cand[k] for k in keys if k != low}, 2.0, 4.0, 4e-3).leaves) == []
 
 
 def test_verdict_falls_back_to_the_fixed_limit_with_a_warning():
@@ -306,7 +325,9 @@ def _tf32_operand(x):  # TF32 as a GPU's tl.dot reads float32: the low 13 mantis
 
 def _oracle_judged(res) -> None:
     assert res.correct, (res.error_kind, res.error_msg, res.flags)
-    assert res.precision and [x["measure"] for x in res.precision["leaves"]] == ["oracle"], res.precision
+    leaves = (res.precision or {}).get("leaves") or []
+    assert leaves and {x["measure"] for x in leaves} == {"oracle"}, res.precision  # every compared call, every size
+    assert [x["size"] for x in leaves if "size" in x][:1] == ["task"], res.precision
     assert not any(w.startswith("precision_uncalibrated") for w in res.warnings), res.warnings
 
 

@@ -35,15 +35,16 @@ def test_shape_recheck_tries_larger_sizes_first():
 
 
 @pytest.mark.parametrize("v", [2, 3, 5, 48, 64, 81, 300, 4096, 393216, 1 << 20])
-def test_keep_pow2_keeps_every_power_of_two_factor(v):
-    from davinci_kernel.tasks.shapes import keep_pow2
+def test_keep_pow2_keeps_the_tile_multiple(v):
+    from davinci_kernel.tasks.shapes import keep_pow2, tile
 
     pow2 = v & -v
+    assert tile(v) == (pow2 if v // pow2 >= 3 else max(1, pow2 >> 4))  # every factor, or at most four given up
     up, down = keep_pow2(v), keep_pow2(v, up=False)
-    assert up > v and up % pow2 == 0
+    assert up > v and up % tile(v) == 0
     assert down != v and down > 0
-    if v % 4 == 0 or (v // pow2) >= 3:  # a smaller size that keeps them exists
-        assert down < v and down % (pow2 if (v // pow2) >= 3 else pow2 // 4) == 0
+    if v >= 2:
+        assert down < v and down % tile(v) == 0
 
 
 def test_reference_softmax_long_rows_take_the_online_path():
@@ -181,13 +182,29 @@ def test_every_timed_candidate_call_starts_its_random_stream_from_a_seed():
 
     sets = [[torch.randn(8)], [torch.randn(8)]]
     res = timing.interleaved(_HostClock, "cpu", lambda x: x * 2, cand, sets, iters=10, warmup=0, flush_mb=1,
-                             before_compared=lambda k, s=None: seeded.append(("compared", k, s)),
+                             before_compared=lambda k, j=None: seeded.append(("compared", k, j)),
                              before_other=lambda: seeded.append(("other",)), checks=[(0.3, 77)])
-    timed = cand_calls[-res["iters"]:]
-    assert all(b - a == 1 for a, b in zip(timed, timed[1:])), "a timed call of the candidate was not seeded"
+    assert cand_calls[0] == 1 and all(b - a == 1 for a, b in zip(cand_calls, cand_calls[1:])), \
+        "a call of the candidate (warm-up or timed) was not seeded"
     kinds = [x[0] for x in seeded[-res["iters"]:]]
     assert kinds.count("compared") == len(sets) + 1 and kinds.count("other") == res["iters"] - len(sets) - 1
-    assert ("compared", 0, 77) in seeded
+    assert ("compared", 0, 0) in seeded  # check 0 starts from its own call seed (the worker's), not from 77
+
+
+def test_uncompared_input_variations_cannot_be_predicted_from_the_random_stream():
+    """The values of an uncompared timed round come from a private generator seeded from a
+    fresh secret: a candidate that knows the global stream (it read the seed its call started
+    from) cannot rebuild them and so cannot tell them from a timed check's."""
+    import torch
+
+    from davinci_kernel.evaluate.shared import timing
+
+    x = [torch.randn(64)]
+    torch.manual_seed(5)
+    a = timing.vary(_HostClock, x)[0]
+    torch.manual_seed(5)
+    b = timing.vary(_HostClock, x)[0]
+    assert not torch.equal(a, b) and bool(((a / x[0]) >= 0.9 - 1e-6).all())
 
 
 def test_warm_up_runs_for_the_count_then_until_the_time_has_passed():

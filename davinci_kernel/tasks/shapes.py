@@ -80,26 +80,44 @@ def _perturb_value(v: int, up: bool = True) -> int:
     return max(2, v - v // 4 - 1)
 
 
-def keep_pow2(v: int, up: bool = True, step: int = 1) -> int:
-    """Another size with every power-of-two factor of ``v`` kept (v = 2^k * m, m odd): a
-    kernel specialised to the task's tile multiples still fits it, one with ``v`` itself
-    hard-coded does not. Larger: 2^k * (m + 2 step). Smaller: 2^k * (m - 2 step) where
-    that stays positive, else (m = 1, v a power of two) 3/4, 5/8 or 7/8 of v by ``step``
-    (1, 2, 3), still a multiple of 2^(k-2) or 2^(k-3). ``step`` is drawn by the harness, so
-    the size judged is not a function of the problem file."""
-    k = (v & -v).bit_length() - 1 if v > 0 else 0
-    m = v >> k if v > 0 else 0
-    step = max(1, step)
+POW2_GIVEN_UP = 4  # factors of two a power-of-two size may lose
+UP_MAX = 3  # a larger size is at most this many times the task's (per size)
+DOWN_MIN = 4  # a smaller size is at least the task's / this
+
+
+def tile(v: int) -> int:
+    """The multiple every perturbed size of ``v`` keeps (v = 2^k * m, m odd): 2^k, every
+    power-of-two factor, for m >= 3; for a power of two, 2^(k-4) (at most four factors
+    given up: 8192 keeps multiples of 512, 128 of 8; else it could only double). A kernel
+    specialised to the task's tile multiples still fits; one with ``v`` itself hard-coded
+    does not."""
+    if v <= 0:
+        return 1
+    k = (v & -v).bit_length() - 1
+    return 1 << (k if v >> k >= 3 else max(0, k - POW2_GIVEN_UP))
+
+
+def size_choices(v: int, up: bool = True) -> list[int]:
+    """Every size a perturbed ``v`` may be drawn as, nearest first: the multiples of
+    ``tile(v)`` in (v, ``UP_MAX`` v] (larger) or in [v / ``DOWN_MIN``, v) (smaller). Many,
+    so a kernel written for the task's size and a few predicted others meets one it did
+    not predict (``docs/guarantees.md`` has each built-in task's count)."""
+    t = tile(v)
     if up:
-        return (1 << k) * (m + 2 * step)
-    if m > 2 * step:
-        return (1 << k) * (m - 2 * step)
-    if m >= 3:
-        return (1 << k) * (m - 2)
-    num, shift = ((3, 2), (5, 3), (7, 3))[min(step, 3) - 1]
-    if k >= shift:
-        return num << (k - shift)
-    return 3 << (k - 2) if k >= 2 else v + 1
+        return [v + t * i for i in range(1, (UP_MAX * v - v) // t + 1)]
+    lo = -(-v // DOWN_MIN)
+    return [v - t * i for i in range(1, (v - lo) // t + 1) if v - t * i >= max(1, lo)]
+
+
+def keep_pow2(v: int, up: bool = True, step: int = 1) -> int:
+    """The perturbed size of ``v`` that ``step`` picks among ``size_choices`` (step 1: the
+    nearest; larger steps wrap around the choices, so a step drawn from a wide range picks
+    each about equally often). ``step`` is drawn by the harness, so the size judged is not
+    a function of the problem file. A smaller size where there is none (v = 1): v + 1."""
+    choices = size_choices(v, up) or ([] if up else size_choices(v, True))
+    if not choices:
+        return v + 1
+    return choices[(max(1, step) - 1) % len(choices)]
 
 
 def _names(source: str, base: Optional[dict[str, int]]) -> tuple[dict[str, int], list[str]]:

@@ -50,6 +50,7 @@ class CandidateRunner:
         self.out: dict = {"flags": self.flags, "notes": self.notes}
         self.cand_file: str | None = None  # set by load()
         self.seeds: dict[int, int] = {}  # trial seeds, as the harness gave them
+        self.call_seeds: dict[int, int] = {}  # each trial's call seed (its random stream), likewise
 
     def ask(self, event: dict, cmd: str) -> dict:
         """One question to the harness (a seed, a size), answered by ``cmd``."""
@@ -62,8 +63,15 @@ class CandidateRunner:
     def seed(self, i: int) -> int:
         """Trial ``i``'s seed, asked of the harness the first time it is needed."""
         if i not in self.seeds:
-            self.seeds[i] = int(self.ask({"event": "seed", "i": i}, "seed")["seed"])
+            got = self.ask({"event": "seed", "i": i}, "seed")
+            self.seeds[i], self.call_seeds[i] = int(got["seed"]), int(got.get("call_seed") or 0)
         return self.seeds[i]
+
+    def call_seed(self, i: int) -> int:
+        """Trial ``i``'s call seed: the secret seed its call's random stream starts from, drawn
+        by the harness apart from its inputs' seed (the reference process's call used it too)."""
+        self.seed(i)
+        return self.call_seeds[i]
 
     def flag(self, name: str, why: str) -> None:
         if name not in self.flags:
@@ -172,7 +180,7 @@ class CandidateRunner:
         inputs = self.inputs(i)
         args = rt.clone_args(inputs)
         rt.poison(self.j.out_meta, float("nan"), self.dev)
-        out = self.call(self.cand_model, args, audit=i % 2 == 0, seed=self.seed(i))
+        out = self.call(self.cand_model, args, audit=i % 2 == 0, seed=self.call_seed(i))
         if rt.mutated(args, inputs):
             self.out["cand_mutates"] = True
         if rt.aliases(out, args):
@@ -201,11 +209,11 @@ class CandidateRunner:
                     if _isinstance(x, rt.C.Tensor):
                         rt.C.copy_(x, y)
                 del p1
-                self.emit("recheck1", self.call(self.cand_model, a0, audit=False, seed=self.seed(1)))
+                self.emit("recheck1", self.call(self.cand_model, a0, audit=False, seed=self.call_seed(1)))
             del a0
         args = rt.clone_args(self.inputs(0))  # same inputs, other poison: uninitialized memory differs
         rt.poison(j.out_meta, 12345.0, self.dev)
-        self.emit("determinism0", self.call(self.cand_model, args, audit=True, seed=self.seed(0)))
+        self.emit("determinism0", self.call(self.cand_model, args, audit=True, seed=self.call_seed(0)))
         del args
         self.perturbed()
         self.out["audits"] = self.audits
@@ -226,7 +234,7 @@ class CandidateRunner:
         self.ch.send({"event": "phase", "phase": "perturbation"})
         for key, err in (("pcand", "perturb_error"), ("ocand", "odd_error")):
             got = self.ask({"event": "sizes", "key": key}, "sizes")
-            overrides, seed = got.get("overrides"), got.get("seed")
+            overrides, seed, call_seed = got.get("overrides"), got.get("seed"), got.get("call_seed")
             if not overrides or not isinstance(seed, int):
                 continue
             from ...tasks.shapes import apply_overrides
@@ -237,7 +245,8 @@ class CandidateRunner:
                 init = rt.init_args(pmod, j.init_seed, self.dev)
                 inputs = rt.gen_inputs(pmod, seed, self.dev)
                 model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
-                out = self.call(model, rt.clone_args(inputs), audit=key == "pcand", seed=seed)
+                out = self.call(model, rt.clone_args(inputs), audit=key == "pcand",
+                                seed=call_seed if isinstance(call_seed, int) else 0)
             except BaseException as e:  # noqa: BLE001
                 if rt.is_cuda_error(e):
                     raise
@@ -264,6 +273,7 @@ class CandidateRunner:
         if go.get("cmd") != "go":
             raise SystemExit(0)
         checks = [(float(u), int(s)) for u, s in go.get("checks") or []]
+        check_seeds = [int(c) for c in go.get("call_seeds") or []]
         marks.append(rt.C.perf())
         # kernel evidence: every warm-up and timed call of both sides runs under kineto, each
         # side's calls inside its own record_function range (profile.py attributes kernels)
@@ -272,7 +282,9 @@ class CandidateRunner:
             res = timing.interleaved(rt.C, self.dev, ref_fn, cand_fn, sets, warmup=j.timing.warmup_iters,
                                      **j.timing.kw(), placements=plan.placements, reclone=rt.clone_args,
                                      poison=rt.poison_outputs, lead_from_ref=j.timing.timing_lead_from == "reference",
-                                     before_compared=lambda k, s=None: rt.seed_call(self.seed(k) if s is None else s),
+                                     before_compared=lambda k, j=None: rt.seed_call(
+                                         self.call_seed(k) if j is None else
+                                         (check_seeds[j] if j < len(check_seeds) else secrets.randbits(62))),
                                      before_other=lambda: rt.seed_call(secrets.randbits(62)),
                                      on_timed=lambda: self.ch.send({"event": "timed_start"}), checks=checks,
                                      ci_target=j.timing.timing_ci_target, ci_budget_s=j.timing.timing_ci_budget_s)

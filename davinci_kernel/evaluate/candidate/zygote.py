@@ -12,7 +12,8 @@ for an exec'd worker): the launcher starts a session, joins the worker's cgroup,
 stdout and stderr at the output pipe, makes fresh mount, IPC, UTS, cgroup, network and PID
 namespaces, and forks the **worker**, PID 1 of the new PID namespace, killed with its
 launcher. The worker mounts a fresh ``/proc``, keeps only its channel, the output pipe and
-its uid lock, resets signal handling, takes its environment and folder, and then runs
+its uid lock, resets every signal's disposition and its blocked mask, takes its environment
+and folder (all of it ``shared/worker_world.begin``, which an exec'd worker runs too), and then runs
 ``worker.main``, which enters the sandbox (``sandbox_enter.enter``: root, uid, user
 namespace, limits) before any candidate code, exactly as an exec'd worker does. The
 launcher waits for the worker and writes its wait status to the status pipe; the zygote
@@ -108,20 +109,9 @@ def _worker(req: dict, fds: dict) -> None:
         lc = Libc()
         lc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with its launcher
         lc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        keep = {0, 1, 2, fds["channel"]} | ({fds["lock"]} if "lock" in fds else set())
-        for fd in _open_fds():
-            if fd not in keep:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as a fresh interpreter has it
-        os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
+        from ..shared import worker_world  # signals, descriptors, environment, folder: as an exec'd worker's
+
+        worker_world.begin({fds["channel"]} | ({fds["lock"]} if "lock" in fds else set()), req["env"], req["cwd"])
         conf = req["conf"]
         if conf.get("spec") is not None:
             conf["spec"]["lock_fd"] = fds.get("lock")
@@ -140,13 +130,6 @@ def _worker(req: dict, fds: dict) -> None:
         sys.stderr.flush()
     finally:
         os._exit(code)
-
-
-def _open_fds() -> list[int]:
-    try:
-        return sorted(int(x) for x in os.listdir("/proc/self/fd"))
-    except OSError:
-        return list(range(3, 1024))
 
 
 def _reap(pids: set[int]) -> None:

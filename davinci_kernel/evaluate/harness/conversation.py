@@ -123,7 +123,8 @@ class Conversation:
             tout = None
             with gate.exclusive():  # timing: this GPU runs nothing else of ours meanwhile
                 self.clock.mark("gate")
-                w.send({"cmd": "go", "checks": [list(c) for c in self.drawn.timed_checks]})
+                w.send({"cmd": "go", "checks": [list(c) for c in self.drawn.timed_checks],
+                        "call_seeds": list(self.drawn.check_call_seeds)})
                 while True:
                     msg = w.recv(self.deadline.left())
                     ev = msg.get("event")
@@ -171,13 +172,14 @@ class Conversation:
             i = msg.get("i")
             if type(i) is not int or not 0 <= i < len(d.trial_seeds):
                 raise ProtocolError("a seed asked for a trial that does not exist")
-            self.w.send({"cmd": "seed", "seed": d.trial_seeds[i]})
+            self.w.send({"cmd": "seed", "seed": d.trial_seeds[i], "call_seed": d.call_seed(i)})
             return
         key = msg.get("key")
         used = {"pcand": self.ref.get("perturb_used"), "ocand": self.ref.get("odd_used")}
         if key not in used:
             raise ProtocolError("sizes asked for an unknown call")
-        self.w.send({"cmd": "sizes", "overrides": used[key], "seed": d.perturb_seed})
+        self.w.send({"cmd": "sizes", "overrides": used[key], "seed": d.perturb_seed,
+                     "call_seed": d.perturb_call_seed})
 
     def _expected(self, key) -> bool:
         """An output this evaluation has, not yet handed over: a trial, timed round or timed

@@ -150,7 +150,9 @@ def precision_flag(leaves: list, low_mantissa_share: float = 0.0,
                  "(values passed through a 16-bit type)")]
     for v in leaves:
         if not v.error <= v.limit:
-            where = f"output {v.output}: " if v.output else ""
+            call = getattr(v, "call", "")
+            where = " of ".join(filter(None, [f"output {v.output}" if v.output else "", f"call {call}" if call else ""]))
+            where = f"{where}: " if where else ""
             if v.measure == "oracle":
                 return [("precision_downgrade", f"{where}error {v.error:.2e} against a float64 oracle > {v.limit:.2e} "
                          f"allowed for this problem (float32/TF32 arithmetic reaches {v.honest:.2e}, bf16 operands "

@@ -7,7 +7,8 @@ buffers; a trial that returned an earlier trial's output), uninitialized memory 
 runs under different poison), hard-coded sizes (the perturbed run), the custom-kernel
 evidence (launch counts and torch work of *every* audited correctness call: a candidate
 must show its kernels on all of them), input mutation and aliasing, precision (float32
-outputs against the float64 oracle and the limits calibrated for the problem, precision.py), and for
+outputs of every compared call against its float64 oracle and the limits calibrated for the
+problem, precision.py: trials, refill, second run, perturbed size, timed rounds and checks), and for
 timing: outputs computed while timed, the reference's time beside the candidate against
 its time in the reference process, the candidate's claimed event times against the wall
 time the harness measured around the timed calls, the profiler's view, the interval on the
@@ -116,8 +117,23 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
             if not o.ok:
                 res.warnings.append(f"odd_sizes: wrong {where}: {o.message[:200]}")
     evidence(res, out, ref, backend, static_kernels, cfg, on_gpu)
+    judge_precision(res, ref, {k: v for k, v in cand.items() if not _timed_key(k)}, cfg, low_bits, ref_bits)
+
+
+def _timed_key(key: str) -> bool:
+    return key.startswith(("timed", "check"))
+
+
+def judge_precision(res: EvalResult, ref: dict, cand: dict, cfg, low_bits: float = 0.0, ref_bits: float = 0.0) -> None:
+    """Every compared call's float32 outputs in ``cand`` held to the problem's precision limit
+    (``precision.verdict``): the correctness phase's, then the timed phase's, added to the
+    record the result already has."""
     prec = precision.verdict(ref, cand, cfg.precision_margin, cfg.precision_ratio, cfg.precision_rel_l2)
-    res.precision = prec.record()
+    rec = prec.record()
+    if rec is not None:
+        old = res.precision or {}
+        res.precision = {"oracle_calls": old.get("oracle_calls", 0) + rec["oracle_calls"],
+                         "leaves": (old.get("leaves") or []) + rec["leaves"]}
     res.warnings += [w for w in prec.warnings if w not in res.warnings]
     flag(res, guards.precision_flag(prec.leaves, low_bits, ref_bits))
 
@@ -205,6 +221,7 @@ def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, stat
     if not isinstance(t, dict):
         return
     flag(res, timed_outputs(t, cand, ref, cfg))
+    judge_precision(res, ref, {k: v for k, v in cand.items() if _timed_key(k)}, cfg)
     try:
         res.runtime_ms = float(t["cand"]["median"])
         res.ref_runtime_ms = float(t["ref"]["median"])

@@ -5,8 +5,8 @@ the reference process's output files in a folder of their own under the harness'
 private folder (mode 0700: no worker uid can open it), mapped copy-on-write rather than
 read (5 trials of a 512 MB output would otherwise be read into fresh harness memory), the
 reference's shape/dtype list, work, mutation and aliasing facts and its perturbed-size
-outputs, and the float64 oracle of the first trials with the precision calibration
-(``precision.py``). The oldest entry leaves when the cache is full (its files are removed; tensors
+outputs, and the float64 oracle of every compared call with the precision calibration of the
+task's size and of the perturbed size (``precision.py``). The oldest entry leaves when the cache is full (its files are removed; tensors
 already handed out stay valid while mapped). Does not cover: computing references
 (``reference.py``) or comparing (``judge.py``).
 """
@@ -58,7 +58,7 @@ class ReferenceCache:
             "ref_nondeterministic": bool(result.get("ref_nondeterministic")),
             "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),
             "param_bytes": result.get("param_bytes"), "ref_flops": result.get("ref_flops") or {},
-            "vrefs": [read_reference(home, leaves[k]) for k in sorted(leaves) if k.startswith("vref")],
+            "vrefs": [read_reference(home, leaves[f"vref{j}"]) for j in range(sum(k.startswith("vref") for k in leaves))],
             **_precision(home, result),
         }
 
@@ -71,13 +71,29 @@ class ReferenceCache:
 
 
 def _precision(home: str, result: dict) -> dict:
-    """The float64 oracle's leaves of the first trials and the precision calibration
-    (``precision.py``); an oracle without its calibration is not kept."""
+    """The float64 oracle's leaves of every compared call (trials, timed checks, the
+    perturbed size) and the precision calibrations (``precision.py``); an oracle without
+    its calibration, or a calibration missing one of its oracle's files, is not kept (the
+    fixed limit then applies)."""
     from ..shared.precision import calibration_record
 
-    calib = calibration_record(result.get("precision"))
     leaves = result.get("leaves", {})
-    k = int(calib.get("trials", 0)) if calib and "errors" in calib else 0
-    if not all(f"oracle{i}" in leaves for i in range(k)):
-        calib, k = {"error": "the oracle's outputs are missing"}, 0
-    return {"precision": calib, "oracle": [read_reference(home, leaves[f"oracle{i}"]) for i in range(k)]}
+    out: dict = {}
+    for name, src in (("precision", "precision"), ("pprecision", "pprecision")):
+        calib = calibration_record(result.get(src))
+        keys = calib.get("oracles", []) if calib and "errors" in calib else []
+        if calib and "errors" in calib and not all(k in leaves for k in keys):
+            calib, keys = {"error": "the oracle's outputs are missing"}, []
+        out[name] = calib
+        got = {k: read_reference(home, leaves[k]) for k in keys}
+        if name == "precision":
+            out["oracle"] = [got[k] for k in sorted((k for k in got if k.startswith("oracle")), key=_num)]
+            out["voracle"] = [got[k] for k in sorted((k for k in got if k.startswith("voracle")), key=_num)]
+        else:
+            out["poracle"] = got.get("poracle")
+    return out
+
+
+def _num(key: str) -> int:
+    digits = "".join(c for c in key if c.isdigit())
+    return int(digits) if digits else 0

@@ -107,7 +107,9 @@ class TrustedSide:
             job = ReferenceJob(task_source=variant, seeds=list(drawn.trial_seeds), init_seed=cfg.seed, out_dir=home,
                                device=device, perturb=list(drawn.perturb), odd=list(drawn.odd),
                                perturb_seed=drawn.perturb_seed, sample_seed=sample_seed,
-                               timed_checks=[s for _, s in drawn.timed_checks], timing=self.timing_settings)
+                               timed_checks=[s for _, s in drawn.timed_checks], call_seeds=list(drawn.call_seeds),
+                               perturb_call_seed=drawn.perturb_call_seed,
+                               check_call_seeds=list(drawn.check_call_seeds), timing=self.timing_settings)
             result = self.ask(device, "reference", job)
             if "error" in result:
                 shutil.rmtree(home, ignore_errors=True)

@@ -54,12 +54,12 @@ def compute_reference(job: ReferenceJob) -> dict:
     for i, seed in enumerate(job.seeds):
         inputs = rt.gen_inputs(mod, seed, dev)
         args = rt.clone_args(inputs)
-        rt.seed_call(seed)
+        rt.seed_call(call_seed(job, i))
         if i == 0:
             y, audit = audited_call(C.torch, model, args)
             out["ref_work"] = audit["work"]
             out["ref_flops"] = audit.get("flops_by_dtype") or {}  # by dtype: the speed-of-light floor's compute
-            rt.seed_call(seed)
+            rt.seed_call(call_seed(job, i))
             with C.no_grad():  # the same call again: a reference that is not deterministic says so
                 again = model(*rt.clone_args(inputs))
             out["ref_nondeterministic"] = not _same(y, again)
@@ -77,26 +77,57 @@ def compute_reference(job: ReferenceJob) -> dict:
         del y, args, inputs
     timed_checks(job, mod, model, writer, dev, out)
     del model  # one model at a time: the perturbed sizes build their own
-    calibrate_precision(mod, job, dev, writer, out)
+    calls = [(f"oracle{i}", lambda s=s: rt.gen_inputs(mod, s, dev), call_seed(job, i)) for i, s in enumerate(job.seeds)]
+    calls += [(f"voracle{j}", lambda v=v: _varied(mod, job, dev, v), check_call_seed(job, j))
+              for j, v in enumerate(_checks(job, dev))]
+    out["precision"] = calibrate_precision(mod, job, dev, writer, out, calls)
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, sizes, writer, dev, out)
         if got is not None:
             out["perturb_used" if key == "pref" else "odd_used"] = got
+    if out.get("perturb_used"):  # the perturbed size's own oracle and limits: errors grow with the sizes
+        from ...tasks.shapes import apply_overrides
+
+        pmod = rt.exec_source(apply_overrides(job.task_source, out["perturb_used"]), "dvk_reference_poracle")
+        pcalls = [("poracle", lambda: rt.gen_inputs(pmod, job.perturb_seed, dev), job.perturb_call_seed)]
+        out["pprecision"] = calibrate_precision(pmod, job, dev, writer, out, pcalls)
     return out
+
+
+def call_seed(job: ReferenceJob, i: int) -> int:
+    """Trial ``i``'s call seed (the harness's secret one, drawn apart from its inputs' seed)."""
+    return job.call_seeds[i] if i < len(job.call_seeds) else 0
+
+
+def check_call_seed(job: ReferenceJob, j: int) -> int:
+    """Timed check ``j``'s call seed."""
+    return job.check_call_seeds[j] if j < len(job.check_call_seeds) else 0
+
+
+def _checks(job: ReferenceJob, dev) -> list[int]:
+    """The timed checks' variation seeds where they are computed (a GPU: the CPU is not timed)."""
+    return list(job.timed_checks) if dev.type == "cuda" and job.seeds else []
+
+
+def _varied(mod, job: ReferenceJob, dev, seed: int) -> list:
+    """A timed check's inputs: the first trial's varied from the check's seed (``timing.vary_seeded``)."""
+    from ..shared.timing import vary_seeded
+
+    return vary_seeded(rt.C, rt.gen_inputs(mod, job.seeds[0], dev), seed)
 
 
 def timed_checks(job: ReferenceJob, mod, model, writer, dev, out: dict) -> None:
     """The outputs of the harness's timed checks (GPU only: the CPU is not timed): the first
     trial's inputs varied from each check's seed (``timing.vary_seeded``), as the worker
     varies them in the timed round the check picks."""
-    if dev.type != "cuda" or not job.timed_checks or not job.seeds:
+    if not _checks(job, dev):
         return
     from ..shared.timing import vary_seeded
 
     inputs = rt.gen_inputs(mod, job.seeds[0], dev)
-    for j, seed in enumerate(job.timed_checks):
+    for j, seed in enumerate(_checks(job, dev)):
         args = vary_seeded(rt.C, inputs, seed)
-        rt.seed_call(seed)
+        rt.seed_call(check_call_seed(job, j))
         with rt.C.no_grad():
             y = model(*args)
         sync(dev)
@@ -104,51 +135,56 @@ def timed_checks(job: ReferenceJob, mod, model, writer, dev, out: dict) -> None:
         del y, args
 
 
-def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict) -> None:
-    """The float64 oracle of the first ``precision.ORACLE_TRIALS`` trials, written beside the
-    reference's outputs as ``oracle{i}`` (a large output at the same secret indices), and per
-    output leaf the errors against it of each ``precision.VARIANTS`` run of the problem's
-    Model, from which the harness sets each float32 leaf's precision limit (precision.py).
-    A problem the oracle cannot run (an op without float64, a model that draws random numbers
-    or holds float32 tensors it does not register) is recorded as not calibrated: the fixed
-    limit then applies."""
+def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict, calls: list) -> dict:
+    """The float64 oracle of every compared call in ``calls`` ((file key, a function making
+    its inputs, its call seed) each: the trials as ``oracle{i}``, the timed checks as
+    ``voracle{j}``, the perturbed size as ``poracle``), written beside the reference's
+    outputs (a large output at the same secret indices), and per output leaf the errors
+    against it of each ``precision.VARIANTS`` run of the problem's Model on the first
+    ``precision.CALIBRATION_CALLS`` calls, from which the harness sets each float32 leaf's
+    precision limit (precision.py); every compared output is then held to it. Returns the
+    calibration record. A problem the oracle cannot run (an op without float64, a model
+    that draws random numbers or holds float32 tensors it does not register) is recorded
+    as not calibrated: the fixed limit then applies."""
     from ..shared import precision as pr
     from ..shared.transfer import flatten
 
     C = rt.C
     on_gpu = dev.type == "cuda"
-    seeds = job.seeds[:pr.ORACLE_TRIALS]
-    if out.get("ref_nondeterministic") or not seeds:
-        out["precision"] = {"error": "the reference is not deterministic" if seeds else "no trials"}
-        return
+    if out.get("ref_nondeterministic") or not calls:
+        return {"error": "the reference is not deterministic" if calls else "no trials"}
 
-    def run(variant) -> list:  # per trial, the output leaves as precision.judged keeps them
+    def run(variant, todo) -> list:  # per call, the output leaves as precision.judged keeps them
         model = rt.build(mod, "Model", rt.init_args(mod, job.init_seed, dev), job.init_seed, dev)
         model = model.double() if variant.double else model
         pr.round_module_(model, variant.bits, variant.mode)
         got = []
-        for s in seeds:
-            args = rt.gen_inputs(mod, s, dev)
+        for key, make, seed in todo:
+            args = make()
             args = pr.double_tree(args) if variant.double else pr.round_tree(args, variant.bits, variant.mode)
-            rt.seed_call(s)
+            rt.seed_call(seed)
             with C.no_grad(), pr.arithmetic(variant, on_gpu):
                 y = flatten(model(*args))
             sync(dev)
             if variant.double:  # the oracle's files: a large output at the entry's secret indices
-                out["leaves"][f"oracle{len(got)}"] = writer.write(y, job.sample_seed)
+                out["leaves"][key] = writer.write(y, job.sample_seed)
             got.append([pr.judged(x, job.sample_seed) for x in y])
             del y, args
         return got
 
     try:
-        oracle = run(pr.ORACLE)
-        errors = {v.name: pr.leaf_errors(run(v), oracle) for v in pr.VARIANTS if on_gpu or not v.device_tf32}
+        oracle = run(pr.ORACLE, calls)
+        calib = calls[:pr.CALIBRATION_CALLS]
+        errors = {v.name: pr.leaf_errors(run(v, calib), oracle[:len(calib)])
+                  for v in pr.VARIANTS if on_gpu or not v.device_tf32}
         n = [0 if x is None else x.values.numel() for x in oracle[0]]
-        out["precision"] = {"trials": len(seeds), "n": n, "errors": errors}
+        return {"trials": len(calib), "n": n, "errors": errors, "oracles": [k for k, _, _ in calls]}
     except Exception as e:  # noqa: BLE001 - the oracle is optional: the fixed limit applies
-        out["precision"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        for key, _, _ in calls:
+            out["leaves"].pop(key, None)
         if on_gpu:
             C.empty_cache()
+        return {"error": f"{type(e).__name__}: {str(e)[:200]}"}
 
 
 def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memplan.Sizes], writer, dev, out: dict):
@@ -170,7 +206,7 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
             pinit = rt.init_args(pmod, job.init_seed, dev)
             pmodel = rt.build(pmod, "Model", pinit, job.init_seed, dev)
             pin = rt.gen_inputs(pmod, job.perturb_seed, dev)
-            rt.seed_call(job.perturb_seed)
+            rt.seed_call(job.perturb_call_seed)
             if key == "pref":  # the reference's work at the perturbed size: the candidate's is weighed there too
                 from ..shared.audit import audited_call
 

@@ -20,9 +20,15 @@ calibrates its own limit per float32 output leaf instead:
   when the bf16 error is at least ``ratio`` times it, the limit is the geometric mean of
   ``margin`` x honest and the bf16 error; otherwise the problem cannot tell them apart and
   the fixed limit applies, with a warning.
-- the verdict (``verdict``, harness side): each float32 leaf of the candidate's first
-  trials against the oracle's (sampled at the reference entry's secret indices when large),
-  by the same error measure, against its limit.
+- the verdict (``verdict``, harness side): each float32 leaf of *every* compared call of the
+  candidate against the oracle's for that call (sampled at the reference entry's secret
+  indices when large), by the same error measure, against its limit: every correctness
+  trial, the refill (``recheck1``) and the second run (``determinism0``), the last timed
+  round (``timed{i}``) and the timed checks (``check{j}``), all at the task's size and its
+  limit, and the perturbed size (``pcand``) against its own oracle and its own limit,
+  calibrated at that size (errors grow with a contraction's length). A candidate that
+  counts calls and answers at low precision on some of them is held to the limit on each:
+  no compared call is judged by a looser rule than another.
 
 The error measure (``scaled_error``) is a relative L2 error after the best uniform scale
 within ``1 +- SCALE_ALLOWANCE``: truncated TF32 operands shrink every product by ~7e-4 on
@@ -43,7 +49,7 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 
-ORACLE_TRIALS = 2  # correctness trials that get a float64 oracle (the first ones)
+CALIBRATION_CALLS = 2  # compared calls the variants are calibrated on (the first trials; the oracle runs every one)
 TF32_BITS, BF16_BITS = 10, 7  # explicit mantissa bits (float32 has 23)
 SCALE_ALLOWANCE = 2e-3  # a uniform relative scale the error measure forgives (truncated TF32: ~7e-4)
 MIN_ELEMENTS = 64  # fewer compared values than this: the errors are too noisy to calibrate on
@@ -273,13 +279,14 @@ def calibration_record(result: Optional[dict]) -> Optional[dict]:
     if "error" in result:
         return {"error": str(result["error"])[:300]}
     return {"trials": int(result.get("trials", 0)), "n": list(result.get("n", [])),
-            "errors": {k: list(v) for k, v in (result.get("errors") or {}).items()}}
+            "errors": {k: list(v) for k, v in (result.get("errors") or {}).items()},
+            "oracles": [str(k) for k in result.get("oracles") or []]}
 
 
 # --------------------------------------------------------------------------- the verdict (harness)
 @dataclass
 class LeafVerdict:
-    """One float32 output leaf judged: its worst error and the limit it is held to."""
+    """One float32 output leaf judged: its worst error over the compared calls and the limit it is held to."""
     output: int  # the leaf's index in the flattened outputs
     error: float
     limit: float
@@ -288,19 +295,21 @@ class LeafVerdict:
     honest: Optional[float] = None  # the calibrated float32/TF32 error ("oracle" only)
     bf16: Optional[float] = None  # the calibrated bf16-operand error ("oracle" only)
     note: str = ""  # why the fixed limit applies
+    call: str = ""  # the compared call with the worst error (its output key: cand0, check1, pcand, ...)
+    size: str = "task"  # "task" | "perturbed": which size's limit
 
 
 @dataclass
 class PrecisionVerdict:
     leaves: list[LeafVerdict]
     warnings: list[str]
-    oracle_trials: int = 0
+    oracle_calls: int = 0  # compared calls judged against the float64 oracle
 
     def record(self) -> Optional[dict]:
         """What ``EvalResult.precision`` keeps; None when no output is float32."""
         if not self.leaves:
             return None
-        return {"oracle_trials": self.oracle_trials,
+        return {"oracle_calls": self.oracle_calls,
                 "leaves": [{k: v for k, v in vars(x).items() if v not in (None, "")} for x in self.leaves]}
 
 
@@ -321,44 +330,86 @@ def _is_float32(leaf: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in (torch.float32, torch.complex64)
 
 
-def _worst(pairs: list[tuple[Any, Any]], measure) -> float:
-    """The worst ``measure(candidate, reference)`` over (reference leaf, candidate leaf) pairs;
-    inf for a pair whose values are not of the same thing."""
-    worst = 0.0
-    for r, x in pairs:
+def _worst(pairs: list[tuple[str, Any, Any]], measure) -> tuple[float, str]:
+    """(the worst ``measure(candidate, reference)``, its call) over (call, reference leaf,
+    candidate leaf) triples; inf for a pair whose values are not of the same thing."""
+    worst, where = 0.0, ""
+    for call, r, x in pairs:
         (kr, vr), (kx, vx) = _flat(r), _flat(x)
         if kr is None or kr != kx or vr.numel() != vx.numel():
-            return math.inf
-        worst = max(worst, measure(vx, vr))
-    return worst
+            return math.inf, call
+        e = measure(vx, vr)
+        if not e <= worst:
+            worst, where = e, call
+    return worst, where
+
+
+def _index(key: str, prefix: str) -> Optional[int]:
+    rest = key[len(prefix):]
+    return int(rest) if key.startswith(prefix) and rest.isdigit() else None
+
+
+def compared_call(entry: dict, key: str) -> Optional[tuple[str, Any, Any]]:
+    """(size, its oracle's leaves or None, its float32 reference's leaves) of the compared
+    call whose output is ``key``, or None for a key that is no compared call. Trials, the
+    last timed round and the timed checks share the task's limit; the refill and the
+    second run are trial 1's and trial 0's inputs; ``pcand`` is the perturbed size's."""
+    refs, oracle = entry.get("refs") or [], entry.get("oracle") or []
+    vrefs, voracle = entry.get("vrefs") or [], entry.get("voracle") or []
+
+    def at(xs, i):
+        return xs[i] if i is not None and 0 <= i < len(xs) else None
+
+    if key == "pcand":
+        return ("perturbed", entry.get("poracle"), entry.get("pref")) if entry.get("pref") is not None else None
+    i = {"recheck1": 1, "determinism0": 0}.get(key)
+    i = i if i is not None else (_index(key, "cand") if key.startswith("cand") else _index(key, "timed"))
+    if i is not None and at(refs, i) is not None:
+        return "task", at(oracle, i), refs[i]
+    j = _index(key, "check")
+    if j is not None and at(vrefs, j) is not None:
+        return "task", at(voracle, j), vrefs[j]
+    return None
 
 
 def verdict(entry: dict, cand: dict, margin: float, ratio: float, fixed: float) -> PrecisionVerdict:
-    """Every float32 output leaf of a candidate that passed its trials: against the float64
-    oracle and its calibrated limit where the reference entry has one, else against the
-    float32 reference and the ``fixed`` limit (with a warning). ``entry``: the reference
-    cache entry (``refs``, ``oracle``, ``precision``); ``cand``: key -> leaves read by the
-    harness (``cand0``, ``cand1``, ...)."""
-    refs, oracle, calib = entry.get("refs") or [], entry.get("oracle") or [], entry.get("precision") or {}
-    trials = [cand.get(f"cand{i}") or [] for i in range(len(refs))]
-    usable = bool(oracle) and "errors" in calib
-    leaves, why_not = [], []
-    for j, r0 in enumerate(refs[0] if refs else []):
-        if not _is_float32(r0):
+    """Every float32 output leaf of every compared call in ``cand`` (key -> leaves read by the
+    harness: ``cand{i}``, ``recheck1``, ``determinism0``, ``pcand``, ``timed{i}``,
+    ``check{j}``): against the float64 oracle of that call and its size's calibrated limit
+    where the reference entry has them, else against the float32 reference and the
+    ``fixed`` limit (with a warning). ``entry``: the reference cache entry (``refs``,
+    ``oracle``, ``voracle``, ``precision``; ``pref``, ``poracle``, ``pprecision``). A leaf's
+    verdict is its worst call's: one call at low precision fails it."""
+    calls: dict[str, list] = {"task": [], "perturbed": []}
+    for key in sorted(cand):
+        got = compared_call(entry, key)
+        if got is not None:
+            calls[got[0]].append((key, got[1], got[2], cand[key] or []))
+    leaves, why_not, on_oracle = [], [], 0
+    for size, calib in (("task", entry.get("precision") or {}), ("perturbed", entry.get("pprecision") or {})):
+        todo = calls[size]
+        if not todo:
             continue
-        errs = {k: (v[j] if j < len(v) else None) for k, v in (calib.get("errors") or {}).items()}
-        n = calib.get("n", [])
-        limit, why = (leaf_limit(errs, int(n[j] or 0) if j < len(n) else 0, margin, ratio) if usable else
-                      (None, "no float64 oracle" + (f" ({calib['error']})" if calib.get("error") else "")))
-        if limit is not None:
-            pairs = [(o[j], t[j]) for o, t in zip(oracle, trials) if j < len(o) and j < len(t)]
-            leaves.append(LeafVerdict(j, _worst(pairs, scaled_error), limit, "oracle",
-                                      honest=max(errs[k] for k in HONEST if errs.get(k) is not None),
-                                      bf16=errs[LOW]))
-        else:
-            pairs = [(r[j], t[j]) for r, t in zip(refs, trials) if j < len(r) and j < len(t)]
-            leaves.append(LeafVerdict(j, _worst(pairs, rel_l2), fixed, "reference", note=why))
-            why_not.append(f"output {j}: {why}")
+        template = todo[0][2]
+        usable = "errors" in calib and all(o is not None for _, o, _, _ in todo)
+        on_oracle += len(todo) if usable else 0
+        for j, r0 in enumerate(template):
+            if not _is_float32(r0):
+                continue
+            errs = {k: (v[j] if j < len(v) else None) for k, v in (calib.get("errors") or {}).items()}
+            n = calib.get("n", [])
+            limit, why = (leaf_limit(errs, int(n[j] or 0) if j < len(n) else 0, margin, ratio) if usable else
+                          (None, "no float64 oracle" + (f" ({calib['error']})" if calib.get("error") else "")))
+            if limit is not None:
+                err, where = _worst([(k, o[j], t[j]) for k, o, _, t in todo if j < len(o) and j < len(t)],
+                                    scaled_error)
+                leaves.append(LeafVerdict(j, err, limit, "oracle", honest=max(errs[k] for k in HONEST
+                                                                                if errs.get(k) is not None),
+                                          bf16=errs[LOW], call=where, size=size))
+            else:
+                err, where = _worst([(k, r[j], t[j]) for k, _, r, t in todo if j < len(r) and j < len(t)], rel_l2)
+                leaves.append(LeafVerdict(j, err, fixed, "reference", note=why, call=where, size=size))
+                why_not.append(f"{size} size, output {j}: {why}")
     warnings = [f"precision_uncalibrated: bf16 could not be told from float32/TF32 ({'; '.join(why_not)[:300]}); "
                 f"the fixed limit {fixed:g} applies"] if why_not else []
-    return PrecisionVerdict(leaves, warnings, len(oracle) if usable else 0)
+    return PrecisionVerdict(leaves, warnings, on_oracle)

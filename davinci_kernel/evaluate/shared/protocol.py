@@ -221,6 +221,9 @@ class ReferenceJob(_Job):
     perturb_seed: int = 0
     sample_seed: Optional[int] = None  # large outputs kept as their values at this seed's indices (secret)
     timed_checks: list[int] = field(default_factory=list)  # variation seeds of the timed checks (GPU: outputs)
+    call_seeds: list[int] = field(default_factory=list)  # per trial, its call's secret random seed (draws.py)
+    perturb_call_seed: int = 0  # the perturbed and odd sizes' calls' seed
+    check_call_seeds: list[int] = field(default_factory=list)  # per timed check, its call's seed
     timing: TimingSettings = field(default_factory=TimingSettings)
 
 

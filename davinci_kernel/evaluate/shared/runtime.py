@@ -60,6 +60,11 @@ def start(argv: list[str]):
     from .protocol import Channel
 
     fd, conf = int(argv[0]), json.loads(argv[1])
+    from . import worker_world
+
+    lock = (conf.get("spec") or {}).get("lock_fd")
+    # both start paths: every signal default and unblocked, only the channel (and the uid lock) open
+    worker_world.begin([fd] + ([lock] if isinstance(lock, int) else []))
     device = conf["device"]
     os.environ.update(conf.get("env") or {})
     notes: list[str] = []
@@ -180,11 +185,13 @@ def gen_inputs(mod, seed: int, dev):
 
 
 def seed_call(seed: int) -> None:
-    """Start the random stream of one compared forward call from the harness's seed for it
-    (the seed of the call's input set), on both sides and whatever ran before (building a
-    model, making inputs, another trial): a reference that draws random numbers in forward
-    (dropout in training mode) then gives the same outputs for the same call every time."""
-    C.manual_seed((seed * 0x9E3779B1 + 0x5EED) % (1 << 63))
+    """Start the random stream of one forward call from ``seed``: the harness's secret call
+    seed for a compared call (``draws.Draw.call_seeds``: the same on both sides, so a
+    reference that draws random numbers in forward, dropout in training mode, gives the
+    same outputs for the same call every time), a fresh secret one for any other. The
+    seed is used as it is: it was drawn on its own, so ``torch.initial_seed()`` tells a
+    candidate nothing about its inputs."""
+    C.manual_seed(seed)
 
 
 def init_args(mod, init_seed: int, dev):

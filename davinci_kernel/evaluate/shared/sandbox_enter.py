@@ -325,8 +325,9 @@ def enter(spec: Spec) -> list[str]:
         lc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
     except OSError as e:
         notes.append(f"privileges: {e}")
-    os.chdir(home)
-    os.umask(0o077)
+    from .worker_world import settle
+
+    settle(home)
     return notes
 
 

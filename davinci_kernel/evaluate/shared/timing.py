@@ -45,6 +45,7 @@ from lengthening the lead.
 from __future__ import annotations
 
 import statistics
+from os import urandom as _urandom
 
 METHOD = "held-flush-v3"  # part of the baseline cache key: change it when the timing method changes
 
@@ -229,11 +230,12 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     output memoized on its inputs' values is never served while timed. ``before_compared(k, None)``
     runs just before the candidate's call in the last round on set ``k`` (the call whose
     output is compared; outside its timed window): the worker starts that call's random
-    stream there, as for its correctness calls. ``checks``: the harness's timed checks,
-    (position in [0, 1), seed) each: the round at that position among the rounds on set 0
-    (the last excepted) runs on set 0 varied from that seed (``vary_seeded``, which the
-    reference process repeats) and its output is kept; ``before_compared(0, seed)``
-    starts its random stream. ``before_other()`` runs before every other timed call of the
+    stream there from the trial's secret call seed, as for its correctness calls.
+    ``checks``: the harness's timed checks, (position in [0, 1), seed) each: the round at
+    that position among the rounds on set 0 (the last excepted) runs on set 0 varied from
+    that seed (``vary_seeded``, which the reference process repeats) and its output is kept;
+    ``before_compared(0, j)`` starts check ``j``'s random stream (from its own secret call
+    seed, never from the variation seed). ``before_other()`` runs before every other timed call of the
     candidate (the worker starts a random stream from a fresh secret seed there), so no call
     differs from a compared one in how its random stream began. The candidate cannot tell
     these rounds from the others. ``ci_target`` > 0 (adaptive timing): before the last
@@ -262,6 +264,8 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     with C.no_grad():
         def pair(i):
             run_ref(input_sets[i % n_sets])
+            if before_other is not None:  # warm-up calls too: no call starts from a stream set elsewhere
+                before_other()
             run_cand(input_sets[i % n_sets])
 
         per_pair_ms = warm_up(C, dev, pair, max(1, warmup) + 1, warmup_ms, _perf)  # the last pair sizes the run
@@ -299,7 +303,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
                     ref_wall.append(w)
                 else:
                     if before_compared is not None and (last_round or check is not None):
-                        before_compared(k, None if check is None else check[1])
+                        before_compared(k, None if check is None else check[0])
                     elif before_other is not None:
                         before_other()
                     e, w, out = run_cand(args)
@@ -437,15 +441,16 @@ def vary(C, args):
     """New values for one timed pair: each floating input scaled elementwise by a random
     factor in [0.9, 1): a value's sign and range stay (log, sqrt, probabilities still
     work), but no two timed calls see the same input, so a result memoized on input values
-    never hits. Integer inputs (indices, sizes) stay as they are. The copies cost one pass
-    over the inputs outside the timed window (``vary_cost``)."""
-    out = []
-    for a in args:
-        if isinstance(a, C.Tensor) and a.is_floating_point() and a.numel():
-            out.append(C.torch.empty_like(a).uniform_(0.9, 1.0).mul_(a))
-        else:
-            out.append(a)
-    return out
+    never hits. The factors come from a generator of their own seeded from a fresh secret
+    (``vary_seeded``), never from the global random stream a candidate's call started and
+    can read back: the values of an uncompared round cannot be predicted, so they cannot
+    tell it from a timed check's. Integer inputs (indices, sizes) stay as they are. The
+    copies cost one pass over the inputs outside the timed window (``vary_cost``)."""
+    return vary_seeded(C, args, _secret_seed())
+
+
+def _secret_seed() -> int:
+    return int.from_bytes(_urandom(8), "little") >> 2
 
 
 def vary_seeded(C, args, seed: int):
