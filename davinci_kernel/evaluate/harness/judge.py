@@ -133,9 +133,7 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
     from ..shared import profile
 
     audits = [a for a in out.get("audits") or [] if isinstance(a, dict)]
-    task = [a for a in audits if a.get("task", True) is True]
     launches = [int(_num(a.get("launches"))) for a in audits]
-    works = [_num(a["work"]) for a in task if isinstance(a.get("work"), (int, float))]
     tables = profile.split_tables(out["checked_kernels"]) if on_gpu and isinstance(out.get("checked_kernels"), dict) \
         else []
     seen = [profile.classify(t, static_kernels) for t in tables]

@@ -308,6 +308,16 @@ class _Launch:
             return self.helper(self.funcs[last], args, kw, depth)
         if last in ("program_id", "num_programs"):
             return V()
+        if last in ("make_block_ptr", "make_tensor_descriptor"):  # a tile's address: its block shape
+            blk = (kw.get("block_shape") or (args[4] if last == "make_block_ptr" and len(args) > 4 else
+                                            args[3] if len(args) > 3 else V())).const
+            ok = isinstance(blk, tuple) and all(isinstance(d, int) for d in blk)
+            return V(shape=tuple(blk) if ok else None, ptr=True)
+        if last in ("load_tensor_descriptor", "_experimental_descriptor_load") and args:
+            return V(shape=args[0].shape, data=1)
+        if last in ("store_tensor_descriptor", "_experimental_descriptor_store") and len(args) >= 3:
+            self.store(args[2], _numel(args[2].shape))
+            return V()
         if last == "arange" and len(args) >= 2 and all(isinstance(a.const, int) for a in args[:2]):
             return V(shape=(args[1].const - args[0].const,))
         if last in ("zeros", "full", "zeros_like", "full_like", "ones", "rand", "randn", "randint"):
@@ -355,6 +365,13 @@ class _Launch:
         kw = {k.arg: self.expr(k.value, env, depth) for k in e.keywords if k.arg}
         if last in ("to", "cast"):
             return V(shape=v.shape, data=v.data, ptr=v.ptr, ops=dict(v.ops))
+        if v.ptr and last == "load":  # a tensor descriptor's tile
+            return V(shape=v.shape, data=1)
+        if v.ptr and last == "store" and len(args) >= 2:
+            self.store(args[1], _numel(args[1].shape))
+            return V()
+        if v.ptr:  # any other method of an address (advance, ...): still an address
+            return V(shape=v.shape, ptr=True)
         if last in _REDUCTIONS:
             axis = (args[0] if args else kw.get("axis", V())).const
             return self.reduce(v, axis, bool((kw.get("keep_dims") or V()).const))
@@ -419,7 +436,7 @@ _REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cu
                "softmax", "sort", "histogram", "prod"}
 _SHAPE_OPS = {"reshape", "view", "trans", "permute", "expand_dims", "broadcast_to", "broadcast", "ravel"}
 _MOVES = {"join", "interleave", "flip", "split", "gather", "cat", "permute_data"}  # data moved, no op
-_PASS = {"multiple_of", "max_contiguous", "max_constancy", "advance", "make_block_ptr"}
+_PASS = {"multiple_of", "max_contiguous", "max_constancy", "advance"}
 
 
 def _identity(op, a: V, b: V) -> bool:
@@ -578,8 +595,8 @@ def custom_work(kinds, facts: dict, moves: bool, seen: Optional[dict] = None, ca
     if not isinstance(kinds, list):
         return None
     cuda = facts.get("cuda") or {}
-    if seen and any(cuda.get(n) for n in seen):
-        return None
+    if any(cuda.values()) and (seen is None or any(cuda.get(n) for n in seen)):
+        return None  # a CUDA kernel that computes may have run: its work is not estimated
     per_name: dict[str, float] = {}
     launches: dict[str, int] = {}
     for row in kinds[:cap]:

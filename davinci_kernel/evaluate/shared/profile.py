@@ -31,10 +31,10 @@ Covers, in two halves:
     work, so a trivial kernel beside torch's matmul reads high time coverage and low work
     coverage.
 
-KernelBench's MNIST example (torch convolutions and linear layers, a custom CUDA max-pool)
-does most of its FLOPs in torch: its work coverage is a few percent, below the default
-``eval.min_coverage`` (0.1), so it is judged ``low_coverage`` (correct=false). That is the
-verdict this rule means: the custom kernel is not the main work.
+A ``load_inline`` kernel's work is not estimated (``kernelwork.custom_work`` is None where a
+computing CUDA kernel ran): KernelBench's MNIST example (torch convolutions and linear
+layers, a custom CUDA max-pool) is judged by its time coverage on the GPU; a CUDA kernel
+that only moves data earns nothing where the reference computes.
 
 Does not cover: deciding flags (guards.py). What it still trusts: the candidate's process
 records its own kernels (kineto runs inside it, where a ``load_inline`` candidate's native
