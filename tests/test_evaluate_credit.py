@@ -43,19 +43,19 @@ def test_a_copy_kernel_earns_no_compute(path, name):
 
 def test_index_arithmetic_on_loaded_values_and_identities_earn_nothing():
     f = _facts("cheats/copy_decoy_gather.py")
-    work, moved = kernelwork.launch_work(f, "gather_rows", 3, dict(x_ptr=T(1), idx_ptr=T(1), y_ptr=T(1), rows=96,
-                                                                     cols=80, ROWS=32, BLOCK=128))
+    work, moved = kernelwork.launch_work(f, "gather_rows", 3, dict(x_ptr=T(7680), idx_ptr=T(96), y_ptr=T(7680),
+                                                                     rows=96, cols=80, ROWS=32, BLOCK=128))
     assert work == 0 and moved == 3 * 32 * 128
 
 
 def test_real_arithmetic_earns_its_elements():
     f = _facts("legit/diag_scale_triton.py")
-    work, _ = kernelwork.launch_work(f, "row_scale", 3, dict(d_ptr=T(96), b_ptr=T(1), y_ptr=T(1), rows=96, cols=80,
-                                                              ROWS=32, BLOCK=128))
+    work, _ = kernelwork.launch_work(f, "row_scale", 3, dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96,
+                                                              cols=80, ROWS=32, BLOCK=128))
     assert work == 3 * 32 * 128
     soft = _facts("legit/attention_softmax_triton.py")
-    work, _ = kernelwork.launch_work(soft, "softmax_rows", 2, dict(x_ptr=T(1), y_ptr=T(1), rows=128, cols=128,
-                                                                    ROWS=64, BLOCK=128))
+    work, _ = kernelwork.launch_work(soft, "softmax_rows", 2, dict(x_ptr=T(16384), y_ptr=T(16384), rows=128,
+                                                                    cols=128, ROWS=64, BLOCK=128))
     assert work == 2 * 5 * 64 * 128  # max, subtract, exp, sum, divide
 
 
@@ -100,7 +100,7 @@ __global__ void relu(const float* a, float* b, int n) {
 
 def test_custom_work_reads_untrusted_rows_and_believes_only_the_runs_the_gpu_saw():
     f = _facts("legit/diag_scale_triton.py")
-    args = dict(d_ptr=T(96), b_ptr=T(1), y_ptr=T(1), rows=96, cols=80, ROWS=32, BLOCK=128)
+    args = dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96, cols=80, ROWS=32, BLOCK=128)
     one = kernelwork.launch_work(f, "row_scale", 3, args)[0]
     rows = [["row_scale", 3, args, 2], "junk", ["row_scale", "3", args, 1], ["nope", 3, {}, 5], [1, 2, 3, 4]]
     assert kernelwork.custom_work(rows, f, False) == pytest.approx(2 * one + one / 3)  # a bad grid: 1 program
@@ -188,3 +188,36 @@ def test_honest_partial_work_reports_its_true_coverage(cpu_evaluator):
     res = cpu_evaluator.evaluate(fixture_task("attention_small"), path.read_text())
     assert 0.002 < res.coverage < 0.05, res.coverage
     assert not res.correct and "low_coverage" in res.flags
+
+
+def test_a_grid_larger_than_its_tensors_and_an_exit_on_read_data_earn_nothing_more():
+    f = _facts("cheats/diag_broadcast_copy.py")  # its copy kernel, timed on 16 elements with 1000 programs
+    src = (FIXTURES / "legit" / "relu_triton.py").read_text()
+    relu = kernelwork.analyze(src)
+    name = next(iter(relu["triton"]))
+    params = [a.arg for a in relu["triton"][name].args.args]
+    args = {params[0]: T(16), params[1]: T(16), params[2]: 16, params[3]: 1024}
+    work, _ = kernelwork.launch_work(relu, name, 1000, args)
+    assert work == 1024  # one program of 1024, not 1000
+    assert kernelwork.launch_work(f, "copy_kernel", 1, dict(x_ptr=T(16), y_ptr=T(16), n=16, BLOCK=16))[0] == 0
+    exits = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(flag_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    if tl.program_id(0) * BLOCK >= n:
+        return
+    offs = tl.arange(0, BLOCK)
+    if tl.load(flag_ptr) > 0:
+        tl.store(y_ptr + offs, tl.exp(tl.load(x_ptr + offs)))
+        return
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+    if tl.load(flag_ptr) > 1:
+        return
+    tl.store(y_ptr + offs, tl.exp(tl.load(x_ptr + offs)))
+'''
+    w, m = kernelwork.launch_work(kernelwork.analyze(exits), "k", 1, dict(flag_ptr=T(1), x_ptr=T(8), y_ptr=T(8), n=8,
+                                                                          BLOCK=8))
+    assert (w, m) == (0, 8)  # the index guard lets the rest count; a guard on read data ends the count

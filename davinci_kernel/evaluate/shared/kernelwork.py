@@ -109,6 +109,7 @@ class _Launch:
         self.counted: set = set()
         self.work = 0.0  # per program
         self.moved = 0.0
+        self.stored = 0.0  # elements stored, per program
         self.next_id = 0
 
     # ops --------------------------------------------------------------
@@ -121,6 +122,7 @@ class _Launch:
         return V(shape=shape, data=data, ops=ops)
 
     def store(self, value: V, elems: int) -> None:
+        self.stored += elems * self.mult
         if value.data == 1:
             self.moved += elems * self.mult
         for k, w in value.ops.items():
@@ -179,20 +181,28 @@ class _Launch:
             self.mult = saved
 
     def branch(self, st: ast.If, env: dict, ret: list, depth: int) -> None:
-        cond = self.expr(st.test, env, depth).const
-        if cond is not None:
-            self.block(st.body if cond else st.orelse, env, ret, depth)
+        """A known condition takes its branch; an unknown one counts the cheaper branch. A
+        branch that returns on a condition read from memory ends the kernel there (the
+        cheaper path: the rest counts nothing); one that returns on an index condition (a
+        program past the end) lets the rest count."""
+        test = self.expr(st.test, env, depth)
+        if test.const is not None and test.data == 0:
+            self.block(st.body if test.const else st.orelse, env, ret, depth)
             return
         work, moved, counted = self.work, self.moved, set(self.counted)
         env_a, env_b = dict(env), dict(env)
-        self.block(st.body, env_a, ret, depth)
+        ret_a: list = []
+        ret_b: list = []
+        self.block(st.body, env_a, ret_a, depth)
         wa, ma = self.work - work, self.moved - moved
         self.work, self.moved, self.counted = work, moved, counted
-        self.block(st.orelse, env_b, ret, depth)
+        self.block(st.orelse, env_b, ret_b, depth)
         wb, mb = self.work - work, self.moved - moved
         self.work, self.moved = work + min(wa, wb), moved + min(ma, mb)  # the cheaper branch
         env.update(env_a)
         env.update(env_b)
+        if (ret_a or ret_b) and test.data:
+            ret.append(V())
 
     def bind(self, target, v: V, env: dict) -> None:
         if isinstance(target, ast.Name):
@@ -494,7 +504,22 @@ def launch_work(facts: dict, name: str, programs: int, args: dict) -> tuple[floa
         run.run(fn, env)
     except RecursionError:
         return 0.0, 0.0
-    return run.work * run.programs, run.moved * run.programs
+    programs = useful_programs(run.programs, args, run.stored)
+    return run.work * programs, run.moved * programs
+
+
+def useful_programs(programs: int, args: dict, stored: float) -> int:
+    """Programs that can do distinct work: no more than ``SPREAD`` times the elements of the
+    launch's tensors over what one program stores (a grid far larger than its tensors
+    does masked-off work: not credited)."""
+    sizes = [v[1] for v in (args or {}).values() if isinstance(v, list) and len(v) == 2 and v[0] == "t"
+             and isinstance(v[1], int)]
+    if not sizes or stored <= 0:
+        return programs
+    return max(1, min(programs, math.ceil(SPREAD * sum(sizes) / stored)))
+
+
+SPREAD = 4  # a program's stores may overlap others' (split-K partial sums) this many times
 
 
 # --------------------------------------------------------------------------- CUDA sources
@@ -579,8 +604,9 @@ def _clean_args(args) -> dict:
             out[k] = max(-_BIG, min(_BIG, v))
         elif isinstance(v, float) and v == v and abs(v) < _BIG:
             out[k] = v
-        elif isinstance(v, list) and len(v) == 2 and v[0] == "t":
-            out[k] = ["t", 0]
+        elif isinstance(v, list) and len(v) == 2 and v[0] == "t" and isinstance(v[1], int) \
+                and not isinstance(v[1], bool):
+            out[k] = ["t", max(0, min(_BIG, v[1]))]
     return out
 
 
