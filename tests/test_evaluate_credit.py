@@ -210,14 +210,11 @@ def k(flag_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     if tl.program_id(0) * BLOCK >= n:
         return
     offs = tl.arange(0, BLOCK)
-    if tl.load(flag_ptr) > 0:
-        tl.store(y_ptr + offs, tl.exp(tl.load(x_ptr + offs)))
-        return
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+    tl.store(y_ptr + offs, tl.sqrt(tl.load(x_ptr + offs)))
     if tl.load(flag_ptr) > 1:
         return
     tl.store(y_ptr + offs, tl.exp(tl.load(x_ptr + offs)))
 '''
     w, m = kernelwork.launch_work(kernelwork.analyze(exits), "k", 1, dict(flag_ptr=T(1), x_ptr=T(8), y_ptr=T(8), n=8,
                                                                           BLOCK=8))
-    assert (w, m) == (0, 8)  # the index guard lets the rest count; a guard on read data ends the count
+    assert (w, m) == (8, 0)  # past the index guard the rest counts (sqrt); a guard on read data ends it (exp)
