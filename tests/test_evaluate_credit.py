@@ -218,3 +218,19 @@ def k(flag_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     w, m = kernelwork.launch_work(kernelwork.analyze(exits), "k", 1, dict(flag_ptr=T(1), x_ptr=T(8), y_ptr=T(8), n=8,
                                                                           BLOCK=8))
     assert (w, m) == (8, 0)  # past the index guard the rest counts (sqrt); a guard on read data ends it (exp)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", HONEST + ["attention_softmax_triton"])
+def test_credit_fixtures_on_the_gpu(gpu_evaluator, name):
+    """The honest credit fixtures at full size on a GPU: accepted, with coverage the lower of
+    their work share and time share (the partial one: reported, below the floor)."""
+    path = FIXTURES / "legit" / f"{name}.py"
+    res = gpu_evaluator.evaluate(fixture_task(fixture_meta(path)["task"]), path.read_text())
+    evidence = res.timing_detail.get("evidence") or {}
+    print(name, res.correct, res.coverage, evidence.get("work_coverage"), evidence.get("time_coverage"), res.speedup)
+    if name == "attention_softmax_triton":
+        assert not res.correct and "low_coverage" in res.flags and res.coverage is not None
+        return
+    assert res.correct, (res.error_kind, res.flags, res.error_msg)
+    assert evidence.get("work_coverage") is not None and evidence["work_coverage"] > 0.85

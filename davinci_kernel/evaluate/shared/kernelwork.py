@@ -8,8 +8,11 @@ Covers, harness side, on the candidate's source (never on its names):
     the work that reaches memory: each arithmetic op, comparison or math call on values
     loaded from memory weighs its elements, ``tl.dot`` 2·M·N·K, a reduction its input's
     elements; loops multiply by their trip count (from known bounds; 1 where unknown), an
-    ``if`` on an unknown condition counts the cheaper branch, ``@triton.jit`` helpers are
-    followed. Work is counted only when its result is stored (each op once, however often
+    ``if`` on an unknown condition counts the cheaper branch, and a ``return`` under a
+    condition read from memory ends the count (an index guard does not); ``@triton.jit``
+    helpers are followed, block pointers and tensor descriptors read as their block shape.
+    A grid larger than its tensors is credited only for the programs they can feed
+    (``useful_programs``). Work is counted only when its result is stored (each op once, however often
     it is stored): arithmetic on indices and pointers (a gather's ``idx * stride``) and
     values that only feed masks or addresses earn nothing. Arithmetic by an identity
     constant (``x * 1.0``, ``x + 0``) earns nothing. A kernel that only loads and stores
