@@ -172,7 +172,9 @@ class _Launch:
             it = st.iter
             if isinstance(it, ast.Call) and _dotted(it.func).split(".")[-1] in ("range", "static_range"):
                 args = [self.expr(a, env, depth).const for a in it.args]
-                if args and all(isinstance(a, int) for a in args):
+                if len(args) > 1 and args[0] is None:  # a start from the program id: a persistent loop
+                    args[0] = 0
+                if args and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
                     lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
                     trips = max(0, len(range(lo, hi, step or 1)))
             self.bind(st.target, V(), env)
@@ -312,15 +314,16 @@ class _Launch:
     def call(self, e: ast.Call, env: dict, depth: int) -> V:
         name = _dotted(e.func)
         last = name.split(".")[-1]
-        if isinstance(e.func, ast.Attribute) and not name.startswith(("tl.", "triton.", "libdevice", "math.")) \
-                and name.split(".")[0] in env:  # a method of a value: x.to(...), x.reshape(...)
+        if isinstance(e.func, ast.Attribute) and _is_method(e.func, env):  # x.to(...), tl.load(p).to(...)
             return self.method(self.expr(e.func.value, env, depth), last, e, env, depth)
         args = [self.expr(a, env, depth) for a in e.args]
         kw = {k.arg: self.expr(k.value, env, depth) for k in e.keywords if k.arg}
         if last in self.funcs and depth < MAX_DEPTH and "." not in name:
             return self.helper(self.funcs[last], args, kw, depth)
-        if last in ("program_id", "num_programs"):
+        if last == "program_id":
             return V()
+        if last == "num_programs":  # the whole grid (exact for a 1-D one)
+            return V(const=self.programs)
         if last in ("make_block_ptr", "make_tensor_descriptor"):  # a tile's address: its block shape
             blk = (kw.get("block_shape") or (args[4] if last == "make_block_ptr" and len(args) > 4 else
                                             args[3] if len(args) > 3 else V())).const
@@ -450,6 +453,16 @@ _REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cu
 _SHAPE_OPS = {"reshape", "view", "trans", "permute", "expand_dims", "broadcast_to", "broadcast", "ravel"}
 _MOVES = {"join", "interleave", "flip", "split", "gather", "cat", "permute_data"}  # data moved, no op
 _PASS = {"multiple_of", "max_contiguous", "max_constancy", "advance"}
+
+
+def _is_method(func: ast.Attribute, env: dict) -> bool:
+    """Whether ``a.b(...)`` calls a method of a value (``x.to``, ``tl.load(p).to``) rather than
+    a module's function (``tl.exp``, ``tl.math.exp``): the chain's root is a value (a name the
+    kernel bound, or a call's or subscript's result)."""
+    node = func.value
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return not isinstance(node, ast.Name) or node.id in env
 
 
 def _identity(op, a: V, b: V) -> bool:
