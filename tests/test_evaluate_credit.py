@@ -94,8 +94,28 @@ __global__ void relu(const float* a, float* b, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { float v = a[i]; b[i] = v > 0.f ? v : 0.f; }
 }
+__global__ void tiled(const float* A, const float* B, float* C, int N) {
+    __shared__ float As[16][16];
+    __shared__ float Bs[16][16];
+    float sum = 0.0f;
+    for (int t = 0; t < N / 16; ++t) {
+        As[threadIdx.y][threadIdx.x] = A[threadIdx.y * N + t * 16 + threadIdx.x];
+        Bs[threadIdx.y][threadIdx.x] = B[(t * 16 + threadIdx.y) * N + threadIdx.x];
+        __syncthreads();
+        for (int k = 0; k < 16; ++k) sum += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    C[threadIdx.y * N + threadIdx.x] = sum;
+}
+__global__ void tilecopy(const float* A, float* C, int N) {
+    __shared__ float T[32][33];
+    T[threadIdx.y][threadIdx.x] = __ldg(&A[threadIdx.y * N + threadIdx.x]);
+    __syncthreads();
+    C[threadIdx.x * N + threadIdx.y] = T[threadIdx.x][threadIdx.y];
+}
 '''
-    assert kernelwork.cuda_computes(src) == {"copy": False, "gather": False, "relu": True}
+    assert kernelwork.cuda_computes(src) == {"copy": False, "gather": False, "relu": True, "tiled": True,
+                                             "tilecopy": False}
 
 
 def test_custom_work_reads_untrusted_rows_and_believes_only_the_runs_the_gpu_saw():

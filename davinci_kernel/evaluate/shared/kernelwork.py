@@ -541,7 +541,7 @@ SPREAD = 4  # a program's stores may overlap others' (split-K partial sums) this
 # --------------------------------------------------------------------------- CUDA sources
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*&]*?\b(\w+)\s*\(([^)]*)\)\s*\{")
 _ARITH = re.compile(r"[-+*/%^|&]|<<|>>|\b(?:exp|expf|log|logf|sqrt|sqrtf|rsqrt|rsqrtf|fmax|fmaxf|fmin|fminf|tanh|"
-                    r"tanhf|pow|powf|fabs|fabsf|max|min|abs|fma|fmaf|__\w+)\s*\(|[<>]=?|\?")
+                    r"tanhf|pow|powf|fabs|fabsf|max|min|abs|fma|fmaf|__(?!ld)\w+)\s*\(|[<>]=?|\?")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
@@ -597,11 +597,14 @@ def _body_computes(body: str, ptrs: set) -> bool:
             reads = {w for w in _IDENT.findall(rhs)} & tainted
             if not reads:
                 continue
-            if _ARITH.search(rhs.replace("[]", "")) or lhs.rstrip()[-1:] in "+-*/%^|&":
+            expr = re.sub(r"([(,]\s*|^\s*)&(?=\s*\w)", r"\1", rhs.replace("[]", ""))  # address-of is no op
+            if _ARITH.search(expr) or lhs.rstrip()[-1:] in "+-*/%^|&":
                 return True
             target = _IDENT.findall(lhs)
             if target and "[" not in lhs:
                 tainted.add(target[-1])
+            elif target:  # a store into an array (shared memory, a local tile): its values came from memory
+                tainted.add(lhs.split("[", 1)[0].split()[-1].lstrip("*&") if lhs.split("[", 1)[0].split() else target[0])
     return False
 
 
