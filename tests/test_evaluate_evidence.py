@@ -81,10 +81,12 @@ def test_coverage_is_the_lower(t, w, want):
     assert profile.combined(t, w) == want
 
 
-def test_work_coverage():
-    assert profile.work_coverage(100.0, 99.0) == pytest.approx(0.01)
-    assert profile.work_coverage(100.0, 500.0) == 0.0
-    assert profile.work_coverage(None, 1.0) is None and profile.work_coverage(10.0, None) is None
+def test_work_share_is_the_candidates_own_work():
+    assert profile.work_share(1.0, 99.0, 100.0) == pytest.approx(0.01)
+    assert profile.work_share(0.0, 5.0, 100.0) == 0.0  # a copy kernel beside torch's shortcut
+    assert profile.work_share(500.0, 100.0, 100.0) == pytest.approx(0.5)  # custom capped at the reference's work
+    assert profile.work_share(0.0, 0.0, 100.0) == 0.0 and profile.work_share(0.0, 0.0, 0.0) is None
+    assert profile.work_share(None, 1.0, 10.0) is None and profile.work_share(10.0, None, 10.0) is None
 
 
 def _work(fn, *args) -> float:

@@ -82,7 +82,8 @@ class EvalConfig:
                                   "(limit = sqrt(margin x that error x the bf16-operand error))")
     precision_ratio: float = opt(4.0, "calibrated limit: used only where bf16 operands are at least this many times "
                                  "less accurate than float32/TF32 arithmetic on the problem (else the fixed limit)")
-    min_coverage: float = opt(0.1, "custom-kernel time share below this is 'lazy' (flagged)")
+    min_coverage: float = opt(0.1, "coverage below this is 'lazy' (low_coverage): the share of the candidate's "
+                                    "executed work (and, on a GPU, of its kernel time) done by its custom kernels")
     implausible_speedup: float = opt(10.0, "speedups above this are re-verified in a fresh worker")
     wall_event_ratio: float = opt(1.5, "synchronized wall time above this x event time flags escaped work")
     perturb_shapes: bool = opt(True, "re-check correctness at perturbed module-level sizes")

@@ -33,7 +33,7 @@ import threading
 
 from ... import intervals  # imported before any candidate: the interval on its speedup (after timing)
 from ..shared import runtime as rt
-from ..shared.audit import LaunchCounter, audited_call, changed, install_launch_counter, snapshot
+from ..shared.audit import LaunchCounter, audited_call, changed, install_launch_counter, launch_kinds, snapshot
 from ..shared.protocol import CandidateJob, fit
 
 _isinstance = isinstance
@@ -149,7 +149,12 @@ class CandidateRunner:
         rt.seed_call(seed)
         task = model is self.cand_model  # the task's size (else the perturbed or odd size)
         if self.j.audit and (audit or task):  # odd sizes are information only: not watched
-            out, a = audited_call(self.torch, model, args, all_threads=on_cpu, gpu=not on_cpu, strict=True)
+            LaunchCounter.log = []
+            try:
+                out, a = audited_call(self.torch, model, args, all_threads=on_cpu, gpu=not on_cpu, strict=True)
+            finally:
+                log, LaunchCounter.log = LaunchCounter.log, None
+            a["kernels"] = launch_kinds(log)
             table = a.pop("table", None)
             a.pop("ops", None)  # which ops ran: the judge reads their work, not their names
             if table is not None:

@@ -38,7 +38,7 @@ from typing import Optional
 from ...config import EvalConfig
 from ...records import EvalResult, Task
 from ...tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbations
-from ..shared import memplan
+from ..shared import kernelwork, memplan
 from ..shared.protocol import CandidateJob, ProtocolError, TimingSettings, WorkerDied, WorkerTimeout
 from ..shared.transfer import shm_root
 from . import admission, draws, judge, kernelcache, retry, sandbox, static
@@ -394,7 +394,8 @@ class Evaluator:
         res.compiled = bool(out.get("compiled"))
         if worker_failure(res, out):
             return
-        judge.correctness(res, out, talk.cand, ref, rep.backend, rep.kernels, cfg, self.on_gpu)
+        judge.correctness(res, out, talk.cand, ref, rep.backend, rep.kernels, cfg, self.on_gpu,
+                          facts=kernelwork.analyze(job.candidate_source))
         if cfg.self_check:  # the reference has no custom kernel: those flags must not stop its timing
             waive(res)
         talk.clock.mark("compare")

@@ -2,7 +2,7 @@
 
 Covers: one short, factual message per EvalResult: what stage failed and why (compile
 errors trimmed to their useful lines), max abs/rel difference, flags with their meaning,
-speedups vs eager and vs torch.compile, time coverage and the top kernels by time.
+speedups vs eager and vs torch.compile, coverage and the top kernels by time.
 Does not cover: the chat framing around it (agents/).
 """
 
@@ -43,7 +43,8 @@ def build(r: EvalResult) -> str:
     elif r.correct and not r.timing_available:
         lines.append("Timing unavailable on this device (correctness only).")
     if r.coverage is not None:
-        lines.append(f"Time coverage of custom kernels: {r.coverage:.0%}.")
+        lines.append(f"Coverage of custom kernels (their share of the work run, and of kernel time on a GPU): "
+                     f"{r.coverage:.0%}.")
     if r.kernels:
         lines.append("Top kernels: " + "; ".join(
             f"{k.name[:60]} {k.time_ms:.3f} ms{'' if k.custom else ' (library)'}" for k in r.kernels[:5]))

@@ -55,7 +55,7 @@ def _invalid(leaves: list) -> Optional[str]:
 
 
 def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, static_kernels: list[str],
-                cfg, on_gpu: bool) -> None:
+                cfg, on_gpu: bool, facts: Optional[dict] = None) -> None:
     """Fill ``res`` from one candidate's correctness phase. ``cand``: key -> leaves read by
     the harness; ``ref``: the reference cache entry; ``out``: the worker's report."""
     res.trials = len(ref["refs"])
@@ -116,7 +116,7 @@ def correctness(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str,
             o = compare(*aligned(ref["podd"], cand["ocand"]), cfg.atol, cfg.rtol)
             if not o.ok:
                 res.warnings.append(f"odd_sizes: wrong {where}: {o.message[:200]}")
-    evidence(res, out, ref, backend, static_kernels, cfg, on_gpu)
+    evidence(res, out, ref, backend, static_kernels, cfg, on_gpu, facts)
     judge_precision(res, ref, {k: v for k, v in cand.items() if not _timed_key(k)}, cfg, low_bits, ref_bits)
 
 
@@ -138,20 +138,20 @@ def judge_precision(res: EvalResult, ref: dict, cand: dict, cfg, low_bits: float
     flag(res, guards.precision_flag(prec.leaves, low_bits, ref_bits))
 
 
-def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels: list[str], cfg, on_gpu: bool) -> None:
+def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels: list[str], cfg, on_gpu: bool,
+             facts: Optional[dict] = None) -> None:
     """Custom kernels from every correctness call: the fewest custom launches and the most
     torch work seen on any call count (a candidate that shows its kernel only on some calls
     gets no credit for it). On a GPU the launches are the kernels the GPU ran whose names
     the candidate's source defines (``profile.classify`` of each call's raw kernel table),
     never the worker's own count; on the CPU, the Triton launches counted. Coverage is the
-    lower of time coverage (GPU) and work coverage, the latter at the task's size and at the
-    perturbed size alike; host reads and writes make ``host_work``."""
+    lower of time coverage (GPU) and work coverage (``_work_coverage``; ``facts``: the
+    candidate's kernels as ``kernelwork.analyze`` read them), the latter at the task's size
+    and at the perturbed size alike; host reads and writes make ``host_work``."""
     from ..shared import profile
 
     audits = [a for a in out.get("audits") or [] if isinstance(a, dict)]
-    task = [a for a in audits if a.get("task", True) is True]
     launches = [int(_num(a.get("launches"))) for a in audits]
-    works = [_num(a["work"]) for a in task if isinstance(a.get("work"), (int, float))]
     tables = profile.split_tables(out["checked_kernels"]) if on_gpu and isinstance(out.get("checked_kernels"), dict) \
         else []
     seen = [profile.classify(t, static_kernels) for t in tables]
@@ -167,22 +167,37 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
         flag(res, guards.host_work_flag(_num(a.get("dtoh_bytes")), _in_bytes(a, ref), _num(a.get("items")),
                                         min(_num(a.get("in_elems")), _in_bytes(a, ref)), _num(a.get("item_bytes")),
                                         _num(a.get("host_writes")), _out_elems(ref) if a.get("task", True) is True else 0))
-    work_cov = profile.work_coverage(ref.get("ref_work"), max(works)) if works else None
-    # the perturbed size's call against the reference's work at that size: a kernel for the
-    # task's size with torch doing every other size covers nothing there
-    other = [_num(a["work"]) for a in audits if a.get("task", True) is not True and isinstance(a.get("work"), (int, float))]
-    if other and ref.get("perturb_work"):
-        p_cov = profile.work_coverage(ref.get("perturb_work"), max(other))
-        work_cov = p_cov if work_cov is None else min(work_cov, p_cov)
+    work_cov = _work_coverage(audits, seen, ref, facts)
     times = [c["time_coverage"] for c, t in zip(seen, tables) if t["task"] and c["time_coverage"] is not None]
     res.timing_detail["evidence"] = {"work_coverage": work_cov, "time_coverage": min(times) if times else None,
                                      "checked_custom_us": _checked_custom_us(seen, tables), "profiled_calls": len(seen),
                                      "checked_names": _fewest_by_name(seen)}
     res.coverage = profile.combined(min(times) if times else None, work_cov)
     if not seen and work_cov is not None:
-        res.warnings.append("coverage_estimated: share of the reference's work not left to torch ops")
+        res.warnings.append("coverage_estimated: share of the candidate's executed work done by its custom kernels")
     if "no_custom_kernel" not in res.flags and "decoy_kernel" not in res.flags:
         flag(res, guards.coverage_flag(res.coverage, cfg.min_coverage, "custom kernels' coverage (time and work)"))
+
+
+def _work_coverage(audits: list[dict], seen: list[dict], ref: dict, facts: Optional[dict]) -> Optional[float]:
+    """The least share, over the audited calls (the task's size and the perturbed one), of the
+    candidate's own executed work that its custom kernels did (``profile.work_share``): the
+    kernels' work read from their source over the launches recorded (capped by the runs
+    the GPU recorded), the torch ops' work as run. A kernel for the task's size with torch
+    doing every other size covers nothing at the perturbed one."""
+    from ..shared import kernelwork, profile
+
+    facts = facts or {"triton": {}, "cuda": {}}
+    calls = [a for a in audits if isinstance(a.get("work"), (int, float)) and not isinstance(a.get("work"), bool)]
+    names = [c["by_name"] for c in seen] if len(seen) == len(calls) else [None] * len(calls)
+    moves = bool(ref.get("ref_moves"))
+    shares = []
+    for a, by_name in zip(calls, names):
+        task = a.get("task", True) is True
+        custom = kernelwork.custom_work(a.get("kernels"), facts, moves, by_name)
+        shares.append(profile.work_share(custom, _num(a["work"]), ref.get("ref_work" if task else "perturb_work")))
+    known = [s for s in shares if s is not None]
+    return min(known) if known else None
 
 
 def _num(x) -> float:

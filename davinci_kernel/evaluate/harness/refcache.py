@@ -53,7 +53,7 @@ class ReferenceCache:
             "perturb_work": result.get("perturb_work") if "pref" in leaves else None,
             "podd": read_reference(home, leaves["podd"]) if "podd" in leaves else None,
             "odd_used": result.get("odd_used") if "podd" in leaves else None,
-            "ref_work": result.get("ref_work"), "ref_mutates": bool(result.get("ref_mutates")),
+            "ref_work": result.get("ref_work"), "ref_moves": bool(result.get("ref_moves")), "ref_mutates": bool(result.get("ref_mutates")),
             "ref_aliases": bool(result.get("ref_aliases")),
             "ref_nondeterministic": bool(result.get("ref_nondeterministic")),
             "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),

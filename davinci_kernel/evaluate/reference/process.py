@@ -32,6 +32,7 @@ def compute_reference(job: ReferenceJob) -> dict:
     C = rt.C
     dev = C.torch.device(job.device)
     from ..shared.audit import audited_call
+    from ..shared.opwork import moves_only
 
     mod = rt.exec_source(job.task_source, "dvk_reference")
     out: dict = {"leaves": {}, "ref_mutates": False, "ref_aliases": False}
@@ -59,6 +60,7 @@ def compute_reference(job: ReferenceJob) -> dict:
             y, audit = audited_call(C.torch, model, args)
             out["ref_work"] = audit["work"]
             out["ref_flops"] = audit.get("flops_by_dtype") or {}  # by dtype: the speed-of-light floor's compute
+            out["ref_moves"] = moves_only(audit["ops"])  # only moves data: copy kernels earn credit
             rt.seed_call(call_seed(job, i))
             with C.no_grad():  # the same call again: a reference that is not deterministic says so
                 again = model(*rt.clone_args(inputs))

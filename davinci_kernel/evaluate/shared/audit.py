@@ -11,7 +11,9 @@ torch, timers, builtins and the harness modules. Used by the reference process (
 reference's work, for coverage estimates) and by candidate workers. Does not cover: trust.
 In a candidate's process all of this is the candidate's own claim: it can switch the audit
 off or feed it numbers; the harness uses it only to reject (no custom kernel, low
-coverage, monkey_patch, host_work), never to accept; on a GPU the call runs under kineto with CUDA
+coverage, monkey_patch, host_work), never to accept; the launch wrapper also records each
+audited call's launches (kernel, grid, arguments: ``launch_kinds``), from which the judge
+estimates its custom kernels' work (kernelwork.py); on a GPU the call runs under kineto with CUDA
 activities too, and the raw kernel table goes to the harness (profile.py). Also counted:
 elements read one by one to Python (``.item()``) and bytes copied device to host.
 """
@@ -182,6 +184,64 @@ def _bytes(t) -> int:
 class LaunchCounter:
     count = 0
     names: dict = {}
+    log: list | None = None  # while a call is audited: [name, grid, {param: value}] of each launch
+
+
+LOG_CAP = 256  # launches recorded per audited call (the rest are counted only)
+KINDS_CAP = 32  # distinct launches reported per audited call
+
+
+def _arg(v):
+    """A launch argument as the judge reads it: a number, a tensor's element count, else None."""
+    if isinstance(v, bool) or isinstance(v, (int, float)):
+        return v
+    numel = getattr(v, "numel", None)
+    if callable(numel) and hasattr(v, "data_ptr"):
+        try:
+            return ["t", int(numel())]
+        except Exception:  # noqa: BLE001 - a candidate's object: no size
+            return None
+    return None
+
+
+def _record(fn, args: tuple, kwargs: dict) -> None:
+    """One launch into ``LaunchCounter.log``: its kernel, grid and arguments by parameter
+    name (a grid given as a function is read when Triton calls it)."""
+    log = LaunchCounter.log
+    if log is None or len(log) >= LOG_CAP:
+        return
+    names = list(getattr(fn, "arg_names", None) or [])
+    bound = {n: _arg(v) for n, v in zip(names, args)}
+    bound.update({k: _arg(v) for k, v in kwargs.items() if k in names})
+    rec = [getattr(getattr(fn, "fn", None), "__name__", "kernel"), None, {k: v for k, v in bound.items() if v is not None}]
+    grid = kwargs.get("grid")
+    if callable(grid):
+        def read(meta, _grid=grid, _rec=rec):
+            g = _grid(meta)
+            _rec[1] = g
+            return g
+
+        kwargs["grid"] = read
+    else:
+        rec[1] = grid
+    log.append(rec)
+
+
+def launch_kinds(log: list) -> list:
+    """The recorded launches of one call as [name, programs, args, launches], alike ones
+    merged, at most ``KINDS_CAP`` of them."""
+    kinds: dict = {}
+    for name, grid, args in log:
+        g = grid if isinstance(grid, (tuple, list)) else (grid,)
+        programs = 1
+        for d in g:
+            programs *= int(d) if isinstance(d, int) and not isinstance(d, bool) else 1
+        key = (name, programs, tuple(sorted((k, str(v)) for k, v in args.items())))
+        if key in kinds:
+            kinds[key][3] += 1
+        elif len(kinds) < KINDS_CAP:
+            kinds[key] = [name, programs, args, 1]
+    return list(kinds.values())
 
 
 def install_launch_counter() -> None:
@@ -207,6 +267,7 @@ def install_launch_counter() -> None:
                 LaunchCounter.count += 1
                 name = getattr(getattr(self, "fn", None), "__name__", "kernel")
                 LaunchCounter.names[name] = LaunchCounter.names.get(name, 0) + 1
+                _record(self, args, kwargs)
             return _orig(self, *args, **kwargs)
 
         run._dvk_counted = True

@@ -76,9 +76,147 @@ _ELEMENT_FAMILIES = ("foreach_", "special_", "bitwise_", "logical_", "fused_")
 
 
 def element_op(name: str) -> bool:
-    """Whether an aten op (``aten::`` already stripped) is weighed by its elements."""
+    """Whether an aten op (``aten::`` already stripped) is listed here as weighed by its
+    elements (``op_class`` also reads torch's tags)."""
     base = name.lstrip("_").rstrip("_")
-    return base in ELEMENT_OPS or base.startswith(_ELEMENT_FAMILIES)
+    return base in ELEMENT_OPS or base.startswith(_ELEMENT_FAMILIES) or name in MORE_ELEMENT_OPS \
+        or name.rstrip("_") in MORE_ELEMENT_OPS or _copy_of(name)
+
+
+# Ops that only move data (copies, joins, gathers, pads, reorders): a reference made of these
+# and MEMORY_OPS alone does no compute, so a custom kernel that only loads and stores is
+# doing its work (kernelwork.py's ``moved``). Anywhere else a copy kernel earns nothing.
+MOVE_OPS = frozenset("""
+cat concat concatenate stack hstack vstack dstack column_stack row_stack gather index_select index take take_along_dim
+flip fliplr flipud roll rot90 repeat tile repeat_interleave constant_pad_nd pad reflection_pad1d reflection_pad2d
+reflection_pad3d replication_pad1d replication_pad2d replication_pad3d pixel_shuffle pixel_unshuffle channel_shuffle
+diag diag_embed tril triu narrow_copy unfold im2col index_copy index_put index_put_impl masked_select masked_scatter
+select_scatter slice_scatter diagonal_scatter as_strided_scatter scatter embedding copy clone contiguous to_copy
+unsafe_index permute_copy transpose_copy t_copy expand_copy view_copy unsqueeze_copy squeeze_copy slice_copy
+select_copy split_copy split_with_sizes_copy unbind_copy diagonal_copy alias_copy detach_copy unfold_copy
+""".split())
+
+
+def moves_only(ops) -> bool:
+    """Whether a call's outermost ops (names without ``aten::``) only move data."""
+    return all((n.lstrip("_").rstrip("_") in MOVE_OPS or n in MEMORY_OPS) for n in ops)
+
+
+# Ops that read or change metadata, assert, or make tensors without reading data: no work.
+NO_WORK_OPS = frozenset("""
+_assert_async _assert_scalar _assert_tensor_metadata _functional_assert_async _functional_assert_scalar
+_functional_sym_constrain_range _functional_sym_constrain_range_for_size sym_constrain_range
+sym_constrain_range_for_size _print _make_dep_token _has_same_storage_numel _linalg_check_errors is_coalesced
+is_pinned is_set_to dense_dim sparse_dim _dimI _dimV _nnz indices values _indices _values ccol_indices col_indices
+crow_indices row_indices q_scale q_zero_point q_per_channel_axis q_per_channel_scales q_per_channel_zero_points
+qscheme _pin_memory lift _lazy_clone _fw_primal _make_dual resize resize_as resize_as_ _resize_output set
+slice_inverse _efficientzerotensor empty_permuted empty_quantized _empty_affine_quantized
+_empty_per_channel_affine_quantized from_file _neg_view view_as_real view_as_complex _reshape_alias
+squeeze_ unsqueeze_ transpose_ t_ detach_ as_strided_ bartlett_window blackman_window hamming_window hann_window
+kaiser_window fft_fftfreq fft_rfftfreq tril_indices triu_indices _new_zeros_with_same_feature_meta
+_cudnn_init_dropout_state _use_cudnn_ctc_loss _use_miopen_ctc_loss _validate_compressed_sparse_indices
+_nested_get_jagged_dummy _philox_key_fold_in _philox_key_split _resize_output_ unsafe_split unsafe_split_with_sizes
+""".split())
+# Ops torch carries no pointwise/reduction tag for that still work element by element (copies,
+# scatters, sampling, statistics, small losses): weighed by their elements.
+MORE_ELEMENT_OPS = frozenset("""
+__and__ __or__ __xor__ __lshift__ __rshift__ __iand__ __ior__ __ixor__ __ilshift__ __irshift__ copy zero
+_copy_from _copy_from_and_resize _chunk_cat _conj_copy _add_relu _amp_foreach_non_finite_check_and_unscale
+_amp_update_scale _batch_norm_no_update _batch_norm_with_update _batch_norm_with_update_functional batch_norm_elemt
+batch_norm_stats batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_update_stats
+_native_batch_norm_legit_functional _cummax_helper _cummin_helper _fill_mem_eff_dropout_mask _masked_scale
+_prelu_kernel _transform_bias_rescale_qkv _weight_norm_interface _unique2 unique_dim_consecutive nonzero_static
+_unsafe_index_put _unsafe_masked_index _unsafe_masked_index_put_accumulate select_scatter slice_scatter
+diagonal_scatter as_strided_scatter _spdiags block_diag max_unpool2d max_unpool3d fractional_max_pool3d
+affine_grid_generator dist linalg_cross frexp native_norm multi_margin_loss multilabel_margin_loss_forward
+segment_reduce histogram _histogramdd_bin_edges _histogramdd_from_bin_cts _histogramdd_from_bin_tensors allclose
+hash_tensor _is_all_true _is_any_true binomial cauchy _standard_gamma _sample_dirichlet rrelu_with_noise
+rrelu_with_noise_functional normal_functional _philox_normal _philox_uniform _reshape_copy lu_unpack _convert_indices_from_coo_to_csr
+_convert_indices_from_csr_to_coo unfold_copy
+""".split())
+# Ops counted as all of any reference's work (``UNCOUNTED``) on purpose: their work is not
+# their elements and has no formula here. By family (a part of the name): gradients, linear
+# algebra, transforms, attention, quantized, sparse, nested and low-precision products,
+# vendor and fallback convolutions, recurrent cells, sequence losses, test ops; and by name.
+ALL_WORK_PARTS = ("backward", "jvp", "linalg", "cholesky", "solve", "geqrf", "ormqr", "_det", "fft_c2", "fft_r2",
+                  "attention", "quantiz", "int4", "int8", "scaled_mm", "grouped_mm", "_int_mm", "dyn_quant", "cslt",
+                  "semi_structured", "sparse", "coalesce", "nested", "jagged", "padded", "mkldnn", "miopen", "cudnn",
+                  "mps", "nnpack", "slow_conv", "conv_depthwise", "convolution_overrideable", "rnn", "lstm", "gru",
+                  "ctc", "transformer", "_triton_", "foobar", "_test_", "mixed_dtypes", "weight_int",
+                  "compute_linear_combination", "hspmm", "fake_quant", "dequantize", "int_repr", "dirichlet_grad",
+                  "standard_gamma_grad", "matrix_exp", "householder")
+ALL_WORK_OPS = frozenset({"addmm_", "addbmm_", "addmv_", "addr_", "baddbmm_", "_addmm_activation", "_pdist_forward",
+                          "triangular_solve", "to_mkldnn", "_to_dense"})
+
+# Ops the profiler gives FLOPs for (torch/csrc/profiler/util.cpp ``computeFlops``)
+FLOP_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "conv2d", "mul", "add"})
+
+
+def _torch_facts(name: str) -> tuple[bool, bool]:
+    """(tagged pointwise or reduction, has a CompositeImplicitAutograd kernel) for aten op
+    ``name`` (without ``aten::``, any overload), or its out-of-place form; cached."""
+    hit = _FACTS.get(name)
+    if hit is None:
+        hit = _FACTS[name] = _read_facts(name) or _read_facts(name.rstrip("_")) if name.endswith("_") and \
+            not name.endswith("__") else _read_facts(name)
+    return hit or (False, False)
+
+
+_FACTS: dict = {}
+
+
+def _read_facts(name: str):
+    try:
+        import torch
+
+        packet = getattr(torch.ops.aten, name.split(".")[0])
+        tagged = composite = False
+        for o in packet.overloads():
+            op = getattr(packet, o)
+            tags = set(op.tags)
+            tagged = tagged or torch.Tag.pointwise in tags or torch.Tag.reduction in tags
+            composite = composite or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    except Exception:  # noqa: BLE001 - no torch, no such op: nothing known
+        return None
+    return (tagged, composite) if (tagged or composite) else None
+
+
+def op_class(name: str) -> str:
+    """How an aten op (without ``aten::``) is weighed: ``memory`` (no work), ``elements``,
+    ``formula`` (a FLOP formula here or the profiler's count), ``composite`` (the work of
+    the ops it calls: a matrix product's front end, or an op torch implements in other ops,
+    CompositeImplicitAutograd, e.g. ``__and__`` → ``bitwise_and``), ``all`` (declared:
+    counted as all of any reference's work), or ``unclassified`` (also all, by default; the
+    test over every registered op keeps this empty)."""
+    base = name.split(".")[0]
+    if no_work(base):
+        return "memory"
+    if element_op(base):
+        return "elements"
+    if base in _CONTRACTIONS or base in _CONV or base in _EMBEDDING or base in FLOP_OPS:
+        return "formula"
+    if base in COMPOSITE_OPS:
+        return "composite"
+    if base in ALL_WORK_OPS or any(p in base for p in ALL_WORK_PARTS):
+        return "all"
+    tagged, composite = _torch_facts(base)
+    if tagged:  # torch.Tag.pointwise / torch.Tag.reduction, on the op or its out-of-place form
+        return "elements"
+    if composite:  # CompositeImplicitAutograd: its work is the (dispatched, profiled) ops it calls
+        return "composite"
+    return "unclassified"
+
+
+def no_work(name: str) -> bool:
+    """An op (without ``aten::``) that moves no data and computes nothing: views, metadata,
+    allocation."""
+    return name in MEMORY_OPS or name in NO_WORK_OPS
+
+
+def _copy_of(name: str) -> bool:
+    """``view_copy``, ``t_copy``, …: a view made a copy (its elements)."""
+    return name.endswith("_copy") and (name[:-5] in MEMORY_OPS or name[:-5].lstrip("_") in MEMORY_OPS
+                                       or name[:-5] in NO_WORK_OPS)
 
 
 def _complex(names) -> bool:
@@ -104,7 +242,7 @@ def outermost_compute(events, any_namespace: bool = False):
     is_op = dispatcher_op if any_namespace else (lambda n: n.startswith("aten::"))
     for e in events:
         name = getattr(e, "name", "")
-        if not is_op(name) or (name.startswith("aten::") and name[6:] in MEMORY_OPS):
+        if not is_op(name) or (name.startswith("aten::") and no_work(name[6:])):
             continue
         up = getattr(e, "cpu_parent", None)
         while up is not None and not is_op(getattr(up, "name", "")):
@@ -145,12 +283,12 @@ def op_work(e, strict: bool = False) -> float:
     sizes = [1, broadcast_numel(shapes)] + [_numel(s) for s in shapes] + [sum(_numel(t) for t in lst) for lst in lists]
     name = getattr(e, "name", "")
     formula = formula_flops(e)
-    if strict and not (name.startswith("aten::") and (element_op(name[6:]) or name[6:] in COMPOSITE_OPS
+    if strict and not (name.startswith("aten::") and (op_class(name[6:]) in ("elements", "composite")
                                                         or float(getattr(e, "flops", 0) or 0) or formula)):
         return UNCOUNTED
     own = max(max(sizes) * ELEMENT_WEIGHTS.get(name[6:].strip("_"), 1.0), _flops(e), formula)
     children = [c for c in getattr(e, "cpu_children", None) or []
-                if getattr(c, "name", "").startswith("aten::") and c.name[6:] not in MEMORY_OPS]
+                if getattr(c, "name", "").startswith("aten::") and not no_work(c.name[6:])]
     return max(own, sum(op_work(c, strict) for c in children))
 
 

@@ -20,16 +20,21 @@ Covers, in two halves:
     ``(anonymous namespace)::softmax_warp_forward``, ``cutlass::…``) is a library's, even
     when its last component equals a name the candidate defines. Triton 2.x's signature
     suffix (``name_0d1d2de``) is accepted. ``time_coverage`` = custom kernel time / all
-    kernel time; ``work_coverage`` = the share of the reference's work (FLOPs + elements,
-    ``opwork.profiled_work``) not done by torch ops in the candidate; the coverage a verdict
-    uses is the lower of the two (``combined``): at a small size time share measures
-    launches, not work, so a trivial kernel beside torch's matmul reads high time coverage
-    and low work coverage.
+    kernel time; ``work_share`` = the share of the candidate's own executed work done by
+    its custom kernels: their work read from the kernels themselves (``kernelwork.py``:
+    arithmetic on loaded values, ``tl.dot``, reductions, over the launch grid; a kernel
+    that only loads and stores earns nothing unless the reference only moves data) over
+    that plus its torch ops' work (``opwork.profiled_work``). It is never the reference's
+    cost minus the candidate's torch cost: that credits a torch shortcut (Strassen) or a
+    wasteful reference to a kernel that only copies. The coverage a verdict uses is the
+    lower of the two (``combined``): at a small size time share measures launches, not
+    work, so a trivial kernel beside torch's matmul reads high time coverage and low work
+    coverage.
 
-KernelBench's MNIST example (torch convolutions and linear layers, a custom CUDA max-pool)
-does most of its FLOPs in torch: its work coverage is a few percent, below the default
-``eval.min_coverage`` (0.1), so it is judged ``low_coverage`` (correct=false). That is the
-verdict this rule means: the custom kernel is not the main work.
+A ``load_inline`` kernel's work is not estimated (``kernelwork.custom_work`` is None where a
+computing CUDA kernel ran): KernelBench's MNIST example (torch convolutions and linear
+layers, a custom CUDA max-pool) is judged by its time coverage on the GPU; a CUDA kernel
+that only moves data earns nothing where the reference computes.
 
 Does not cover: deciding flags (guards.py). What it still trusts: the candidate's process
 records its own kernels (kineto runs inside it, where a ``load_inline`` candidate's native
@@ -233,11 +238,20 @@ def _num(x) -> float:
     return float(x) if isinstance(x, (int, float)) and x == x else 0.0
 
 
-def work_coverage(ref_work: float | None, cand_torch_work: float | None) -> float | None:
-    """Share of the reference's work not done by torch ops in the candidate."""
-    if not ref_work or cand_torch_work is None:
+def work_share(custom: float | None, torch_work: float | None, ref_work: float | None) -> float | None:
+    """The share of one call's executed work that its custom kernels did: custom / (custom
+    + torch), both weighed as the candidate ran them (``kernelwork.custom_work``,
+    ``opwork.profiled_work``). The custom side is capped at the reference's work (a kernel
+    cannot claim more than the whole problem). None where the custom work is unknown; 0
+    where nothing ran and the reference computes."""
+    if custom is None or torch_work is None:
         return None
-    return max(0.0, 1.0 - min(1.0, cand_torch_work / ref_work))
+    ref = float(ref_work) if isinstance(ref_work, (int, float)) and ref_work > 0 else None
+    c = max(0.0, min(custom, ref) if ref else custom)
+    total = c + max(0.0, torch_work)
+    if total <= 0:
+        return 0.0 if ref else None
+    return c / total
 
 
 def combined(time_cov: float | None, work_cov: float | None) -> float | None:

@@ -1,0 +1,256 @@
+"""Credit from the candidate's own execution: a custom kernel's work read from its source over
+its recorded launches (kernelwork.py), every aten op classified on purpose from torch's own
+metadata (opwork.op_class), and the credit fixtures judged end to end on the CPU.
+
+The attack fixtures (Strassen and a wasteful reference behind copy kernels, copy decoys)
+are in tests/fixtures/cheats/ and run with every other cheat (test_evaluate_cheats.py)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import torch
+from conftest import FIXTURES, fixture_meta, fixture_task
+
+from davinci_kernel.evaluate.shared import kernelwork, opwork
+from davinci_kernel.evaluate.shared.audit import audited_call, launch_kinds
+from davinci_kernel.pysource import parse
+
+T = lambda n: ["t", n]  # noqa: E731 - a recorded tensor argument
+
+
+def _facts(path) -> dict:
+    return kernelwork.analyze((FIXTURES / path).read_text())
+
+
+def test_a_gemm_earns_its_multiply_adds_over_the_grid_and_its_loop():
+    f = _facts("legit/matmul_relu_triton.py")
+    M, N, K = 128, 64, 96  # 2 x 1 programs of 64 x 64, the K loop three times 32
+    args = dict(a_ptr=T(M * K), b_ptr=T(K * N), c_ptr=T(M * N), M=M, N=N, K=K, sam=K, sak=1, sbk=N, sbn=1, scm=N,
+                scn=1, BM=64, BN=64, BK=32)
+    work, moved = kernelwork.launch_work(f, "matmul_relu_kernel", 2, args)
+    assert work == pytest.approx(2 * 64 * 64 * 96 * 2 + 2 * (3 * 64 * 64 + 64 * 64))  # dots, accumulation, ReLU
+    assert moved == 0
+
+
+@pytest.mark.parametrize("path,name", [("cheats/strassen_copy.py", "copy_kernel"),
+                                       ("cheats/diag_broadcast_copy.py", "copy_kernel")])
+def test_a_copy_kernel_earns_no_compute(path, name):
+    work, moved = kernelwork.launch_work(_facts(path), name, 4, dict(x_ptr=T(4096), y_ptr=T(4096), n=4096, BLOCK=1024))
+    assert work == 0 and moved == 4096
+
+
+def test_index_arithmetic_on_loaded_values_and_identities_earn_nothing():
+    f = _facts("cheats/copy_decoy_gather.py")
+    work, moved = kernelwork.launch_work(f, "gather_rows", 3, dict(x_ptr=T(7680), idx_ptr=T(96), y_ptr=T(7680),
+                                                                     rows=96, cols=80, ROWS=32, BLOCK=128))
+    assert work == 0 and moved == 3 * 32 * 128
+
+
+def test_real_arithmetic_earns_its_elements():
+    f = _facts("legit/diag_scale_triton.py")
+    work, _ = kernelwork.launch_work(f, "row_scale", 3, dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96,
+                                                              cols=80, ROWS=32, BLOCK=128))
+    assert work == 3 * 32 * 128
+    soft = _facts("legit/attention_softmax_triton.py")
+    work, _ = kernelwork.launch_work(soft, "softmax_rows", 2, dict(x_ptr=T(16384), y_ptr=T(16384), rows=128,
+                                                                    cols=128, ROWS=64, BLOCK=128))
+    assert work == 2 * 5 * 64 * 128  # max, subtract, exp, sum, divide
+
+
+def test_work_is_counted_once_however_often_it_is_stored_and_the_cheaper_branch_counts():
+    src = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, flag, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    v = tl.exp(tl.load(x_ptr + offs))
+    for i in range(0, 100):
+        tl.store(y_ptr + offs, v)
+    if flag > 0:
+        for j in range(0, 1000):
+            v = v * 2.0
+    tl.store(y_ptr + offs, v)
+'''
+    work, _ = kernelwork.launch_work(kernelwork.analyze(src), "k", 1, dict(x_ptr=T(8), y_ptr=T(8), BLOCK=8))
+    assert work == 8  # the exp once; the unknown branch's loop is the dearer side
+
+
+def test_cuda_sources_say_whether_they_compute():
+    src = r'''
+__global__ void copy(const float* __restrict__ a, float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;  // index arithmetic only
+    if (i < n) b[i] = a[i];
+}
+__global__ void gather(const float* a, const long* idx, float* b, int n) {
+    const float* row = a + idx[blockIdx.x] * n;
+    b[blockIdx.x * n + threadIdx.x] = row[threadIdx.x];
+}
+__global__ void relu(const float* a, float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float v = a[i]; b[i] = v > 0.f ? v : 0.f; }
+}
+__global__ void tiled(const float* A, const float* B, float* C, int N) {
+    __shared__ float As[16][16];
+    __shared__ float Bs[16][16];
+    float sum = 0.0f;
+    for (int t = 0; t < N / 16; ++t) {
+        As[threadIdx.y][threadIdx.x] = A[threadIdx.y * N + t * 16 + threadIdx.x];
+        Bs[threadIdx.y][threadIdx.x] = B[(t * 16 + threadIdx.y) * N + threadIdx.x];
+        __syncthreads();
+        for (int k = 0; k < 16; ++k) sum += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    C[threadIdx.y * N + threadIdx.x] = sum;
+}
+__global__ void tilecopy(const float* A, float* C, int N) {
+    __shared__ float T[32][33];
+    T[threadIdx.y][threadIdx.x] = __ldg(&A[threadIdx.y * N + threadIdx.x]);
+    __syncthreads();
+    C[threadIdx.x * N + threadIdx.y] = T[threadIdx.x][threadIdx.y];
+}
+'''
+    assert kernelwork.cuda_computes(src) == {"copy": False, "gather": False, "relu": True, "tiled": True,
+                                             "tilecopy": False}
+
+
+def test_custom_work_reads_untrusted_rows_and_believes_only_the_runs_the_gpu_saw():
+    f = _facts("legit/diag_scale_triton.py")
+    args = dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96, cols=80, ROWS=32, BLOCK=128)
+    one = kernelwork.launch_work(f, "row_scale", 3, args)[0]
+    rows = [["row_scale", 3, args, 2], "junk", ["row_scale", "3", args, 1], ["nope", 3, {}, 5], [1, 2, 3, 4]]
+    assert kernelwork.custom_work(rows, f, False) == pytest.approx(2 * one + one / 3)  # a bad grid: 1 program
+    assert kernelwork.custom_work(rows[:1], f, False, seen={"row_scale": 1.0}) == pytest.approx(one)
+    assert kernelwork.custom_work(None, f, False) is None
+    cuda = {"triton": {}, "cuda": {"k": True}}
+    assert kernelwork.custom_work([], cuda, False, seen={"k": 1.0}) is None  # a computing CUDA kernel: unknown
+
+
+def test_the_launch_wrapper_records_grid_and_arguments(monkeypatch):
+    from davinci_kernel.evaluate.shared.audit import LaunchCounter, install_launch_counter
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read when a function is decorated
+
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    install_launch_counter()
+
+    @triton.jit
+    def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+    x = torch.arange(8.0)
+    y = torch.empty_like(x)
+    LaunchCounter.log = []
+    try:
+        scale[lambda meta: (triton.cdiv(8, meta["BLOCK"]),)](x, y, 8, BLOCK=4)
+        scale[(2,)](x, y, 8, BLOCK=4)
+    finally:
+        log, LaunchCounter.log = LaunchCounter.log, None
+    assert torch.equal(y, 2 * x)
+    assert launch_kinds(log) == [["scale", 2, {"x_ptr": ["t", 8], "y_ptr": ["t", 8], "n": 8, "BLOCK": 4}, 2]]
+
+
+# --------------------------------------------------------------------------- ops from torch's metadata
+def test_every_registered_aten_op_is_classified_on_purpose():
+    """Each aten op torch registers is weighed by its elements, by a formula, by the ops it
+    calls, does no work, or is declared all of the work; none falls to the default."""
+    names = sorted({n[6:].split(".")[0] for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::")})
+    assert len(names) > 1000
+    classes = {n: opwork.op_class(n) for n in names}
+    assert [n for n, c in classes.items() if c == "unclassified"] == []
+    for n in ("__and__", "__or__", "__xor__", "__lshift__", "__rshift__", "bitwise_and", "isfinite", "abs"):
+        assert classes[n] == "elements", n
+    assert classes["linalg_cholesky_ex"] == "all" and classes["_linalg_solve_ex"] == "all"
+    assert classes["matmul"] == "composite" and classes["mm"] == "formula" and classes["view"] == "memory"
+
+
+@pytest.mark.parametrize("op", ["&", "|", "^", "<<", ">>"])
+def test_python_operators_on_tensors_are_weighed_by_their_elements(op):
+    a = torch.randint(0, 7, (16, 8), dtype=torch.int32)
+    b = torch.randint(0, 3, (16, 8), dtype=torch.int32)
+    fn = eval(f"lambda x, y: x {op} y")  # noqa: S307 - a fixed operator
+    work = audited_call(torch, fn, [a, b], all_threads=True, strict=True)[1]["work"]
+    assert work == 16 * 8
+
+
+def test_a_reference_that_only_moves_data_is_known():
+    assert opwork.moves_only({"cat": 1, "clone": 1}) and opwork.moves_only({})
+    assert not opwork.moves_only({"cat": 1, "mul": 1})
+
+
+# --------------------------------------------------------------------------- the fixtures, end to end
+HONEST = ["matmul_mask_epilogue", "matmul_bitwise_epilogues", "diag_scale_triton", "transpose_triton",
+          "concat_triton"]
+
+
+@pytest.mark.parametrize("name", HONEST)
+def test_honest_work_is_accepted_with_its_coverage(cpu_evaluator, name):
+    path = FIXTURES / "legit" / f"{name}.py"
+    res = cpu_evaluator.evaluate(fixture_task(fixture_meta(path)["task"]), path.read_text())
+    assert res.correct, (res.error_kind, res.flags, res.error_msg)
+    assert res.coverage is not None and res.coverage > 0.85, res.coverage
+
+
+def test_honest_partial_work_reports_its_true_coverage(cpu_evaluator):
+    """Torch's GEMMs with a Triton softmax: the softmax's share of the executed work (a few
+    percent) is reported; below the floor it is low_coverage, as a torch GEMM with a custom
+    epilogue is."""
+    path = FIXTURES / "legit" / "attention_softmax_triton.py"
+    doc = ast.get_docstring(parse(path.read_text())) or ""
+    assert "partial: yes" in doc
+    res = cpu_evaluator.evaluate(fixture_task("attention_small"), path.read_text())
+    assert 0.002 < res.coverage < 0.05, res.coverage
+    assert not res.correct and "low_coverage" in res.flags
+
+
+def test_a_grid_larger_than_its_tensors_and_an_exit_on_read_data_earn_nothing_more():
+    f = _facts("cheats/diag_broadcast_copy.py")  # its copy kernel, timed on 16 elements with 1000 programs
+    src = (FIXTURES / "legit" / "relu_triton.py").read_text()
+    relu = kernelwork.analyze(src)
+    name = next(iter(relu["triton"]))
+    params = [a.arg for a in relu["triton"][name].args.args]
+    args = {params[0]: T(16), params[1]: T(16), params[2]: 16, params[3]: 1024}
+    work, _ = kernelwork.launch_work(relu, name, 1000, args)
+    assert work == 1024  # one program of 1024, not 1000
+    assert kernelwork.launch_work(f, "copy_kernel", 1, dict(x_ptr=T(16), y_ptr=T(16), n=16, BLOCK=16))[0] == 0
+    exits = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(flag_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    if tl.program_id(0) * BLOCK >= n:
+        return
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.sqrt(tl.load(x_ptr + offs)))
+    if tl.load(flag_ptr) > 1:
+        return
+    tl.store(y_ptr + offs, tl.exp(tl.load(x_ptr + offs)))
+'''
+    w, m = kernelwork.launch_work(kernelwork.analyze(exits), "k", 1, dict(flag_ptr=T(1), x_ptr=T(8), y_ptr=T(8), n=8,
+                                                                          BLOCK=8))
+    assert (w, m) == (8, 0)  # past the index guard the rest counts (sqrt); a guard on read data ends it (exp)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", HONEST + ["attention_softmax_triton"])
+def test_credit_fixtures_on_the_gpu(gpu_evaluator, name):
+    """The honest credit fixtures at full size on a GPU: accepted, with coverage the lower of
+    their work share and time share (the partial one: reported, below the floor)."""
+    path = FIXTURES / "legit" / f"{name}.py"
+    res = gpu_evaluator.evaluate(fixture_task(fixture_meta(path)["task"]), path.read_text())
+    evidence = res.timing_detail.get("evidence") or {}
+    print(name, res.correct, res.coverage, evidence.get("work_coverage"), evidence.get("time_coverage"), res.speedup)
+    if name == "attention_softmax_triton":
+        assert not res.correct and "low_coverage" in res.flags and res.coverage is not None
+        return
+    assert res.correct, (res.error_kind, res.flags, res.error_msg)
+    assert evidence.get("work_coverage") is not None and evidence["work_coverage"] > 0.85
