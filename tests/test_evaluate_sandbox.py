@@ -398,7 +398,7 @@ def test_two_harness_processes_never_share_a_uid(monkeypatch):
 
     if sandbox.UidLease.lock_dir() is None:
         pytest.skip("no folder for uid locks")
-    script = ("import random, sys\nfrom davinci_kernel.evaluate.harness import sandbox\nrandom.randrange = lambda n: 0\n"
+    script = ("import random, sys\nfrom davinci_kernel.evaluate.harness.isolation import sandbox\nrandom.randrange = lambda n: 0\n"
               "held = [sandbox.UidLease.take() for _ in range(20)]\nprint(*[h.uid for h in held], flush=True)\n"
               "sys.stdin.read()\n")
     other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
