@@ -1,5 +1,6 @@
 """Errors that mean "the user asked for something we cannot do" (exit code 2), the
-interrupt that a command reports after saving what it could (exit code 130), and the
+interrupt that a command reports after saving what it could (exit code 130), a command
+whose every model call failed (exit code 3), and the
 small checks of user-given paths that every command shares.
 
 Everything else that escapes a command is our bug (exit code 1). Model-written code
@@ -18,6 +19,14 @@ class UsageError(Exception):
 class Interrupted(Exception):
     """Ctrl-C, caught by a command after it saved what it could; the message says what was saved
     (``cli.main`` prints it as one line and exits 130)."""
+
+
+class AllCallsFailed(Exception):
+    """Every model call of a command failed (a server that answers each call with HTTP 400, say):
+    the message says how many and the first reason (``cli.main`` exits 3)."""
+
+
+EXIT_ALL_CALLS_FAILED = 3
 
 
 def read_text_file(path: str | Path, what: str = "file") -> str:

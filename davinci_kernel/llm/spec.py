@@ -4,7 +4,8 @@ Covers: ``make_backend`` (a spec for generation → a backend: ``openai:URL#MODE
 OpenAI-compatible server, ``#MODEL`` optional: the server's first model; ``hf:PATH``,
 local transformers; ``script:FILE.py``, the scripted double) and ``resolve_model`` (a
 spec for training → a local model folder: ``hf:PATH`` or a plain path used as is, or
-``tiny[:key=value,...]``, built once under the run's folder by ``tiny.build_tiny``). A
+``tiny[:key=value,...]``, built once under the run's folder by ``tiny.build_tiny``) and
+``check_model`` (the same checks, nothing built: before a run folder is made). A
 malformed spec is a one-line ``UsageError``. Does not cover: contacting the server; call
 ``await backend.check()`` for that.
 """
@@ -42,10 +43,32 @@ def make_backend(spec: str, **kwargs) -> Backend:
     raise UsageError(f"model spec '{spec}': unknown backend '{kind}'; {SPEC_HELP}")
 
 
+def check_model(spec: str, field: str = "rl.model") -> None:
+    """What ``resolve_model`` would refuse, found without building or loading anything: no
+    spec, a malformed ``tiny:`` spec, a folder that is not there (a command calls this before
+    it creates its run folder)."""
+    if not spec:
+        raise UsageError(f"no model given: set {field} to hf:PATH or tiny (e.g. {field}=tiny)")
+    if spec == "tiny" or spec.startswith("tiny:"):
+        from .tiny import parse_tiny_spec
+
+        parse_tiny_spec(spec)
+        return
+    _local_dir(spec)
+
+
+def _local_dir(spec: str) -> Path:
+    path = spec[3:] if spec.startswith("hf:") else spec
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UsageError(f"model '{spec}': directory {p} not found (use hf:PATH to a saved "
+                         f"transformers model, or tiny for a smoke model)")
+    return p
+
+
 def resolve_model(spec: str, workdir: Optional[str | Path] = None) -> Path:
     """Model spec → local directory (building a tiny model under ``workdir`` when asked)."""
-    if not spec:
-        raise UsageError("no model given: set rl.model (or sft.model) to hf:PATH or tiny")
+    check_model(spec, "rl.model (or sft.model)")
     if spec == "tiny" or spec.startswith("tiny:"):
         from .tiny import build_tiny, parse_tiny_spec
 
@@ -56,9 +79,4 @@ def resolve_model(spec: str, workdir: Optional[str | Path] = None) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             build_tiny(target, **opts)
         return target
-    path = spec[3:] if spec.startswith("hf:") else spec
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise UsageError(f"model '{spec}': directory {p} not found (use hf:PATH to a saved "
-                         f"transformers model, or tiny for a smoke model)")
-    return p
+    return _local_dir(spec)

@@ -6,7 +6,9 @@ best turn for ``run``). In both, ``--skills on|off`` is the switch (default on: 
 ``optimize`` all three agents on the default library), ``--db PATH`` the library and
 ``--no-seed`` keeps a new library empty (the same flag as ``dvk skills``); ``run`` also takes
 ``--select llm|bm25|none`` (``skills.select_mode``: the paper's selection ablations).
-Bad options are ``UsageError`` (one line, exit 2); Ctrl-C is ``Interrupted`` (exit 130).
+Bad options are ``UsageError`` (one line, exit 2); Ctrl-C is ``Interrupted`` (exit 130). Failed
+model calls are counted: the count and the first reason go to stderr, and when every call
+failed the command exits 3 (``errors.AllCallsFailed``) after saving what it has.
 Does not cover: the work itself.
 """
 
@@ -110,6 +112,13 @@ def _note_seed(db: Optional[str], seed: bool, used: bool) -> None:
         typer.echo(f"note: --no-seed applies to a new library only; {path} exists and is used as it is", err=True)
 
 
+def _say_failures(failures) -> None:
+    """``N of M model calls failed; the first: REASON`` on stderr, when any failed."""
+    line = failures.line()
+    if line:
+        typer.echo(f"warning: {line}", err=True)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "run"
 
@@ -161,7 +170,8 @@ def _optimize_json(out: dict, rundir, task) -> dict:
             "where": dict(zip(("scheme", "rollout", "turn"), out["where"])) if out["where"] else None,
             "rollouts": [{"scheme": ep.scheme, "skills": list(ep.skills), "turns": [_turn_cell(x) for x in ep.turns]}
                          for ep in out["group"].episodes],
-            "admitted": [{"name": s.name, "verify_speedup": s.verify_speedup} for s in out["admitted"]]}
+            "admitted": [{"name": s.name, "verify_speedup": s.verify_speedup} for s in out["admitted"]],
+            "failed_calls": out["failures"].failed, "model_calls": out["failures"].total}
 
 
 def _print_fastp(summary: dict, title: str) -> None:
@@ -244,6 +254,7 @@ def register(app: typer.Typer) -> None:
             except KeyboardInterrupt:
                 raise Interrupted(f"{saved_note(rundir.path)} (the task group is saved when it ends; library "
                                   "writes are all-or-nothing)") from None
+            _say_failures(result["failures"])
             if result.get("resumed"):
                 typer.echo(f"{rundir.path} already holds this run's finished task group: nothing redone "
                            "(choose another --out to optimize again)", err=True)
@@ -251,6 +262,7 @@ def register(app: typer.Typer) -> None:
                 print_json(_optimize_json(result, rundir, task))
             else:
                 _print_optimize(result, rundir)
+            result["failures"].check()  # every call failed: exit 3
 
     @app.command("run")
     def run_cmd(
@@ -314,11 +326,14 @@ def register(app: typer.Typer) -> None:
         with claim(out_dir) as rundir:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)
+            _say_failures(res["failures"])
             if json_out:
                 print_json({"run_dir": str(rundir.path), "results": str(rundir.file(RESULTS_FILE)), "suite": suite,
                             "model": model, "skills": skills, "select": select_mode, "done": res["done"],
-                            "resumed": res["skipped"], "fast_p": res["summary"]})
-                return
-            how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
-            _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
-            typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")
+                            "resumed": res["skipped"], "fast_p": res["summary"],
+                            "failed_calls": res["failures"].failed, "model_calls": res["failures"].total})
+            else:
+                how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
+                _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
+                typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")
+            res["failures"].check()  # every call failed: exit 3

@@ -6,7 +6,9 @@ concurrent evaluation on the local pool or a Ray cluster with a live progress ba
 ``RUN_DIR/results.jsonl`` appended one whole, fsynced line per finished task,
 ``RUN_DIR/run.json`` metadata, and the summary table (Fast_p for p ∈ {0, 1, 1.2, 1.5, 2}
 per level, ``n/a`` where timing was unavailable, geometric-mean speedup vs eager and
-torch.compile) over every task the directory holds a line for.
+torch.compile) over every task the directory holds a line for. A problem that is itself broken
+(its Model, get_inputs or get_init_inputs raised: stage ``problem``) is the problem's fault:
+it is kept out of Fast_p's denominator and named in the summary (``broken_problems``).
 
 ``--candidates self`` is the harness self-check: no candidates folder; each problem's own
 ``Model`` is judged as its candidate (``EvalConfig.self_check``), every line is marked
@@ -51,10 +53,10 @@ from ..config import EvalConfig, refuse_changes
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..evaluate.harness.pool import check_workers
 from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, replace_jsonl_row, write_json
-from ..records import EvalResult
+from ..records import EvalResult, Stage
 from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
 from ..report.terminal import fastp_rich_table
-from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, claim, default_dir
+from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, claim, default_dir, only_setup
 from ..tasks import candidate_path, load_suite, reference_dir, suite_id
 from . import selfcheck
 
@@ -116,7 +118,7 @@ def _open_run_dir(run_dir: Path, meta: dict, allow: tuple = ()) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     p = run_dir / RUN_FILE
     old: dict = {}
-    if p.is_file():
+    if p.is_file() and not only_setup(run_dir):  # a folder with no result yet counts as empty
         try:
             old = json.loads(p.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):
@@ -194,17 +196,19 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
         all_tasks = load_suite(suite, strict=False) if level is not None or patterns else tasks
         levels = {t.level for t in tasks} | {int(r.get("level") or 0) for r in results.values()}
         totals = {lvl: sum(1 for t in all_tasks if t.level == lvl) for lvl in sorted(levels)}
+        recorded = {k: meta[k] for k in ("device", "workers") if k in meta and meta.get("resumed")}
         meta.update({"device": cfg.device, "backend": backend,
                      "date": datetime.datetime.now().isoformat(timespec="seconds"), "tasks": len(tasks),
                      "missing": len(missing), "totals": {str(k): v for k, v in totals.items()},
                      "level": level, "tasks_pattern": patterns, "command": " ".join(sys.argv)})
+        meta.update(recorded)  # a resume keeps what the run recorded (its evaluator's device, workers) ...
 
         if todo:
             # Ray's local cluster dies with the thread that started it (its processes get a
             # parent-death signal): start it in this thread; local workers start in a SIGINT-blocked one.
             evaluator = (_make_evaluator(backend, cfg, workers) if backend == "ray"
                          else _quiet(lambda: _make_evaluator(backend, cfg, workers)))
-            meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
+            meta.update({"device": evaluator.device, "workers": evaluator.n_workers})  # ... unless it evaluates
             meta = provenance.record(meta, old=meta, sandbox=getattr(evaluator, "sandbox_description", None))
         for t in missing:
             if t.name not in done_before:
@@ -257,9 +261,18 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
     rows = list(results.values())
     if meta.get("self_check"):
         return _summarize_self_check(run_dir, results_path, rows, meta, json_out)
+    broken = sorted((r for r in rows if r.get("stage") == Stage.PROBLEM), key=lambda r: r["task"])
+    if broken:  # the problem's fault, not the candidate's: out of Fast_p's denominator
+        rows = [r for r in rows if r.get("stage") != Stage.PROBLEM]
+        totals = dict(totals)
+        for r in broken:
+            lvl = int(r.get("level") or 0)
+            if lvl in totals:
+                totals[lvl] -= 1
     table = fastp_table(rows, totals=totals)
     summary = {"run_dir": str(run_dir), "results": str(results_path), **meta,
-               "fast_p": {str(k): v for k, v in table.items()}}
+               "fast_p": {str(k): v for k, v in table.items()},
+               "broken_problems": [{"task": r["task"], "error": _first_line(r.get("error_msg"))} for r in broken]}
     na = timing_unavailable(table)
     if na:
         summary["note"] = NA_NOTE
@@ -273,8 +286,16 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
         out.print(fastp_rich_table(table, "Fast_p (share of tasks correct and faster than eager by > p)"))
         if na:
             out.print(NA_NOTE)
+        for b in summary["broken_problems"]:
+            out.print(f"broken problem (not counted in Fast_p): {b['task']}: {b['error']}", markup=False,
+                      highlight=False)
         out.print(f"results: {results_path}")
     return summary
+
+
+def _first_line(text) -> str:
+    lines = [x.strip() for x in str(text or "").strip().splitlines() if x.strip()]
+    return lines[-1][:300] if lines else "its Model or inputs failed"
 
 
 def _summarize_self_check(run_dir: Path, results_path: Path, rows: list, meta: dict, json_out: bool) -> dict:

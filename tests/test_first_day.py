@@ -1,0 +1,186 @@
+"""A user's first day, round two (issue 43), one test per row: nothing half-made is left in
+a run folder, failures are said out loud, `-` is stdout for a file and never a folder, and
+the smaller rows (real `dvk` processes, real files, a real local HTTP server)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import RELU, write_suite
+from conftest import run_dvk as dvk
+
+TINY = str(Path(__file__).parents[1] / "configs" / "tiny-cpu.yaml")
+
+
+# --------------------------------------------------------------------------- nothing half-made
+def _conversations(path: Path) -> Path:
+    path.write_text("".join(json.dumps({"task": f"level1/{i}_t", "messages": [
+        {"role": "user", "content": f"Write ModelNew {i}."},
+        {"role": "assistant", "content": "```python\nx = 1\n```"}]}) + "\n" for i in range(2)))
+    return path
+
+
+def test_train_sft_without_a_model_makes_no_folder_and_a_leftover_folder_counts_as_empty(tmp_path):
+    from davinci_kernel.rl.commands import prepare_sft_out
+
+    data = _conversations(tmp_path / "conv.jsonl")
+    out = tmp_path / "sft"
+    p = dvk(["train", "sft", "--config", TINY, "--out", out, f"sft.data=[{data}]"], timeout=60)
+    assert p.returncode == 2 and "no model given: set sft.model" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists()  # checked before the folder is made
+    p = dvk(["train", "sft", "--config", TINY, "--out", out, "sft.model=tiny", f"sft.data=[{tmp_path / 'nope'}]"],
+            timeout=60)
+    assert p.returncode == 2 and "sft.data" in p.stderr and not out.exists()
+    # what an earlier start that failed before its first step left: run.json, config.json, checkpoints/
+    out.mkdir()
+    (out / "run.json").write_text('{"kind": "train sft", "sft_model": ""}')
+    (out / "config.json").write_text(json.dumps({"sft": {"model": ""}}))
+    (out / "checkpoints").mkdir()
+    for resume in (False, True):  # the corrected rerun and its --resume both start as new
+        assert prepare_sft_out(out, resume, False, 1) is None
+        assert not (out / "config.json").exists() and not (out / "run.json").exists()
+
+
+def test_train_rl_with_a_missing_model_folder_leaves_nothing(tmp_path):
+    out = tmp_path / "rl"
+    p = dvk(["train", "rl", "--config", TINY, "--out", out, "rl.model=hf:/nonexist"], timeout=60)
+    assert p.returncode == 2 and "/nonexist not found" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not out.exists()  # no checkpoints/, no .dvk.lock
+    out.mkdir()  # a folder that an older start left with its empty checkpoints/ and lock
+    (out / "checkpoints").mkdir()
+    (out / ".dvk.lock").write_text("")
+    from davinci_kernel.rl.commands import prepare_rl_out
+
+    assert prepare_rl_out(out, False, False, 1) is None and not (out / "checkpoints").exists()
+
+
+def test_a_run_folder_with_no_complete_step_counts_as_empty(tmp_path):
+    from davinci_kernel.rundir import RunDir, only_setup
+    from davinci_kernel.suite.bench import _open_run_dir
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"kind": "optimize", "model": "script:old.py", "turns": 3}))
+    (out / "groups.jsonl").write_text("")
+    assert only_setup(out)
+    meta = RunDir(out).start({"kind": "optimize", "model": "script:new.py", "turns": 1})  # no refusal
+    assert meta["model"] == "script:new.py" and "resumed" not in meta
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "run.json").write_text(json.dumps({"kind": "bench", "suite": "builtin", "candidates": "reference"}))
+    meta = _open_run_dir(b, {"kind": "bench", "suite": "kernelbench:x", "candidates": "reference", "config": {}})
+    assert meta["suite"] == "kernelbench:x"
+    (out / "results.jsonl").write_text('{"task": "t"}\n')  # a complete step: now it is a run
+    assert not only_setup(out)
+
+
+# --------------------------------------------------------------------------- failures said out loud
+_TOO_LONG = "This model's maximum context length is 4096 tokens. However, you requested 9000 tokens."
+
+
+@pytest.fixture
+def server_400():
+    """A real HTTP server on 127.0.0.1 that lists one model and answers every completion with
+    HTTP 400 (a context too small for the prompt)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _send(self, code: int, doc: dict) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802
+            self._send(200, {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 4096}]})
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send(400, {"error": {"message": _TOO_LONG, "type": "BadRequestError", "code": 400}})
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"openai:http://127.0.0.1:{srv.server_address[1]}/v1#m"
+    srv.shutdown()
+
+
+def test_optimize_and_run_against_a_server_that_answers_400_exit_3(tmp_path, server_400):
+    write_suite(tmp_path, {"1_ReLU": RELU})
+    common = ["--model", server_400, "--skills", "off", "--turns", "1", "--device", "cpu", "--workers", "1"]
+    p = dvk(["optimize", tmp_path / "suite" / "level1" / "1_ReLU.py", *common, "--rollouts", "1",
+             "--out", tmp_path / "o"], timeout=120)
+    assert p.returncode == 3, p.stderr[-2000:]
+    assert "1 of 1 model calls failed" in p.stderr and "HTTP 400" in p.stderr and "maximum context length" in p.stderr
+    assert "Traceback" not in p.stderr
+    p = dvk(["run", "--suite", f"kernelbench:{tmp_path / 'suite'}", *common, "--out", tmp_path / "r", "--json"],
+            timeout=120)
+    assert p.returncode == 3, p.stderr[-2000:]
+    assert json.loads(p.stdout)["failed_calls"] == 1 and "maximum context length" in p.stderr
+    assert not (tmp_path / "r" / "results.jsonl").exists()  # no result: a rerun redoes the task
+
+
+def test_sigterm_says_what_was_saved_as_ctrl_c_does(tmp_path):
+    """`timeout -s TERM dvk bench …`: the signal arrives while the evaluator starts (a real
+    SIGTERM to the real process); the command says what was saved and exits 143."""
+    import subprocess
+    import sys
+
+    probs = tmp_path / "problems" / "level1"
+    probs.mkdir(parents=True)
+    (probs / "1_ReLU.py").write_text(RELU)
+    out = tmp_path / "run"
+    code = ("import os, signal, sys\n"
+            "from davinci_kernel.suite import bench\n"
+            "bench._make_evaluator = lambda *a, **k: os.kill(os.getpid(), signal.SIGTERM) or __import__('time')"
+            ".sleep(5)\n"
+            "from davinci_kernel import cli\n"
+            "cli.main(sys.argv[1:])\n")
+    p = subprocess.run([sys.executable, "-c", code, "bench", "--suite", f"kernelbench:{tmp_path / 'problems'}",
+                        "--candidates", "self", "--device", "cpu", "--workers", "1", "--out", str(out)],
+                       capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 143, p.stderr[-2000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("terminated (SIGTERM): nothing was saved") and "Traceback" not in p.stderr
+    assert not out.exists()
+
+
+def test_a_broken_problem_in_a_suite_is_the_problems_and_a_resume_keeps_the_recorded_device(tmp_path):
+    import shutil
+
+    from conftest import FIXTURES
+
+    probs, cands = tmp_path / "problems" / "level1", tmp_path / "cands" / "level1"
+    probs.mkdir(parents=True)
+    cands.mkdir(parents=True)
+    shutil.copy(FIXTURES / "tasks" / "relu.py", probs / "1_ReLU.py")
+    (probs / "2_Broken.py").write_text(RELU.replace("    return [torch.randn(batch_size, dim)]",
+                                                    "    raise ValueError('no inputs today')"))
+    for name in ("1_ReLU", "2_Broken"):
+        shutil.copy(FIXTURES / "legit" / "relu_triton.py", cands / f"{name}.py")
+    out = tmp_path / "b"
+    args = ["bench", "--suite", f"kernelbench:{tmp_path / 'problems'}", "--candidates", tmp_path / "cands",
+            "--workers", "1", "--no-compile", "--out", out, "--json"]
+    p = dvk(args, timeout=300)  # --device auto: the evaluator's device is recorded (cpu here)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    device = json.loads((out / "run.json").read_text())["device"]
+    assert device != "auto"
+    assert [b["task"] for b in doc["broken_problems"]] == ["level1/2_Broken"]
+    assert "no inputs today" in doc["broken_problems"][0]["error"]
+    assert doc["fast_p"]["1"]["n"] == 1 and doc["fast_p"]["1"]["fast_0"] == 1.0  # the broken one is not counted
+    p = dvk(args, timeout=120)  # resumed: nothing to evaluate, the recorded device stays
+    assert p.returncode == 0, p.stderr[-2000:]
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["device"] == device and meta["resumed"] == 1
+    p = dvk(args[:-1], timeout=120)  # the table names it too
+    assert "broken problem (not counted in Fast_p): level1/2_Broken" in p.stdout.replace("\n", " ")
