@@ -9,6 +9,7 @@ never raises: its failures are data in ``EvalResult``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -46,10 +47,17 @@ def read_text_file(path: str | Path, what: str = "file") -> str:
 
 
 def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
-    """An output folder a command may create (missing parent folders too): refused when it or
-    one of its parents is an existing file."""
+    """An output folder a command may create (missing parent folders too): refused when it is
+    ``-`` (a folder is never standard output), a symbolic link to nothing, or when it or one of
+    its parents is an existing file."""
+    if str(path) == "-":
+        raise UsageError(f"{flag} -: this command writes a folder, and a folder cannot be standard output; "
+                         f"give a folder path")
     p = Path(path).expanduser()
     for q in (p, *p.parents):
+        if q.is_symlink() and not q.exists():
+            raise UsageError(f"{flag} {p}: {q} is a symbolic link to {os.readlink(q)}, which does not exist; "
+                             f"create its target or choose another {flag}")
         if q.exists():
             if not q.is_dir():
                 where = f"{p} is a file" if q == p else f"{p}: {q} is a file"
@@ -60,7 +68,10 @@ def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
 
 def check_out_file(path: str | Path, flag: str = "output file") -> Path:
     """An output file a command may create (missing parent folders too): refused when it is a
-    folder or a parent is an existing file."""
+    folder or a parent is an existing file. ``-`` is standard output (returned as it is; the
+    caller writes there)."""
+    if str(path) == "-":
+        return Path("-")
     p = Path(path).expanduser()
     if p.is_dir():
         raise UsageError(f"{flag} {p} is a directory, not a file")

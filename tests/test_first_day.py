@@ -184,3 +184,28 @@ def test_a_broken_problem_in_a_suite_is_the_problems_and_a_resume_keeps_the_reco
     assert meta["device"] == device and meta["resumed"] == 1
     p = dvk(args[:-1], timeout=120)  # the table names it too
     assert "broken problem (not counted in Fast_p): level1/2_Broken" in p.stdout.replace("\n", " ")
+
+
+# --------------------------------------------------------------------------- `-` and --out
+@pytest.mark.parametrize("args", [
+    ["bench", "--out", "-"],
+    ["report", "a", "b", "--out", "-"],
+    ["train", "rl", "--config", TINY, "--out", "-"],
+    ["optimize", str(Path(__file__).parent / "fixtures" / "tasks" / "relu.py"), "--model", "script:x.py", "--out", "-"],
+])
+def test_a_folder_is_never_stdout(args, tmp_path):
+    p = dvk(args, timeout=60, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr[-2000:]
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--out -: this command writes a folder" in lines[0]
+    assert not (tmp_path / "-").exists()
+
+
+def test_skills_export_dash_is_stdout_and_a_dangling_symlink_out_is_named(tmp_path):
+    p = dvk(["skills", "export", "-", "--db", tmp_path / "lib.db"], timeout=60)
+    assert p.returncode == 0 and json.loads(p.stdout.splitlines()[0])["name"]
+    link = tmp_path / "runs"
+    link.symlink_to(tmp_path / "gone")
+    p = dvk(["bench", "--out", link / "b"], timeout=60)
+    assert p.returncode == 2 and "is a symbolic link to" in p.stderr and "does not exist" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1

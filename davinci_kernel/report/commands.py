@@ -93,8 +93,9 @@ def _compare(run_dirs: list[str], json_out: bool, out: Optional[Path]) -> None:
     from .build import write_comparison
     from .compare import load_comparison, run_summary
 
+    target = check_out_dir(out) if out is not None else None  # before any run is read
     comp = load_comparison(run_dirs)
-    rep = write_comparison(comp, check_out_dir(out) if out is not None else _default_out(run_dirs))
+    rep = write_comparison(comp, target if target is not None else _default_out(run_dirs))
     if json_out:
         print_json({
             "report": str(rep.html),
