@@ -209,3 +209,80 @@ def test_skills_export_dash_is_stdout_and_a_dangling_symlink_out_is_named(tmp_pa
     p = dvk(["bench", "--out", link / "b"], timeout=60)
     assert p.returncode == 2 and "is a symbolic link to" in p.stderr and "does not exist" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- the smaller rows
+def test_read_only_skill_commands_never_create_a_library(tmp_path):
+    typo = tmp_path / "sub" / "libary.db"
+    for args in (["list", "--json"], ["search", "softmax", "--json"], ["show", "online_softmax", "--json"],
+                 ["export", tmp_path / "lib.jsonl"]):
+        p = dvk(["skills", *args, "--db", typo], timeout=60)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "nothing was created" in p.stderr and not typo.exists() and not typo.parent.exists()
+    assert len(json.loads(dvk(["skills", "list", "--json", "--db", typo], timeout=60).stdout)) >= 20
+    p = dvk(["skills", "add", tmp_path / "lib.jsonl", "--db", typo], timeout=60)  # a write creates it
+    assert p.returncode in (0, 2) and "Traceback" not in p.stderr
+
+
+def test_skills_add_without_front_matter_shows_the_format(tmp_path):
+    f = tmp_path / "my_skill.md"
+    f.write_text("# Fuse bias and ReLU\nAdd the bias in the kernel.\n")
+    p = dvk(["skills", "add", f, "--db", tmp_path / "lib.db"], timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "name: my_skill" in p.stderr and "## Key Idea" in p.stderr and "docs/guides/skills.md" in p.stderr
+
+
+def test_run_takes_tasks_patterns(tmp_path):
+    write_suite(tmp_path, {"1_ReLU": RELU})
+    p = dvk(["run", "--suite", f"kernelbench:{tmp_path / 'suite'}", "--model", "script:x.py", "--tasks", "*Softmax*",
+             "--out", tmp_path / "r"], timeout=60)
+    assert p.returncode == 2 and "--tasks pattern '*Softmax*' matches no task" in p.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_unknown_config_key_says_did_you_mean(tmp_path):
+    p = dvk(["train", "sft", "--config", TINY, "--out", tmp_path / "s", "sft.modle=tiny"], timeout=60)
+    assert p.returncode == 2 and "unknown config key 'sft.modle': did you mean 'sft.model'?" in p.stderr
+    p = dvk(["train", "rl", "--config", TINY, "--out", tmp_path / "s", "steps=3"], timeout=60)
+    assert p.returncode == 2 and "did you mean 'rl.steps'?" in p.stderr
+
+
+def test_report_compares_two_training_runs(tmp_path):
+    runs = []
+    for name, lr in (("a", 0.003), ("b", 0.01)):
+        d = tmp_path / name
+        d.mkdir()
+        d.joinpath("metrics.jsonl").write_text("".join(json.dumps(
+            {"step": s, "reward/policy": 0.1 * s * (2 if name == "b" else 1), "fast_1/policy": 0.05 * s,
+             "loss/policy": 0.1}) + "\n" for s in range(1, 4)))
+        d.joinpath("config.json").write_text(json.dumps({"rl": {"lr": lr, "steps": 3}, "out": str(d)}))
+        runs.append(d)
+    p = dvk(["report", *runs, "--out", tmp_path / "cmp", "--json"], timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert doc["kind"] == "training" and doc["last"]["reward/policy"] == {"A": pytest.approx(0.3),
+                                                                           "B": pytest.approx(0.6)}
+    assert doc["last"]["fast_1/policy"]["B"] == pytest.approx(0.15)
+    assert doc["config_diff"]["rl.lr"] == {"A": 0.003, "B": 0.01} and "rl.steps" not in doc["config_diff"]
+    html = (tmp_path / "cmp" / "compare.html").read_text()
+    assert "rl.lr" in html and "data:image/png;base64," in html and (tmp_path / "cmp" / "compare.png").is_file()
+
+
+def test_docs_say_what_the_code_does():
+    """cli.md's --timeout defaults are EvalConfig's; every extra of pyproject.toml is in
+    development.md's table; the README's set-up command installs the extras CI installs."""
+    import re
+    tomllib = pytest.importorskip("tomllib")
+
+    from davinci_kernel.config import EvalConfig
+
+    root = Path(__file__).parents[1]
+    cli_md = (root / "docs" / "cli.md").read_text()
+    cfg = EvalConfig()
+    assert f"{cfg.compile_timeout_s:g} s to\n  build and import and {cfg.run_timeout_s:g} s to run" in cli_md
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    dev_md = (root / "docs" / "development.md").read_text()
+    assert all(f"| `{e}` |" in dev_md for e in extras), [e for e in extras if f"| `{e}` |" not in dev_md]
+    ci = re.search(r'-e "\.\[([a-z,]+)\]"', (root / ".ci" / "run").read_text()).group(1)
+    readme = re.search(r'pip install torch==\S+ -e "\.\[([a-z,]+)\]"', (root / "README.md").read_text()).group(1)
+    assert set(readme.split(",")) == set(ci.split(",")) == set(extras)

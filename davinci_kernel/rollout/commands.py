@@ -275,6 +275,9 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", help="run directory, created with missing parent folders; "
                                                               "rerun with the same --out to resume"),
         level: Optional[int] = typer.Option(None, "--level", help="only this level"),
+        task_patterns: Optional[str] = typer.Option(None, "--tasks", help="only the tasks whose name matches one of "
+                                                    "these comma-separated shell patterns, e.g. 'level2/77_*,*Softmax*' "
+                                                    "(a pattern matching no task is an error)"),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         seed: bool = typer.Option(True, "--seed/--no-seed", help=SEED_HELP),
@@ -295,6 +298,7 @@ def register(app: typer.Typer) -> None:
 
         The library is read, never changed. --select: how skills are chosen; --no-seed: a new --db starts empty."""
         from ..tasks import load_suite
+        from ..tasks.names import pick_tasks
         from .progress import live
         from .suite import RunSettings, run_suite
 
@@ -310,6 +314,7 @@ def register(app: typer.Typer) -> None:
         tasks = load_suite(suite, level=level, strict=False)
         if not tasks:
             raise UsageError(f"suite {suite} has no tasks" + (f" at level {level}" if level else ""))
+        tasks = pick_tasks(tasks, task_patterns)
         name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"
                                                          and skills == "on" else "")
         out_dir = check_out_dir(out or default_dir(name))

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import fnmatch
 import json
 import queue
 import signal
@@ -58,25 +57,11 @@ from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
 from ..report.terminal import fastp_rich_table
 from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, claim, default_dir, only_setup
 from ..tasks import candidate_path, load_suite, reference_dir, suite_id
+from ..tasks.names import pick_tasks
 from . import selfcheck
 
 _SAME_RUN_KEYS = ("suite", "candidates")
 SELF = "self"  # --candidates self: the harness self-check
-
-
-def pick(tasks: list, patterns: Optional[str]) -> list:
-    """The tasks whose name (``level2/77_Name``) matches one of the comma-separated
-    shell-style patterns (``level2/77_*,*ReLU*``); all of them without patterns. A pattern
-    that matches no task is bad input."""
-    if not patterns:
-        return tasks
-    pats = [p.strip() for p in patterns.split(",") if p.strip()]
-    if not pats:
-        raise UsageError(f"--tasks {patterns!r}: give task-name patterns, e.g. 'level1/19_*,*Softmax*'")
-    for pat in pats:
-        if not any(fnmatch.fnmatchcase(t.name, pat) for t in tasks):
-            raise UsageError(f"--tasks pattern {pat!r} matches no task (names look like {tasks[0].name!r})")
-    return [t for t in tasks if any(fnmatch.fnmatchcase(t.name, pat) for pat in pats)]
 
 
 def collect(suite: str, candidates: str, level: Optional[int], patterns: Optional[str] = None):
@@ -86,7 +71,7 @@ def collect(suite: str, candidates: str, level: Optional[int], patterns: Optiona
     tasks = load_suite(suite, level=level, strict=False)
     if not tasks:
         raise UsageError(f"suite {suite!r} has no tasks" + (f" at level {level}" if level else ""))
-    tasks = pick(tasks, patterns)
+    tasks = pick_tasks(tasks, patterns)
     if candidates == SELF:
         return tasks, [(t, None) for t in tasks], [], None
     cand_dir = reference_dir(suite) if candidates == "reference" else Path(candidates).expanduser()
