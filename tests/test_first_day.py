@@ -286,3 +286,22 @@ def test_docs_say_what_the_code_does():
     ci = re.search(r'-e "\.\[([a-z,]+)\]"', (root / ".ci" / "run").read_text()).group(1)
     readme = re.search(r'pip install torch==\S+ -e "\.\[([a-z,]+)\]"', (root / "README.md").read_text()).group(1)
     assert set(readme.split(",")) == set(ci.split(",")) == set(extras)
+
+
+def test_a_reward_is_declared_once_and_every_list_reads_it(monkeypatch):
+    import dataclasses
+
+    from davinci_kernel import reward_kinds as rk
+    from davinci_kernel.config import RewardConfig, choices_of
+    from davinci_kernel.errors import UsageError
+    from davinci_kernel.integrations.kernel_reward import KernelReward
+    from davinci_kernel.rollout.rewards import policy_reward
+
+    assert choices_of(RewardConfig, "kind") == tuple(rk.REWARDS) == ("released", "tiered", "fastp")
+    help_text = {f.name: f.metadata["help"] for f in dataclasses.fields(RewardConfig)}["kind"]
+    assert all(f"{k.name} = {k.help}" in help_text for k in rk.REWARDS.values())
+    monkeypatch.setitem(rk.REWARDS, "always_one", rk.RewardKind("always_one", "one for anything", lambda r, c: 1.0))
+    assert policy_reward(None, RewardConfig(kind="always_one")) == 1.0  # the dispatch reads the table
+    assert KernelReward(kind="always_one").reward_cfg.kind == "always_one"  # so do the TRL/verl adapters
+    with pytest.raises(UsageError, match="always_one"):
+        KernelReward(kind="nope")
