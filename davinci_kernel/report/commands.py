@@ -67,7 +67,13 @@ def report(
         console = Console(width=120)
     for name, table in rep.tables.items():
         console.print(fastp_rich_table(table, f"Fast_p — {name} results" if name else "Fast_p", DEFAULT_PS))
-    if not rep.tables:
+    if not rep.tables and rep.run.metrics:  # a training run: its curves are in the figure
+        last = rep.run.metrics[-1]
+        shown = ", ".join(f"{k} {last[k]:.3f}" for k in sorted(last) if k.startswith(("reward/", "fast_"))
+                          and isinstance(last[k], (int, float)))
+        console.print(f"a training run: {len(rep.run.metrics)} steps in metrics.jsonl; at step {last.get('step')}: "
+                      f"{shown or 'no reward logged'}", highlight=False, soft_wrap=True)
+    elif not rep.tables:
         console.print("no evaluation results in this run (no results.jsonl lines)")
     prov = rep.run.meta.get("provenance")
     if isinstance(prov, dict):
