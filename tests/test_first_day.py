@@ -76,6 +76,20 @@ def test_a_run_folder_with_no_complete_step_counts_as_empty(tmp_path):
     assert not only_setup(out)
 
 
+@pytest.mark.parametrize("args,fragment", [
+    (["bench", "--suite", "kernelbench:no_such_dir"], "no_such_dir"),
+    (["optimize", str(Path(__file__).parent / "fixtures" / "tasks" / "relu.py"), "--model", "script:no_such.py"],
+     "script:no_such.py: file not found"),
+    (["run", "--model", "hf:no_such_model"], "no_such_model not found"),
+    (["report", "no_such_a", "no_such_b"], "no_such_a"),
+])
+def test_every_command_that_writes_a_run_folder_checks_its_inputs_first(args, fragment, tmp_path):
+    out = tmp_path / "new" / "out"
+    p = dvk([*args, "--out", out], timeout=60, cwd=tmp_path)
+    assert p.returncode == 2 and fragment in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "new").exists()
+
+
 # --------------------------------------------------------------------------- failures said out loud
 _TOO_LONG = "This model's maximum context length is 4096 tokens. However, you requested 9000 tokens."
 

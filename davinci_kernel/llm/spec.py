@@ -5,7 +5,8 @@ OpenAI-compatible server, ``#MODEL`` optional: the server's first model; ``hf:PA
 local transformers; ``script:FILE.py``, the scripted double) and ``resolve_model`` (a
 spec for training → a local model folder: ``hf:PATH`` or a plain path used as is, or
 ``tiny[:key=value,...]``, built once under the run's folder by ``tiny.build_tiny``) and
-``check_model`` (the same checks, nothing built: before a run folder is made). A
+``check_model`` (the same checks, nothing built: before a run folder is made;
+``check_backend_spec`` is that for a generation spec). A
 malformed spec is a one-line ``UsageError``. Does not cover: contacting the server; call
 ``await backend.check()`` for that.
 """
@@ -19,6 +20,27 @@ from ..errors import UsageError
 from .base import Backend
 
 SPEC_HELP = "use openai:URL#MODEL (e.g. openai:http://localhost:8000/v1#Qwen/Qwen3-8B), hf:PATH or script:FILE.py"
+
+
+def check_backend_spec(spec: str) -> None:
+    """What ``make_backend`` would refuse, found without importing or contacting anything: a
+    malformed spec, an ``openai:`` URL without its scheme, a ``script:`` file or an ``hf:``
+    folder that is not there (a command calls this before it creates its run folder)."""
+    kind, sep, rest = (spec or "").partition(":")
+    if not sep or not rest:
+        raise UsageError(f"model spec '{spec}' not understood: {SPEC_HELP}")
+    if kind == "openai":
+        if not rest.partition("#")[0].startswith(("http://", "https://")):
+            raise UsageError(f"model spec '{spec}': the URL must start with http:// or https://")
+    elif kind == "script":
+        if not Path(rest).expanduser().is_file():
+            raise UsageError(f"script:{rest}: file not found (it must define respond(request) -> str)")
+    elif kind == "hf":
+        if not Path(rest).expanduser().exists():
+            raise UsageError(f"model spec '{spec}': {Path(rest).expanduser()} not found (hf:PATH is a saved "
+                             "transformers model folder)")
+    else:
+        raise UsageError(f"model spec '{spec}': unknown backend '{kind}'; {SPEC_HELP}")
 
 
 def make_backend(spec: str, **kwargs) -> Backend:

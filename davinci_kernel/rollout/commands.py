@@ -24,6 +24,7 @@ from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP, RERUN_ALLOW_HELP
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..files import print_json
+from ..llm.spec import check_backend_spec
 from ..rundir import BEST_CODE, RESULTS_FILE, claim, default_dir, saved_note
 
 _RC = RolloutConfig()
@@ -238,6 +239,7 @@ def register(app: typer.Typer) -> None:
         rc, db, seed = cfg.rollout, _db_of(cfg), cfg.skills.seed_library
         select_mode = cfg.skills.select_mode if use_skills else "none"
         out_dir = check_out_dir(out or default_dir(f"optimize-{_slug(Path(task.name).name)}"))
+        check_backend_spec(model)  # before the folder is made
         if db is not None and use_skills:
             from ..skills.store import check_library_path
 
@@ -318,6 +320,7 @@ def register(app: typer.Typer) -> None:
         name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"
                                                          and skills == "on" else "")
         out_dir = check_out_dir(out or default_dir(name))
+        check_backend_spec(model)  # before the folder is made
         uses_library = select_mode != "none"
         if db is not None and uses_library:
             from ..skills.store import check_library_path
