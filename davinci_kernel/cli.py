@@ -129,8 +129,12 @@ def _on_sigterm(signum, frame) -> None:
     import signal
 
     _signals["term"] = True
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _ignore)  # a handler, not SIG_IGN: a process started now still gets SIGTERM
     raise KeyboardInterrupt
+
+
+def _ignore(signum, frame) -> None:
+    pass
 
 
 def _catch_sigterm():

@@ -198,6 +198,9 @@ def test_a_broken_problem_in_a_suite_is_the_problems_and_a_resume_keeps_the_reco
     assert meta["device"] == device and meta["resumed"] == 1
     p = dvk(args[:-1], timeout=120)  # the table names it too
     assert "broken problem (not counted in Fast_p): level1/2_Broken" in p.stdout.replace("\n", " ")
+    p = dvk(["report", out, "--json"], timeout=120)  # and so does the run's report
+    assert p.returncode == 0 and json.loads(p.stdout)["fastp"][""]["1"]["n"] == 1
+    assert "broken problem (not counted in Fast_p): level1/2_Broken" in json.loads(p.stdout)["notes"]
 
 
 # --------------------------------------------------------------------------- `-` and --out

@@ -339,9 +339,12 @@ def register(app: typer.Typer) -> None:
                 print_json({"run_dir": str(rundir.path), "results": str(rundir.file(RESULTS_FILE)), "suite": suite,
                             "model": model, "skills": skills, "select": select_mode, "done": res["done"],
                             "resumed": res["skipped"], "fast_p": res["summary"],
-                            "failed_calls": res["failures"].failed, "model_calls": res["failures"].total})
+                            "failed_calls": res["failures"].failed, "model_calls": res["failures"].total,
+                            "broken_problems": res["broken"]})
             else:
                 how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
                 _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
+                for name in res["broken"]:
+                    typer.echo(f"broken problem (not counted in Fast_p): {name}")
                 typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")
             res["failures"].check()  # every call failed: exit 3

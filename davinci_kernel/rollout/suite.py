@@ -26,7 +26,7 @@ from typing import Optional
 from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig, rollout_sections
 from ..files import jsonl_text, write_atomic
 from ..records import Task
-from ..report.fastp import fastp_table
+from ..report.fastp import fastp_table, split_broken
 from ..rundir import GROUPS_FILE, RESULTS_FILE, SUMMARY_FILE, WHICH, RunDir
 from ..tasks import suite_id
 from .context import Context
@@ -90,7 +90,9 @@ def result_rows(task: Task, group) -> list[dict]:
 
 
 def summarize_results(rows: list[dict], totals: dict) -> dict:
-    tot = {int(k): v for k, v in totals.items()}
+    """Fast_p at the last and best turn; a broken problem (stage ``problem``) is out of the
+    denominator (``run_suite`` names them)."""
+    rows, tot, _ = split_broken(rows, {int(k): v for k, v in totals.items()})
     return {which: fastp_table([r for r in rows if r.get("which") == which], FASTP_PS, tot) for which in WHICH}
 
 
@@ -133,8 +135,9 @@ def _drop_unfinished_groups(rundir: RunDir, done: set[str]) -> None:
 
 def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
               progress: Optional[Callable] = None, session_kw: Optional[dict] = None) -> dict:
-    """Run the unfinished tasks; return ``{"done", "skipped", "summary", "failures"}`` (failures:
-    the ``CallFailures`` of the model calls made now)."""
+    """Run the unfinished tasks; return ``{"done", "skipped", "summary", "failures", "broken"}``
+    (failures: the ``CallFailures`` of the model calls made now; broken: the tasks whose problem
+    itself failed, out of Fast_p's denominator)."""
     failures = CallFailures()
     done = rundir.finished()
     todo = [t for t in tasks if t.name not in done]
@@ -163,4 +166,6 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
     rows = [r for r in rundir.read_jsonl(RESULTS_FILE) if r.get("task") in names]
     summary = summarize_results(rows, meta["totals"])
     rundir.write_json(SUMMARY_FILE, summary)
-    return {"done": len(todo), "skipped": len(tasks) - len(todo), "summary": summary, "failures": failures}
+    broken = sorted({r["task"] for r in split_broken(rows)[2]})
+    return {"done": len(todo), "skipped": len(tasks) - len(todo), "summary": summary, "failures": failures,
+            "broken": broken}

@@ -52,8 +52,8 @@ from ..config import EvalConfig, refuse_changes
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..evaluate.harness.pool import check_workers
 from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, replace_jsonl_row, write_json
-from ..records import EvalResult, Stage
-from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
+from ..records import EvalResult
+from ..report.fastp import NA_NOTE, fastp_table, split_broken, timing_unavailable
 from ..report.terminal import fastp_rich_table
 from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, claim, default_dir, only_setup
 from ..tasks import candidate_path, load_suite, reference_dir, suite_id
@@ -246,14 +246,7 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
     rows = list(results.values())
     if meta.get("self_check"):
         return _summarize_self_check(run_dir, results_path, rows, meta, json_out)
-    broken = sorted((r for r in rows if r.get("stage") == Stage.PROBLEM), key=lambda r: r["task"])
-    if broken:  # the problem's fault, not the candidate's: out of Fast_p's denominator
-        rows = [r for r in rows if r.get("stage") != Stage.PROBLEM]
-        totals = dict(totals)
-        for r in broken:
-            lvl = int(r.get("level") or 0)
-            if lvl in totals:
-                totals[lvl] -= 1
+    rows, totals, broken = split_broken(rows, totals)  # the problem's fault: out of Fast_p's denominator
     table = fastp_table(rows, totals=totals)
     summary = {"run_dir": str(run_dir), "results": str(results_path), **meta,
                "fast_p": {str(k): v for k, v in table.items()},
