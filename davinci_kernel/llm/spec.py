@@ -19,7 +19,12 @@ from typing import Optional
 from ..errors import UsageError
 from .base import Backend
 
-SPEC_HELP = "use openai:URL#MODEL (e.g. openai:http://localhost:8000/v1#Qwen/Qwen3-8B), hf:PATH or script:FILE.py"
+# the generation backends, each declared once: its spec and what it is (--model's help reads this)
+BACKENDS = {"openai": ("openai:URL#MODEL", "vLLM, SGLang, an API"), "hf": ("hf:PATH", "local transformers"),
+            "script": ("script:FILE.py", "replies from a file's respond(request): a dry run with no model")}
+MODEL_HELP = " | ".join(f"{spec} ({what})" for spec, what in BACKENDS.values())
+SPEC_HELP = ("use " + ", ".join(spec for spec, _ in BACKENDS.values())
+             + " (e.g. openai:http://localhost:8000/v1#Qwen/Qwen3-8B)")
 
 
 def check_backend_spec(spec: str) -> None:
@@ -39,7 +44,7 @@ def check_backend_spec(spec: str) -> None:
         if not Path(rest).expanduser().exists():
             raise UsageError(f"model spec '{spec}': {Path(rest).expanduser()} not found (hf:PATH is a saved "
                              "transformers model folder)")
-    else:
+    if kind not in BACKENDS:
         raise UsageError(f"model spec '{spec}': unknown backend '{kind}'; {SPEC_HELP}")
 
 

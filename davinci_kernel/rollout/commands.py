@@ -24,7 +24,7 @@ from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP, RERUN_ALLOW_HELP
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..files import print_json
-from ..llm.spec import check_backend_spec
+from ..llm.spec import MODEL_HELP, check_backend_spec
 from ..rundir import BEST_CODE, RESULTS_FILE, claim, default_dir, saved_note
 
 _RC = RolloutConfig()
@@ -37,7 +37,6 @@ SELECT_HELP = ("how skills are chosen (skills.select_mode, as in training): llm 
                "selection agent; bm25 = the BM25 top skills, no model call; none = no skills "
                "(bm25, none: the paper's ablations); default llm, none with --skills off")
 SELECT_MODES = ("llm", "bm25", "none")
-MODEL_HELP = "openai:URL#MODEL (vLLM, SGLang, an API) | hf:PATH (local transformers) | script:FILE.py"
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
 
 
