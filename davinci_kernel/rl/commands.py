@@ -284,8 +284,8 @@ def register(app: typer.Typer) -> None:
         A checkpoint is saved after every epoch; an --out that already holds a run (a model,
         checkpoints) is refused unless --resume or --overwrite is given."""
         def check(cfg) -> None:
-            check_model(cfg.sft.model, "sft.model")
             _check_sft_data(cfg.sft.data)
+            check_model(cfg.sft.model, "sft.model")
 
         with _training_run(ctx, config, overrides, out, "train sft", resume, overwrite, allow, "sft.epochs",
                            lambda d, cfg: prepare_sft_out(d, resume, overwrite, cfg.sft.epochs),
