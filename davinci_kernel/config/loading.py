@@ -134,8 +134,9 @@ def validate(cfg: Config) -> Config:
         ("eval.timing_budget_s", cfg.eval.timing_budget_s >= 0, "0 or more seconds"),
         ("eval.timing_placements", cfg.eval.timing_placements >= 1, "at least 1"),
         ("eval.timing_ci_target", 0 <= cfg.eval.timing_ci_target < 1, "a relative half-width in [0, 1) (0 = off)"),
-        ("eval.timing_ci_budget_s", 0 <= cfg.eval.timing_ci_budget_s < cfg.eval.run_timeout_s,
-         "0 or more seconds, less than eval.run_timeout_s"),
+        ("eval.timing_ci_budget_s", cfg.eval.timing_ci_budget_s >= 0 and (
+            cfg.eval.timing_ci_target == 0 or cfg.eval.timing_ci_budget_s < cfg.eval.run_timeout_s),
+         "0 or more seconds, and less than eval.run_timeout_s when eval.timing_ci_target is on"),
         ("eval.workers_per_gpu", 1 <= cfg.eval.workers_per_gpu <= 16, "1 to 16"),
         ("eval.timing_lead_us", cfg.eval.timing_lead_us == -1 or 0 <= cfg.eval.timing_lead_us <= 10000,
          "0 to 10000 microseconds, or -1 (auto)"),
