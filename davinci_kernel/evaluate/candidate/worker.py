@@ -422,6 +422,10 @@ def warm_gpu_tools(device: str) -> None:
 def main(argv: list[str]) -> None:
     ch, device, notes = rt.start(argv)
     install_launch_counter()
+    if not device.startswith("cuda"):  # interpreted Triton: every access inside the launch's tensors
+        from .interp_bounds import install
+
+        install(rt.C.torch)
     from ..shared.audit import settle
 
     settle(rt.C.torch, device, all_threads=not device.startswith("cuda"))
