@@ -329,8 +329,8 @@ class CandidateRunner:
         del sets
         for i, o in last.items():
             self.emit(f"timed{i}", o)
-        for i, o in kept.items():
-            self.emit(f"check{i}", o)
+        for (i, k), o in kept.items():  # check i on set k: the reference's output index i x trials + k
+            self.emit(f"check{i * j.trials + k}", o)
         marks.append(rt.C.perf())
         res["phase_ms"] = {k: round(1e3 * (b - a), 1) for k, a, b in
                            zip(("prepare", "timed", "profile", "outputs"), marks, marks[1:])}

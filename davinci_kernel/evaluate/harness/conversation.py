@@ -190,7 +190,8 @@ class Conversation:
         if m.group(1) is None:
             return True
         n = int(m.group(2))
-        return n < (len(self.drawn.timed_checks) if m.group(1) == "check" else len(self.drawn.trial_seeds))
+        trials = len(self.drawn.trial_seeds)  # check j on set k is ``check{j * trials + k}``
+        return n < (len(self.drawn.timed_checks) * trials if m.group(1) == "check" else trials)
 
     def _intake(self, msg: dict) -> None:
         """Read one announced output while the worker's processes are stopped, then let it go on."""
