@@ -38,7 +38,8 @@ RUNTIME = [p for p in CHEATS if runtime_fixture(p)]
 # Runtime fixtures shaped for the CPU (its task sizes, its interpreter): on a GPU they are
 # honest, crash or run past the deadline, which is no test of their defence there.
 CPU_SHAPED = {"fork_per_call", "precompute_at_import", "item_loop_host", "complex_item_host", "packed_item_writes",
-              "shape_channel_host"}
+              "shape_channel_host",
+              "interp_raw_poke"}  # a host address in a compiled kernel is an illegal address there, no test of this
 # With the code policy off, these pass on a GPU: the audit of every thread is the CPU's
 # alone, and torch 2.11 records no shapes for ``_foreach_*`` ops on the GPU. The policy
 # refuses both (``_thread``, private ``torch._foreach_*``): docs/guarantees.md says so.
