@@ -60,7 +60,7 @@ def check(ptrs, mask, width: int) -> None:
         p = p.reshape(-1)
     if p.size == 0:
         return
-    if not ranges:
+    if ranges is None:
         raise OutOfBounds("a Triton memory access outside any kernel launch")
     lo, hi = int(p.min()), int(p.max()) + width
     for start, end in ranges:  # the usual case: one tensor holds every address
