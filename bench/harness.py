@@ -372,7 +372,7 @@ def main():
     out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "date": datetime.date.today().isoformat(), "tasks": len(tasks),
            "os_kernel": platform.release(),  # which sandbox runtime: page faults cost very differently
-           "sandbox": __import__("davinci_kernel.evaluate.harness.sandbox", fromlist=["probe"]).probe().describe(),
+           "sandbox": __import__("davinci_kernel.evaluate.harness.isolation.sandbox", fromlist=["probe"]).probe().describe(),
            "command": " ".join(["python", *sys.argv])}
     per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x]
     out["eval_fields"] = fields

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def measure(device: str, n: int, fork: bool) -> dict:
-    from davinci_kernel.evaluate.harness import forkserver, sandbox
-    from davinci_kernel.evaluate.harness.procs import Limits, WorkerProcess, device_env
+    from davinci_kernel.evaluate.harness.isolation import forkserver, sandbox
+    from davinci_kernel.evaluate.harness.isolation.procs import Limits, WorkerProcess, device_env
 
     root = tempfile.mkdtemp(prefix="dvk-start-")
     os.chmod(root, 0o711)
@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=6, help="workers started one after another, per way")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    from davinci_kernel.evaluate.harness import forkserver, sandbox
+    from davinci_kernel.evaluate.harness.isolation import forkserver, sandbox
 
     device = "cuda:0" if args.device == "cuda" else args.device
     caps = sandbox.probe()

@@ -1,9 +1,10 @@
 """`dvk` — the command line. Thin: parse, call one library function, print.
 
 Exit codes: 0 done (a wrong candidate is a result, not an error), 2 bad usage or
-input (one line on stderr, no traceback), 1 our own failure, 130 interrupted (Ctrl-C;
-one line on stderr says what was saved; a command that saves as it goes resumes when
-rerun with the same ``--out``). Commands that print ``--json`` write exactly one JSON
+input (one line on stderr, no traceback), 1 our own failure, 3 every model call failed
+(``dvk optimize``/``run``: the count and the first reason on stderr), 130 interrupted
+(Ctrl-C, and 143 for SIGTERM: one line on stderr says what was saved; a command that saves
+as it goes resumes when rerun with the same ``--out``). Commands that print ``--json`` write exactly one JSON
 document on stdout. ``dvk --version`` prints the package version.
 
 Each stage registers its own commands through a ``register(app)`` function so this
@@ -20,13 +21,13 @@ from typing import Optional
 import typer
 
 from .clihelp import HELP_OPTIONS, tidy
-from .errors import Interrupted, UsageError
+from .errors import EXIT_ALL_CALLS_FAILED, AllCallsFailed, Interrupted, UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings=HELP_OPTIONS,
                   help="davinci-kernel: evaluate, optimize and train GPU-kernel agents with a skill library.\n\n"
                        "Exit codes: 0 done (a wrong kernel is a result), 2 bad usage or input, "
-                       "1 our own failure, 130 interrupted (Ctrl-C).")
+                       "1 our own failure, 3 every model call failed, 130 interrupted (Ctrl-C; 143 on SIGTERM).")
 
 _REGISTRARS = (
     "davinci_kernel.suite.commands",
@@ -83,7 +84,7 @@ def _root(
     """davinci-kernel: evaluate, optimize and train GPU-kernel agents with a skill library.
 
     Exit codes: 0 done (a wrong kernel is a result), 2 bad usage or input, 1 our own
-    failure, 130 interrupted (Ctrl-C).
+    failure, 3 every model call failed, 130 interrupted (Ctrl-C; 143 on SIGTERM).
     """
 
 
@@ -119,9 +120,38 @@ def _command():
     return tidy(cmd)
 
 
+_signals = {"term": False}  # whether SIGTERM (not Ctrl-C) stopped the command
+
+
+def _on_sigterm(signum, frame) -> None:
+    """SIGTERM (``timeout``, a job scheduler) stops a command as Ctrl-C does, so it says what was
+    saved; a second one while it cleans up is ignored (SIGKILL still ends it)."""
+    import signal
+
+    _signals["term"] = True
+    signal.signal(signal.SIGTERM, _ignore)  # a handler, not SIG_IGN: a process started now still gets SIGTERM
+    raise KeyboardInterrupt
+
+
+def _ignore(signum, frame) -> None:
+    pass
+
+
+def _catch_sigterm():
+    """Install ``_on_sigterm``; returns the handler it replaced (None off the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    _signals["term"] = False
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 def _interrupt_exit(note: str) -> None:
-    typer.echo(f"interrupted: {note}", err=True)
-    sys.exit(130)
+    term = _signals["term"]
+    typer.echo(f"{'terminated (SIGTERM)' if term else 'interrupted'}: {note}", err=True)
+    sys.exit(143 if term else 130)
 
 
 def _on_devnull() -> bool:
@@ -154,7 +184,18 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
+    import signal
+
     _register_all()
+    before = _catch_sigterm()
+    try:
+        _main(argv)
+    finally:
+        if before is not None:  # called in-process (tests): the caller's handler again
+            signal.signal(signal.SIGTERM, before)
+
+
+def _main(argv: Optional[list[str]]) -> None:
     null_before = _on_devnull()
     try:
         rv = _command().main(args=argv, prog_name="dvk", standalone_mode=False)
@@ -166,6 +207,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     except UsageError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
+    except AllCallsFailed as e:
+        typer.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_ALL_CALLS_FAILED)
     except Interrupted as e:
         _interrupt_exit(str(e))
     except KeyboardInterrupt:

@@ -13,7 +13,8 @@ by line and synced; ``finished()`` tells which tasks a resumed run can skip.
 ``claim(path)`` is how a command takes its folder: one command at a time (an exclusive
 ``flock`` on ``RUN_DIR/.dvk.lock``; a second command is refused in one line, exit 2); a
 folder the command created is removed again when it fails or is interrupted before
-saving anything but ``run.json``; and a Ctrl-C that the command did not report itself is
+saving a complete step (``only_setup``: a folder with nothing else counts as empty, and a
+rerun starts there as new, whatever its run.json says); and a Ctrl-C that the command did not report itself is
 reported with what the folder holds (``saved_note``).
 
 Covers: those names, the default folder of a run (``runs/NAME``) and ``RunDir``. Does not
@@ -100,7 +101,7 @@ class RunDir:
         start's ``provenance`` too (``provenance.record``)."""
         self.path.mkdir(parents=True, exist_ok=True)
         old: dict = {}
-        if self.file(RUN_FILE).is_file():
+        if self.file(RUN_FILE).is_file() and not only_setup(self.path):  # no complete step: a new run
             old = self.read_meta()
             for key in _SAME_RUN_KEYS:
                 if key in old and key in meta and old[key] != meta[key]:
@@ -144,12 +145,33 @@ def saved_note(path: str | os.PathLike) -> str:
     return f"saved in {rd.path}: {', '.join(parts)}; rerun the same command to resume"
 
 
-def _only_setup(path: Path) -> bool:
-    """True when the folder holds nothing but its lock and run.json (no work saved)."""
+SETUP_FILES = (LOCK_FILE, RUN_FILE, "config.json")  # what a command writes before its first complete step
+
+
+def _empty_tree(path: Path) -> bool:
     try:
-        return all(p.name in (LOCK_FILE, RUN_FILE) and p.is_file() for p in path.iterdir())
+        return path.is_dir() and not path.is_symlink() and all(_empty_tree(q) for q in path.iterdir())
     except OSError:
         return False
+
+
+def only_setup(path: str | os.PathLike) -> bool:
+    """True when the folder holds no complete step: nothing but its lock, run.json, a training
+    run's config.json, empty line files and empty folders. Such a folder counts as empty: a
+    command that fails in it removes it when it made it, and a rerun starts there as new."""
+    try:
+        items = list(Path(path).iterdir())
+    except OSError:
+        return False
+    for p in items:
+        if p.is_symlink():
+            return False
+        if p.is_dir():
+            if not _empty_tree(p):
+                return False
+        elif not (p.name in SETUP_FILES or (p.suffix == ".jsonl" and p.stat().st_size == 0)):
+            return False
+    return True
 
 
 def _remove_new(path: Path, created: list[Path]) -> bool:
@@ -187,7 +209,7 @@ def claim(path: str | os.PathLike, flag: str = "--out") -> Iterator[RunDir]:
         try:
             yield RunDir(p)
         except BaseException as e:
-            removed = bool(created) and _only_setup(p) and _remove_new(p, created)
+            removed = bool(created) and only_setup(p) and _remove_new(p, created)
             if isinstance(e, (KeyboardInterrupt, Interrupted)):
                 if removed:
                     raise Interrupted(f"nothing was saved (the new folder {p} was removed)") from None

@@ -135,7 +135,7 @@ def harness_argv(spec: dict, tmp: Path) -> list[str]:
 
 def _static_off() -> None:
     """Every source is judged as if the static check found nothing."""
-    from davinci_kernel.evaluate.harness import static
+    from davinci_kernel.evaluate.harness.codepolicy import static
 
     clean = static.check("import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
                          "        return x\n")

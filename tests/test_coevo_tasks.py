@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from davinci_kernel.evaluate.harness.policy import check_policy
+from davinci_kernel.evaluate.harness.codepolicy.policy import check_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 COEVO = ROOT / "bench" / "coevo"

@@ -1,5 +1,5 @@
 """Candidate workers forked from the pre-imported zygote (``candidate/zygote.py``,
-``harness/forkserver.py``): the same world as an exec'd worker, teardown that leaves nothing,
+``harness/isolation/forkserver.py``): the same world as an exec'd worker, teardown that leaves nothing,
 and the exec'd path when the zygote is gone."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 import pytest
 from sandbox_helpers import TASKS, _static_off  # noqa: E402
 
-from davinci_kernel.evaluate.harness import forkserver, sandbox
+from davinci_kernel.evaluate.harness.isolation import forkserver, sandbox
 
 pytestmark = pytest.mark.skipif(not forkserver.usable(sandbox.probe()),
                                 reason="needs root and every namespace (the zygote makes them itself)")
@@ -86,7 +86,7 @@ def test_forked_worker_sees_what_an_execd_one_sees(tmp_path, monkeypatch, inheri
     same whether the worker was forked from the zygote or exec'd through unshare, and
     whatever signals the process that started the harness ignored or blocked; only the
     leased uid differs."""
-    from davinci_kernel.evaluate.harness import static
+    from davinci_kernel.evaluate.harness.codepolicy import static
 
     monkeypatch.setattr(static, "check", static.check)  # restored after the test
     _static_off()
@@ -141,7 +141,7 @@ def test_pool_forks_workers_and_falls_back_to_exec(tmp_path):
 
 def test_zygote_refuses_bad_requests(tmp_path):
     """A request without its descriptors is answered with an error, and the zygote goes on."""
-    from davinci_kernel.evaluate.harness.procs import device_env
+    from davinci_kernel.evaluate.harness.isolation.procs import device_env
 
     fs = forkserver.ForkServer(device_env("cpu"), str(tmp_path))
     try:
@@ -150,7 +150,7 @@ def test_zygote_refuses_bad_requests(tmp_path):
             fs._sock.send(json.dumps({"cmd": "fork", "fds": ["channel"]}).encode())
             reply = json.loads(fs._sock.recv(1 << 16))
         assert "error" in reply
-        from davinci_kernel.evaluate.harness.procs import WorkerProcess
+        from davinci_kernel.evaluate.harness.isolation.procs import WorkerProcess
 
         root = str(tmp_path / "w")
         os.makedirs(root, mode=0o711)
@@ -168,8 +168,8 @@ def test_a_forked_worker_that_never_starts_turns_the_pool_to_exec(monkeypatch):
     """If a forked worker dies before it is ready (a GPU that will not start in a child forked
     after CUDA was touched, say), the pool disables its zygote and execs that worker and the
     ones after it."""
+    from davinci_kernel.evaluate.harness.isolation.procs import WorkerProcess
     from davinci_kernel.evaluate.harness.pool import LocalPool
-    from davinci_kernel.evaluate.harness.procs import WorkerProcess
     from davinci_kernel.evaluate.shared.protocol import WorkerDied
 
     real = WorkerProcess.wait_ready

@@ -40,7 +40,7 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
     from davinci_kernel.config import EvalConfig
     from davinci_kernel.evaluate import Evaluator
     from davinci_kernel.evaluate.harness.gate import DeviceGate, Gates
-    from davinci_kernel.evaluate.harness.procs import _state
+    from davinci_kernel.evaluate.harness.isolation.procs import _state
 
     spans, running_beside = [], []
 

@@ -1,4 +1,4 @@
-"""The code policy's native part (harness/native_policy.py): what ``load_inline`` sources,
+"""The code policy's native part (harness/codepolicy/native_policy.py): what ``load_inline`` sources,
 flags and calls may hold. Honest CUDA idioms pass; each family of refused names, every way
 of building a name the scan would not read, and every way of hiding a source from the check
 is refused. The ``native_*`` cheating fixtures are judged end to end in test_evaluate_cheats.py."""
@@ -10,9 +10,9 @@ import ast
 import pytest
 from conftest import FIXTURES
 
-from davinci_kernel.evaluate.harness.native_policy import check_text, flag_allowed
-from davinci_kernel.evaluate.harness.policy import check_policy
-from davinci_kernel.evaluate.harness.static import check
+from davinci_kernel.evaluate.harness.codepolicy.native_policy import check_text, flag_allowed
+from davinci_kernel.evaluate.harness.codepolicy.policy import check_policy
+from davinci_kernel.evaluate.harness.codepolicy.static import check
 
 HONEST_SNIPPETS = {
     "shared memory": "extern __shared__ float smem[];\n__global__ void k(float* y) { smem[threadIdx.x] = 0; }",
@@ -198,7 +198,7 @@ def test_a_cpu_worker_builds_no_native_code_under_any_name():
 
 def test_variant_spellings_of_refused_calls_are_refused():
     """The C library's large-file, internal and unlocked variants name the same calls."""
-    from davinci_kernel.evaluate.harness.native_policy import check_text
+    from davinci_kernel.evaluate.harness.codepolicy.native_policy import check_text
 
     for name in ("fopen64", "_Fork", "__libc_fork", "fread_unlocked", "execveat", "open64", "pread64"):
         assert check_text(f"int f() {{ {name}(0); return 0; }}"), name

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from davinci_kernel.evaluate.harness import static
-from davinci_kernel.evaluate.harness.policy import check_policy, render_markdown
+from davinci_kernel.evaluate.harness.codepolicy import static
+from davinci_kernel.evaluate.harness.codepolicy.policy import check_policy, render_markdown
 from davinci_kernel.skills.markdown import example_blocks, read_skill_file
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from davinci_kernel.evaluate.harness import sandbox
+from davinci_kernel.evaluate.harness.isolation import sandbox
+from davinci_kernel.evaluate.harness.isolation.procs import device_env
 from davinci_kernel.evaluate.harness.pool import LocalPool
-from davinci_kernel.evaluate.harness.procs import device_env
 from davinci_kernel.evaluate.shared.protocol import Channel, ProtocolError
 
 
@@ -138,7 +138,7 @@ def test_worker_env_compiles_without_leftover_threads(tmp_path):
 @pytest.mark.parametrize("device", ["cpu", "cuda:0", "cuda:3"])
 def test_worker_env_limits_cpu_threads(device):
     """A GPU worker gets a few CPU threads (not one per host core); a CPU worker one."""
-    from davinci_kernel.evaluate.harness.procs import CPU_THREADS
+    from davinci_kernel.evaluate.harness.isolation.procs import CPU_THREADS
 
     env = device_env(device)
     assert int(env["OMP_NUM_THREADS"]) == (1 if device == "cpu" else CPU_THREADS)

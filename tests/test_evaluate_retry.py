@@ -8,7 +8,7 @@ import resource
 import pytest
 from conftest import FIXTURES, fixture_task
 
-from davinci_kernel.evaluate.harness.procs import HOST_OOM_NOTE
+from davinci_kernel.evaluate.harness.isolation.procs import HOST_OOM_NOTE
 from davinci_kernel.evaluate.harness.retry import out_of_memory
 from davinci_kernel.records import EvalResult
 

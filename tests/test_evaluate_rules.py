@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from davinci_kernel.evaluate.harness import static  # noqa: E402
+from davinci_kernel.evaluate.harness.codepolicy import static  # noqa: E402
 from davinci_kernel.evaluate.harness.correctness import REL_L2_LIMITS, compare  # noqa: E402
 from davinci_kernel.evaluate.harness.guards import FLAGS  # noqa: E402
 from davinci_kernel.evaluate.shared.transfer import _RAW, read_leaf, write_leaf  # noqa: E402

@@ -24,7 +24,7 @@ import pytest
 
 OTHER = os.environ.get("DVK_SANDBOX_PYTHONPATH")
 if not OTHER:
-    pytest.importorskip("davinci_kernel.evaluate.harness.sandbox")
+    pytest.importorskip("davinci_kernel.evaluate.harness.isolation.sandbox")
 
 from sandbox_helpers import (  # noqa: E402
     CHEATS,
@@ -394,11 +394,11 @@ def test_two_harness_processes_never_share_a_uid(monkeypatch):
     import subprocess
     import sys
 
-    from davinci_kernel.evaluate.harness import sandbox
+    from davinci_kernel.evaluate.harness.isolation import sandbox
 
     if sandbox.UidLease.lock_dir() is None:
         pytest.skip("no folder for uid locks")
-    script = ("import random, sys\nfrom davinci_kernel.evaluate.harness import sandbox\nrandom.randrange = lambda n: 0\n"
+    script = ("import random, sys\nfrom davinci_kernel.evaluate.harness.isolation import sandbox\nrandom.randrange = lambda n: 0\n"
               "held = [sandbox.UidLease.take() for _ in range(20)]\nprint(*[h.uid for h in held], flush=True)\n"
               "sys.stdin.read()\n")
     other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -465,7 +465,7 @@ def _cpu_seconds(pid: int) -> float:
 @needs_this_checkout
 def test_remove_tree_never_fails(tmp_path):
     """3000 nested folders, a file without permissions, a folder of mode 0: removed, no raise."""
-    from davinci_kernel.evaluate.harness.sandbox import remove_tree
+    from davinci_kernel.evaluate.harness.isolation.sandbox import remove_tree
 
     top = tmp_path / "deep"
     top.mkdir()
@@ -492,7 +492,7 @@ def test_output_tail_keeps_only_the_end():
     import subprocess
     import sys
 
-    from davinci_kernel.evaluate.harness.procs import OutputTail
+    from davinci_kernel.evaluate.harness.isolation.procs import OutputTail
 
     p = subprocess.Popen([sys.executable, "-c", "import os\nfor i in range(256): os.write(1, b'x' * (1 << 20))\n"
                           "print('the end')"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -508,7 +508,7 @@ def test_output_tail_keeps_only_the_end():
 def test_sandbox_description_names_every_mechanism():
     """``EvalResult.sandbox``: every mechanism in force by name, or one line of what is missing
     (which ``eval.sandbox=require`` refuses)."""
-    from davinci_kernel.evaluate.harness import sandbox
+    from davinci_kernel.evaluate.harness.isolation import sandbox
 
     caps = sandbox.probe()
     text = caps.describe()

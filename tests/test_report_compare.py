@@ -142,7 +142,7 @@ def test_only_levels_every_run_has_are_compared(dvk, two_runs, tmp_path):
     ("other_suite", "runs of different suites cannot be compared"),
     ("twice", "run directory given twice"),
     ("self_check", "harness self-check"),
-    ("training_only", "no evaluation results"),
+    ("training_only", "compare training runs with training runs"),
     ("no_common_level", "the runs share no level"),
 ])
 def test_runs_that_cannot_be_compared_are_one_line_exit_2(dvk, two_runs, tmp_path, case, fragment):

@@ -67,12 +67,28 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
     return value
 
 
+def _unknown_key(obj: Any, key: str, prefix: str) -> str:
+    """The message for an unknown key: the closest known one ("did you mean"), else every
+    key of that section; a key of another section (``lr`` for ``rl.lr``) is named too."""
+    import difflib
+
+    fields = sorted(f.name for f in dataclasses.fields(obj))
+    close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6)
+    if close:
+        return f"unknown config key '{prefix}{key}': did you mean '{prefix}{close[0]}'?"
+    elsewhere = [f"{f.name}.{key}" for f in dataclasses.fields(obj) if dataclasses.is_dataclass(getattr(obj, f.name))
+                 and key in {g.name for g in dataclasses.fields(getattr(obj, f.name))}]
+    if elsewhere:
+        return f"unknown config key '{prefix}{key}': did you mean '{prefix}{elsewhere[0]}'?"
+    return f"unknown config key '{prefix}{key}' (known: {', '.join(fields)})"
+
+
 def _apply(obj: Any, data: dict, prefix: str = "") -> None:
     fields = {f.name: f for f in dataclasses.fields(obj)}
     for key, value in data.items():
         where = f"{prefix}{key}"
         if key not in fields:
-            raise ConfigError(f"unknown config key '{where}' (known: {', '.join(sorted(fields))})")
+            raise ConfigError(_unknown_key(obj, key, prefix))
         f = fields[key]
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):

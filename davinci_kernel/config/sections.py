@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import UsageError
+from ..reward_kinds import REWARDS, kinds_help
 
 
 class ConfigError(UsageError, ValueError):
@@ -185,10 +186,7 @@ class RolloutConfig:
 # --------------------------------------------------------------------------- rewards
 @dataclass
 class RewardConfig:
-    kind: str = opt("released", "[R] reward function: released = the public release's recipe (the "
-                    "default) [R]; tiered = the release's alternative [R]; fastp = from Fast_p "
-                    "thresholds, as the paper describes [P]",
-                    choices=("released", "tiered", "fastp"))
+    kind: str = opt("released", "[R] " + kinds_help(), choices=tuple(REWARDS))  # declared in reward_kinds.py
     speedup_cap: float = opt(6.0, "[R] released: cap on the speedup term")
     coverage_weight: float = opt(0.5, "[R] released: weight of the time-coverage term")
     fastp_thresholds: list = opt([1.0, 1.2, 1.5, 2.0], "[P] fastp: speedup thresholds p of Fast_p, one point each")

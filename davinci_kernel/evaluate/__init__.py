@@ -3,9 +3,10 @@
 What it covers
 --------------
 * Three kinds of process, one folder each, so a file's path says where it runs:
-  ``harness/`` (this process: the evaluator, the code policy, the draws of the judged
-  inputs, reading and comparing outputs, every verdict, the pool and its sandbox; it never
-  imports candidate code and is non-dumpable), ``reference/process.py`` (the problem's own
+  ``harness/`` (this process: the evaluator, the draws of the judged inputs, reading and
+  comparing outputs, every verdict, the pool; ``harness/codepolicy/`` the code policy;
+  ``harness/isolation/`` the OS sandbox and the worker processes; it never imports
+  candidate code and is non-dumpable), ``reference/process.py`` (the problem's own
   Model only: reference outputs, the float64 oracle, clean baselines) and
   ``candidate/worker.py`` (one candidate, sandboxed, then discarded); ``shared/`` holds what
   more than one imports (the JSON protocol, the worker runtime and sandbox entry, output
@@ -30,13 +31,25 @@ from .harness.guards import FLAGS, SOFT
 
 
 def __getattr__(name: str):
-    """``Evaluator`` and ``evaluate`` load on first use: a worker process imports this package
-    too, and must enter its sandbox before torch loads (``sandbox_enter.py``)."""
+    """The public names load on first use: a worker process imports this package too, and
+    must enter its sandbox before torch loads (``sandbox_enter.py``)."""
     if name in ("Evaluator", "evaluate"):
         from .harness import evaluator
 
         return getattr(evaluator, name)
+    if name == "EvalConfig":
+        from ..config import EvalConfig
+
+        return EvalConfig
+    if name == "EvalResult":
+        from ..records import EvalResult
+
+        return EvalResult
+    if name == "load_task_file":
+        from ..tasks import load_task_file
+
+        return load_task_file
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Evaluator", "evaluate", "FLAGS", "SOFT"]
+__all__ = ["Evaluator", "evaluate", "EvalConfig", "EvalResult", "load_task_file", "FLAGS", "SOFT"]

@@ -5,7 +5,7 @@ suite, a KernelBench-format problem file's text, or a ``Task``), extracts the ca
 file from the completion as the policy agent does (``agents.policy.extract_code``: the code
 block that defines ``ModelNew``), judges it with the sandboxed ``Evaluator`` (one pool,
 opened on first use and kept for the process), and returns the policy reward of
-``reward.kind`` (``released``, ``tiered`` or ``fastp``: ``rollout/rewards.py``). A completion
+``reward.kind`` (any kind declared in ``reward_kinds.REWARDS``). A completion
 with no code scores as a ``no_code`` failure; it never raises for what a model wrote.
 
 Does not cover: the trainers' own calling conventions (``trl.py``, ``verl.py``).
@@ -19,6 +19,7 @@ from typing import Any, Optional
 from ..config import EvalConfig, RewardConfig
 from ..errors import UsageError
 from ..records import EvalResult, Task
+from ..reward_kinds import REWARDS
 
 
 def completion_text(completion: Any) -> str:
@@ -42,8 +43,8 @@ class KernelReward:
                  reward_cfg: Optional[RewardConfig] = None, workers: Optional[int] = None):
         self.suite = suite
         self.reward_cfg = reward_cfg or RewardConfig(kind=kind)
-        if self.reward_cfg.kind not in ("released", "tiered", "fastp"):
-            raise UsageError(f"reward kind {self.reward_cfg.kind!r}: allowed values are released, tiered, fastp")
+        if self.reward_cfg.kind not in REWARDS:
+            raise UsageError(f"reward kind {self.reward_cfg.kind!r}: allowed values are {', '.join(REWARDS)}")
         self.eval_cfg = eval_cfg or EvalConfig()
         self.workers = workers
         self._tasks: Optional[dict[str, Task]] = None

@@ -6,7 +6,7 @@ response, the task is ``extra_info["task"]`` when given, else ``ground_truth`` (
 the suite, or a KernelBench problem file's text). It returns verl's dictionary form:
 ``score`` (our policy reward) plus ``correct``, ``compiled`` and ``speedup`` (0 when untimed),
 which verl logs beside it. Options come through ``custom_reward_function.reward_kwargs``:
-``reward_kind`` (released | tiered | fastp), ``suite``, ``device``. One evaluator is kept per
+``reward_kind`` (a kind of ``reward_kinds.REWARDS``), ``suite``, ``device``. One evaluator is kept per
 process and per option set.
 
 Does not cover: verl itself (never imported here; it does not install beside this

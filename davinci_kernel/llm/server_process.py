@@ -25,9 +25,10 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from ..config import RLConfig, choices_of
 from ..errors import UsageError
 
-KINDS = ("vllm", "sglang")
+KINDS = tuple(k for k in choices_of(RLConfig, "generator") if k != "local")  # declared once: rl.generator's choices
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..files import write_atomic
 from . import plots
 from .compare import Comparison
-from .fastp import DEFAULT_PS, fastp_table
+from .fastp import DEFAULT_PS, fastp_table, split_broken
 from .page import render_page
 from .rundata import RunData, load_run
 
@@ -37,7 +37,8 @@ class Report:
 
 
 def tables_for(run: RunData, ps=DEFAULT_PS) -> dict[str, dict]:
-    """Fast_p table of each result group (``run.totals`` counts missing tasks as unsolved)."""
+    """Fast_p table of each result group (``run.totals`` counts missing tasks as unsolved; a
+    broken problem, stage ``problem``, is left out of the denominator and named in a note)."""
     out = {}
     for name, rows in run.groups.items():
         if not rows:
@@ -53,6 +54,11 @@ def tables_for(run: RunData, ps=DEFAULT_PS) -> dict[str, dict]:
                 if note not in run.notes:
                     run.notes.append(note)
                 totals = None
+        rows, totals, broken = split_broken(rows, totals)  # a broken problem: out of the denominator, named
+        for task in sorted({r["task"] for r in broken}):
+            note = f"broken problem (not counted in Fast_p): {task}"
+            if note not in run.notes:
+                run.notes.append(note)
         out[name] = fastp_table(rows, ps, totals=totals)
     return out
 

@@ -5,7 +5,8 @@ or one JSON document with ``--json``) and the mapping of bad input to UsageError
 (exit 2). One run: RUN_DIR/report.html and PNGs, as always. Several: Fast_p at the last
 and best turn per level side by side with the differences to the first run, on the
 terminal and in OUT/compare.html + compare.png (``--out``; default a ``compare-A-vs-B``
-folder next to the first run). Does not cover reading runs or rendering (build.py,
+folder next to the first run). Training runs (metrics, no results) are compared by their
+reward and Fast_p curves and their config difference (``compare_training``). Does not cover reading runs or rendering (build.py,
 compare.py and their helpers).
 """
 
@@ -66,7 +67,13 @@ def report(
         console = Console(width=120)
     for name, table in rep.tables.items():
         console.print(fastp_rich_table(table, f"Fast_p — {name} results" if name else "Fast_p", DEFAULT_PS))
-    if not rep.tables:
+    if not rep.tables and rep.run.metrics:  # a training run: its curves are in the figure
+        last = rep.run.metrics[-1]
+        shown = ", ".join(f"{k} {last[k]:.3f}" for k in sorted(last) if k.startswith(("reward/", "fast_"))
+                          and isinstance(last[k], (int, float)))
+        console.print(f"a training run: {len(rep.run.metrics)} steps in metrics.jsonl; at step {last.get('step')}: "
+                      f"{shown or 'no reward logged'}", highlight=False, soft_wrap=True)
+    elif not rep.tables:
         console.print("no evaluation results in this run (no results.jsonl lines)")
     prov = rep.run.meta.get("provenance")
     if isinstance(prov, dict):
@@ -91,10 +98,17 @@ def _default_out(run_dirs: list[str]) -> Path:
 def _compare(run_dirs: list[str], json_out: bool, out: Optional[Path]) -> None:
     from ..errors import check_out_dir
     from .build import write_comparison
-    from .compare import load_comparison, run_summary
+    from .compare import compare_runs, load_runs, run_summary
 
-    comp = load_comparison(run_dirs)
-    rep = write_comparison(comp, check_out_dir(out) if out is not None else _default_out(run_dirs))
+    target = check_out_dir(out) if out is not None else None  # before any run is read
+    from .compare_training import is_training
+
+    runs = load_runs(run_dirs)
+    if any(is_training(r) for r in runs):  # training runs: reward and Fast_p curves, config difference
+        _compare_training(runs, json_out, target if target is not None else _default_out(run_dirs))
+        return
+    comp = compare_runs(runs)
+    rep = write_comparison(comp, target if target is not None else _default_out(run_dirs))
     if json_out:
         print_json({
             "report": str(rep.html),
@@ -128,6 +142,19 @@ def _compare(run_dirs: list[str], json_out: bool, out: Optional[Path]) -> None:
                 console.print(f"{group} turn: {line}", highlight=False, soft_wrap=True)
     console.print(f"wrote {rep.html} (figure: {rep.figure.name})", highlight=False, soft_wrap=True)
     sys.stdout.flush()
+
+
+def _compare_training(runs: list, json_out: bool, out: Path) -> None:
+    from . import compare_training as ct
+
+    comp = ct.compare_training(runs)
+    html, fig = ct.write_training_comparison(comp, out)
+    if json_out:
+        print_json(ct.to_json(comp, html, fig))
+        return
+    for line in ct.lines(comp):
+        typer.echo(line)
+    typer.echo(f"wrote {html}" + (f" (figure: {fig.name})" if fig else ""))
 
 
 def register(app: typer.Typer) -> None:

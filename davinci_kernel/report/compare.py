@@ -65,10 +65,12 @@ def load_runs(paths: list[str]) -> list[RunData]:
         if SELF_CHECK_GROUP in run.groups:
             raise UsageError(f"{run.path} holds harness self-check results (each problem's own Model), "
                              "not solutions: it cannot be compared")
-        if not run.has_results:
+        if not run.has_results and not run.metrics:
             raise UsageError(f"{run.path} has no evaluation results (results.jsonl) to compare; "
-                             "compare runs of dvk run or dvk bench")
+                             "compare runs of dvk run, dvk bench or dvk train")
         runs.append(run)
+    if any(r.metrics and not r.has_results for r in runs):
+        return runs  # training runs: compare_training checks them
     # one spelling per suite (an older run.json may hold the suite as it was typed)
     suites = {suite_id(str(r.meta["suite"])) for r in runs if r.meta.get("suite")}
     if len(suites) > 1:

@@ -66,6 +66,24 @@ def geomean(values: Iterable[float]) -> Optional[float]:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def split_broken(rows: list, totals: Optional[dict] = None) -> tuple[list, Optional[dict], list]:
+    """(the results of working problems, ``totals`` less the broken problems per level, the
+    broken problems' results): a result at stage ``problem`` (its Model, get_inputs or
+    get_init_inputs raised) is the problem's fault, not the candidate's, so it is kept out of
+    Fast_p's denominator and named instead."""
+    broken = sorted((r for r in rows if _get(r, "stage") == "problem"), key=lambda r: str(_get(r, "task")))
+    if not broken:
+        return rows, totals, []
+    names = {_get(r, "task") for r in broken}
+    if totals is not None:
+        totals = dict(totals)
+        for name in names:
+            lvl = next(level_of(r) for r in broken if _get(r, "task") == name)
+            if lvl in totals:
+                totals[lvl] -= 1
+    return [r for r in rows if _get(r, "stage") != "problem"], totals, broken
+
+
 def timing_unavailable(table: dict) -> bool:
     """True when some Fast_p (p > 0) of the table is unknown because nothing correct was timed."""
     return any(v is None for row in table.values() for k, v in row.items() if k.startswith("fast_"))

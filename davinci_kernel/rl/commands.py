@@ -3,8 +3,11 @@
 The config (YAML + dotted ``key=value`` overrides) is loaded and validated before any
 model is touched, so a bad value exits with code 2 and a one-line message naming the
 field, the value and what is allowed; so do a config or ``sft.data`` file that is not
-UTF-8 and an ``--out`` under a regular file. ``train rl`` refuses an ``--out`` that
-already holds a training run unless ``--resume`` (continue it) or ``--overwrite``
+UTF-8, an ``--out`` under a regular file, no model or a model folder that is not there
+and missing ``sft.data`` paths, all before the run folder is made. ``train rl`` refuses an
+``--out`` that already holds a training run (a complete step: a complete checkpoint, a metrics
+line, an SFT model; a folder with only what a run writes before its first step counts as
+empty) unless ``--resume`` (continue it) or ``--overwrite``
 (delete it whole first) is given; resuming a run that reached ``rl.steps`` says so and
 exits 0. Ctrl-C exits 130 naming the newest complete checkpoint; a generation server that
 fails mid-run (a failed weight sync, a dead server) stops it with one line and exit 1,
@@ -27,7 +30,8 @@ import typer
 from ..cliconfig import ALLOW_HELP, OVERRIDES_HELP, check_resume, command_config
 from ..errors import Interrupted, UsageError, check_out_dir, check_utf8
 from ..files import print_json
-from ..rundir import LOCK_FILE, METRICS_FILE, claim
+from ..llm.spec import check_model
+from ..rundir import LOCK_FILE, METRICS_FILE, RUN_FILE, claim
 from . import trackers
 
 # what a `dvk train rl` run directory holds (any of them marks one)
@@ -90,12 +94,48 @@ def prepare_sft_out(out: Path, resume: bool, overwrite: bool, epochs: int) -> Op
     return None
 
 
+def holds_work(out: Path, markers: tuple = _SFT_MARKERS) -> bool:
+    """Whether ``out`` holds a complete step of a training run: a complete checkpoint, a metrics
+    line, or (SFT) a saved model. A folder with only what a run writes before its first step
+    (run.json, config.json, an empty checkpoints/, a built tiny model) holds none: it counts as
+    empty, so a corrected rerun just works."""
+    if not out.is_dir():
+        return False
+    if _latest_step(out) is not None:
+        return True
+    metrics = out / METRICS_FILE
+    if metrics.is_file() and metrics.stat().st_size > 0:
+        return True
+    model = out / "model"
+    return "model" in markers and model.is_dir() and any(model.iterdir())
+
+
+_SETUP_FILES = (RUN_FILE, "config.json", METRICS_FILE)  # written before the first step
+
+
+def _clear_setup(out: Path) -> None:
+    """The files a run that never finished a step left behind (run.json, config.json, an empty
+    metrics.jsonl, an empty checkpoints/ or model/): removed, so the rerun starts as new."""
+    for name in _SETUP_FILES:
+        f = out / name
+        if f.is_file() and not f.is_symlink():
+            f.unlink()
+    for name in ("checkpoints", "model"):
+        d = out / name
+        if d.is_dir() and not d.is_symlink():
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def _prepare_out(out: Path, resume: bool, overwrite: bool, markers: tuple) -> None:
     check_out_dir(out)
     if resume and overwrite:
         raise UsageError("--resume and --overwrite exclude each other: continue the run or start it over")
-    has_run = out.is_dir() and any((out / m).exists() for m in markers)
-    if has_run and not resume:
+    has_run = holds_work(out, markers)
+    if not has_run:
+        if out.is_dir() and any((out / m).exists() for m in (*markers, RUN_FILE)):
+            _clear_setup(out)  # an earlier start that failed before its first step: nothing to keep
+        return
+    if not resume:
         if not overwrite:
             raise UsageError(f"--out {out} already holds a training run: continue it with --resume, start over "
                              "with --overwrite (deletes it), or choose a new --out")
@@ -134,13 +174,17 @@ def _check_resumed_config(out: Path, cfg, allow: Optional[list[str]], more: str)
 
 
 def _check_sft_data(specs: list) -> None:
-    """Every local sft.data file (and the *.jsonl of a data folder) is UTF-8, so a bad file is
-    one line before a model is loaded."""
-    for spec in specs or []:
+    """Every local sft.data path exists and every file (and the *.jsonl of a data folder) is
+    UTF-8, so bad data is one line before the run folder is made or a model loaded."""
+    if not specs:
+        raise UsageError("sft.data is empty: give JSONL conversation files, run dirs, or hf:NAME datasets")
+    for spec in specs:
         spec = str(spec)
         if spec.startswith("hf:"):
             continue
         p = Path(spec).expanduser()
+        if not p.exists():
+            raise UsageError(f"sft.data: '{spec}' is neither a file, a directory nor hf:NAME")
         files = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p] if p.is_file() else []
         for f in files:
             check_utf8(f, "sft.data file")
@@ -148,16 +192,19 @@ def _check_sft_data(specs: list) -> None:
 
 @contextlib.contextmanager
 def _training_run(ctx, config: str, overrides, out: Optional[str], command: str, resume: bool, overwrite: bool,
-                  allow: Optional[list[str]], more: str, prepare: Callable[[Path, object], Optional[str]]):
+                  allow: Optional[list[str]], more: str, prepare: Callable[[Path, object], Optional[str]],
+                  check: Callable[[object], None]):
     """What `train rl` and `train sft` do before training, for the block that trains: the
     config loaded and checked, the run folder locked (``prepare(folder, cfg)`` checks it and
     returns a message when the run is already finished), a resumed run's config compared
-    (``more``: the field a resume may raise). Yields (config, run folder, finished message)."""
+    (``more``: the field a resume may raise; ``check(cfg)``: the inputs checked before the folder
+    is made). Yields (config, run folder, finished message)."""
     cfg = command_config(ctx, config, overrides, {"out": (("out",), out)}, SECTIONS, command)
-    out_dir = Path(cfg.out).expanduser()
+    out_dir = check_out_dir(Path(cfg.out).expanduser())
     if allow and not resume:
         raise UsageError("--allow-config-change goes with --resume")
     trackers.check(cfg.report_to)
+    check(cfg)
     with _locked(out_dir):
         finished = prepare(out_dir, cfg)
         if resume:
@@ -189,7 +236,8 @@ def register(app: typer.Typer) -> None:
         a --resume whose config changes results (rl.steps aside) is refused unless each change is
         named with --allow-config-change."""
         with _training_run(ctx, config, overrides, out, "train rl", resume, overwrite, allow, "rl.steps",
-                           lambda d, cfg: prepare_rl_out(d, resume, overwrite, cfg.rl.steps)) as (cfg, out_dir, finished):
+                           lambda d, cfg: prepare_rl_out(d, resume, overwrite, cfg.rl.steps),
+                           lambda cfg: check_model(cfg.rl.model, "rl.model")) as (cfg, out_dir, finished):
             if finished:
                 if json_out:
                     print_json({"out": str(out_dir), "steps": cfg.rl.steps, "finished_before": True, "last": None})
@@ -235,12 +283,13 @@ def register(app: typer.Typer) -> None:
 
         A checkpoint is saved after every epoch; an --out that already holds a run (a model,
         checkpoints) is refused unless --resume or --overwrite is given."""
-        def prepare(d: Path, cfg) -> Optional[str]:
+        def check(cfg) -> None:
             _check_sft_data(cfg.sft.data)
-            return prepare_sft_out(d, resume, overwrite, cfg.sft.epochs)
+            check_model(cfg.sft.model, "sft.model")
 
         with _training_run(ctx, config, overrides, out, "train sft", resume, overwrite, allow, "sft.epochs",
-                           prepare) as (cfg, out_dir, finished):
+                           lambda d, cfg: prepare_sft_out(d, resume, overwrite, cfg.sft.epochs),
+                           check) as (cfg, out_dir, finished):
             if finished:
                 if json_out:
                     print_json({"out": str(out_dir), "finished_before": True, "model_dir": str(out_dir / "model")})

@@ -6,7 +6,9 @@ best turn for ``run``). In both, ``--skills on|off`` is the switch (default on: 
 ``optimize`` all three agents on the default library), ``--db PATH`` the library and
 ``--no-seed`` keeps a new library empty (the same flag as ``dvk skills``); ``run`` also takes
 ``--select llm|bm25|none`` (``skills.select_mode``: the paper's selection ablations).
-Bad options are ``UsageError`` (one line, exit 2); Ctrl-C is ``Interrupted`` (exit 130).
+Bad options are ``UsageError`` (one line, exit 2); Ctrl-C is ``Interrupted`` (exit 130). Failed
+model calls are counted: the count and the first reason go to stderr, and when every call
+failed the command exits 3 (``errors.AllCallsFailed``) after saving what it has.
 Does not cover: the work itself.
 """
 
@@ -22,6 +24,7 @@ from ..cliconfig import CONFIG_HELP, OVERRIDES_HELP, RERUN_ALLOW_HELP
 from ..config import RolloutConfig, SkillsConfig
 from ..errors import Interrupted, UsageError, check_out_dir
 from ..files import print_json
+from ..llm.spec import MODEL_HELP, check_backend_spec
 from ..rundir import BEST_CODE, RESULTS_FILE, claim, default_dir, saved_note
 
 _RC = RolloutConfig()
@@ -34,7 +37,6 @@ SELECT_HELP = ("how skills are chosen (skills.select_mode, as in training): llm 
                "selection agent; bm25 = the BM25 top skills, no model call; none = no skills "
                "(bm25, none: the paper's ablations); default llm, none with --skills off")
 SELECT_MODES = ("llm", "bm25", "none")
-MODEL_HELP = "openai:URL#MODEL (vLLM, SGLang, an API) | hf:PATH (local transformers) | script:FILE.py"
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when present)"
 
 
@@ -110,6 +112,13 @@ def _note_seed(db: Optional[str], seed: bool, used: bool) -> None:
         typer.echo(f"note: --no-seed applies to a new library only; {path} exists and is used as it is", err=True)
 
 
+def _say_failures(failures) -> None:
+    """``N of M model calls failed; the first: REASON`` on stderr, when any failed."""
+    line = failures.line()
+    if line:
+        typer.echo(f"warning: {line}", err=True)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "run"
 
@@ -161,7 +170,8 @@ def _optimize_json(out: dict, rundir, task) -> dict:
             "where": dict(zip(("scheme", "rollout", "turn"), out["where"])) if out["where"] else None,
             "rollouts": [{"scheme": ep.scheme, "skills": list(ep.skills), "turns": [_turn_cell(x) for x in ep.turns]}
                          for ep in out["group"].episodes],
-            "admitted": [{"name": s.name, "verify_speedup": s.verify_speedup} for s in out["admitted"]]}
+            "admitted": [{"name": s.name, "verify_speedup": s.verify_speedup} for s in out["admitted"]],
+            "failed_calls": out["failures"].failed, "model_calls": out["failures"].total}
 
 
 def _print_fastp(summary: dict, title: str) -> None:
@@ -228,6 +238,7 @@ def register(app: typer.Typer) -> None:
         rc, db, seed = cfg.rollout, _db_of(cfg), cfg.skills.seed_library
         select_mode = cfg.skills.select_mode if use_skills else "none"
         out_dir = check_out_dir(out or default_dir(f"optimize-{_slug(Path(task.name).name)}"))
+        check_backend_spec(model)  # before the folder is made
         if db is not None and use_skills:
             from ..skills.store import check_library_path
 
@@ -244,6 +255,7 @@ def register(app: typer.Typer) -> None:
             except KeyboardInterrupt:
                 raise Interrupted(f"{saved_note(rundir.path)} (the task group is saved when it ends; library "
                                   "writes are all-or-nothing)") from None
+            _say_failures(result["failures"])
             if result.get("resumed"):
                 typer.echo(f"{rundir.path} already holds this run's finished task group: nothing redone "
                            "(choose another --out to optimize again)", err=True)
@@ -251,6 +263,7 @@ def register(app: typer.Typer) -> None:
                 print_json(_optimize_json(result, rundir, task))
             else:
                 _print_optimize(result, rundir)
+            result["failures"].check()  # every call failed: exit 3
 
     @app.command("run")
     def run_cmd(
@@ -263,6 +276,9 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", help="run directory, created with missing parent folders; "
                                                               "rerun with the same --out to resume"),
         level: Optional[int] = typer.Option(None, "--level", help="only this level"),
+        task_patterns: Optional[str] = typer.Option(None, "--tasks", help="only the tasks whose name matches one of "
+                                                    "these comma-separated shell patterns, e.g. 'level2/77_*,*Softmax*' "
+                                                    "(a pattern matching no task is an error)"),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         seed: bool = typer.Option(True, "--seed/--no-seed", help=SEED_HELP),
@@ -283,6 +299,7 @@ def register(app: typer.Typer) -> None:
 
         The library is read, never changed. --select: how skills are chosen; --no-seed: a new --db starts empty."""
         from ..tasks import load_suite
+        from ..tasks.names import pick_tasks
         from .progress import live
         from .suite import RunSettings, run_suite
 
@@ -298,9 +315,11 @@ def register(app: typer.Typer) -> None:
         tasks = load_suite(suite, level=level, strict=False)
         if not tasks:
             raise UsageError(f"suite {suite} has no tasks" + (f" at level {level}" if level else ""))
+        tasks = pick_tasks(tasks, task_patterns)
         name = f"run-{_slug(suite)}-skills_{skills}" + (f"-select_{select_mode}" if select_mode != "llm"
                                                          and skills == "on" else "")
         out_dir = check_out_dir(out or default_dir(name))
+        check_backend_spec(model)  # before the folder is made
         uses_library = select_mode != "none"
         if db is not None and uses_library:
             from ..skills.store import check_library_path
@@ -314,11 +333,17 @@ def register(app: typer.Typer) -> None:
         with claim(out_dir) as rundir:
             with live(len(tasks), "task", f"run {suite}") as progress:
                 res = run_suite(tasks, settings, rundir, progress=progress)
+            _say_failures(res["failures"])
             if json_out:
                 print_json({"run_dir": str(rundir.path), "results": str(rundir.file(RESULTS_FILE)), "suite": suite,
                             "model": model, "skills": skills, "select": select_mode, "done": res["done"],
-                            "resumed": res["skipped"], "fast_p": res["summary"]})
-                return
-            how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
-            _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
-            typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")
+                            "resumed": res["skipped"], "fast_p": res["summary"],
+                            "failed_calls": res["failures"].failed, "model_calls": res["failures"].total,
+                            "broken_problems": res["broken"]})
+            else:
+                how = f"skills {skills}" + (f", select {select_mode}" if skills == "on" else "")
+                _print_fastp(res["summary"], f"{suite}, {how}: {res['done']} run, {res['skipped']} resumed")
+                for name in res["broken"]:
+                    typer.echo(f"broken problem (not counted in Fast_p): {name}")
+                typer.echo(f"results: {rundir.file(RESULTS_FILE)}  (dvk report {rundir.path})")
+            res["failures"].check()  # every call failed: exit 3

@@ -9,7 +9,8 @@ verified new skill to the library, and writing ``RUN_DIR/best.py`` (the best can
 correct and fastest; else the one that got furthest), ``best.json`` (its EvalResult),
 ``groups.jsonl`` (every model call), ``results.jsonl`` and ``skills.jsonl`` (newly
 admitted skills). A rerun into the same ``--out`` resumes: a task group already in
-``groups.jsonl`` is not run again (its outputs are rewritten from it, never appended twice).
+``groups.jsonl`` is not run again (its outputs are rewritten from it, never appended twice),
+unless every model call in it failed (then it is run again).
 Does not cover: suites (``suite``) or training.
 """
 
@@ -27,6 +28,7 @@ from ..records import EvalResult, Stage, Task, TaskGroup
 from ..rundir import BEST_CODE, BEST_RESULT, GROUPS_FILE, RESULTS_FILE, SKILLS_FILE, RunDir
 from ..skills.admit import Admission
 from .context import Context
+from .failures import count
 from .group import GroupPlan, run_group
 from .session import open_session, sandbox_of, served_model
 
@@ -111,14 +113,15 @@ def optimize(task: Task, settings: OptimizeSettings, rundir: RunDir, progress: O
     code, result, where = best_candidate(group)
     _write_outputs(task, rundir, group, code, result, where, written)
     return {"group": group, "best_code": code, "best": result, "where": where, "admitted": written,
-            "resumed": saved is not None}
+            "resumed": saved is not None, "failures": count([] if saved is not None else [group])}
 
 
 def _saved_group(task: Task, rundir: RunDir) -> Optional[TaskGroup]:
     """The task group an earlier run of this command saved in ``groups.jsonl`` (None if none)."""
     for row in rundir.read_jsonl(GROUPS_FILE):
         if row.get("task") == task.name:
-            return TaskGroup.from_dict(row)
+            group = TaskGroup.from_dict(row)
+            return None if count([group]).all_failed else group  # no model answered: run it again
     return None
 
 

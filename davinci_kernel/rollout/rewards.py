@@ -1,7 +1,8 @@
 """The rewards of the three roles: facts about the environment, one rule per role.
 
 - policy (``policy_reward``): a pure function of one turn's ``EvalResult``, by
-  ``RewardConfig.kind`` (default ``released``):
+  ``RewardConfig.kind`` (default ``released``; each kind is declared once, with its function
+  and help, in ``davinci_kernel/reward_kinds.py``):
 
   - ``released``: the recipe of the public release,
     ``0.5·correct + 0.5·min(speedup, cap) + w·coverage·correct`` with cap 6, w 0.5;
@@ -34,77 +35,32 @@ itself (``skills/admit.py``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Optional
 
-from ..config import RewardConfig, choices_of
+from ..config import RewardConfig
 from ..records import ErrorKind, EvalResult, Stage, TaskGroup
-
-TIERS = ((3.0, 1.0), (2.0, 0.8), (1.5, 0.6), (1.2, 0.4), (1.0, 0.2))
-TIER_SLOWER = -0.1
-TIER_COMPILE_FAIL = -0.5
-TIER_INCORRECT = -0.3
-TIER_FLAGGED = -1.0
-
-
-def _speedup(result: EvalResult) -> Optional[float]:
-    s = result.speedup
-    if s is None or not isinstance(s, (int, float)) or not math.isfinite(s) or s < 0:
-        return None
-    return float(s)
-
-
-def released_reward(result: EvalResult, cap: float = 6.0, coverage_weight: float = 0.5) -> float:
-    """Released recipe: 0.5·correct + 0.5·min(speedup, cap) + w·coverage·correct; failures 0."""
-    if not result.correct or result.flags:
-        return 0.0
-    r = 0.5
-    s = _speedup(result)
-    if s is not None:
-        r += 0.5 * min(s, cap)
-    if result.coverage is not None:
-        r += coverage_weight * min(max(float(result.coverage), 0.0), 1.0)
-    return r
-
-
-def tiered_reward(result: EvalResult) -> float:
-    """Tiered alternative of the release (see module docstring for the table)."""
-    if result.flags:
-        return TIER_FLAGGED
-    if not result.compiled:
-        return TIER_COMPILE_FAIL
-    if not result.correct:
-        return TIER_INCORRECT
-    s = _speedup(result)
-    if s is None:
-        return TIERS[-1][1]
-    for threshold, value in TIERS:
-        if s >= threshold:
-            return value
-    return TIER_SLOWER
-
-
-def fastp_reward(result: EvalResult, thresholds=(1.0, 1.2, 1.5, 2.0)) -> float:
-    """Share of the Fast_p thresholds {0} ∪ thresholds that the candidate clears."""
-    if not result.correct or result.flags:
-        return 0.0
-    s = _speedup(result)
-    hits = 1 + sum(1 for p in thresholds if s is not None and s > p)
-    return hits / (1 + len(thresholds))
+from ..reward_kinds import (  # noqa: F401  (the reward functions, declared once in reward_kinds)
+    REWARDS,
+    TIER_COMPILE_FAIL,
+    TIER_FLAGGED,
+    TIER_INCORRECT,
+    TIER_SLOWER,
+    TIERS,
+    fastp_reward,
+    released_reward,
+    tiered_reward,
+)
 
 
 def policy_reward(result: Optional[EvalResult], cfg: RewardConfig) -> float:
     """Dispatch on ``cfg.kind`` (a ``RewardConfig``). A missing result (no code parsed) is a failure."""
     if result is None:
         result = EvalResult(compiled=False, correct=False, stage=Stage.STATIC, error_kind=ErrorKind.NO_CODE)
-    if cfg.kind == "released":
-        return released_reward(result, cfg.speedup_cap, cfg.coverage_weight)
-    if cfg.kind == "tiered":
-        return tiered_reward(result)
-    if cfg.kind == "fastp":
-        return fastp_reward(result, tuple(cfg.fastp_thresholds))
-    raise ValueError(f"reward.kind={cfg.kind!r}: allowed values are {', '.join(choices_of(RewardConfig, 'kind'))}")
+    kind = REWARDS.get(cfg.kind)
+    if kind is None:
+        raise ValueError(f"reward.kind={cfg.kind!r}: allowed values are {', '.join(REWARDS)}")
+    return kind.fn(result, cfg)
 
 
 def scheme_rewards(group: TaskGroup) -> dict[int, float]:

@@ -6,7 +6,8 @@ injection (one selection sample from the library, chosen as ``skills.select_mode
 model call) or without (the null scheme: skills off or ``select=none``; no library is
 opened then); the ``last`` and ``best`` turn's result of each task appended to
 ``results.jsonl``, the size of the library the run started from in ``run.json``, the task
-group to ``groups.jsonl``; tasks already finished in ``--out`` are skipped (group lines of
+group to ``groups.jsonl`` (a task whose every model call failed gets no result lines, so a
+rerun redoes it); tasks already finished in ``--out`` are skipped (group lines of
 unfinished ones are dropped first, so no task has two); several tasks
 may run at once (``parallel``) so generation and evaluation overlap; Fast_p for
 p ∈ {1, 1.2, 1.5, 2} per level at the last and at the best turn, in ``summary.json``.
@@ -25,11 +26,12 @@ from typing import Optional
 from ..config import EvalConfig, RewardConfig, RolloutConfig, SkillsConfig, rollout_sections
 from ..files import jsonl_text, write_atomic
 from ..records import Task
-from ..report.fastp import fastp_table
+from ..report.fastp import fastp_table, split_broken
 from ..rundir import GROUPS_FILE, RESULTS_FILE, SUMMARY_FILE, WHICH, RunDir
 from ..tasks import suite_id
 from .context import Context
 from .episodes import best_result, last_result
+from .failures import CallFailures, count
 from .group import GroupPlan, run_group
 from .session import Session, open_session, sandbox_of, served_model
 
@@ -88,12 +90,18 @@ def result_rows(task: Task, group) -> list[dict]:
 
 
 def summarize_results(rows: list[dict], totals: dict) -> dict:
-    tot = {int(k): v for k, v in totals.items()}
+    """Fast_p at the last and best turn; a broken problem (stage ``problem``) is out of the
+    denominator (``run_suite`` names them)."""
+    rows, tot, _ = split_broken(rows, {int(k): v for k, v in totals.items()})
     return {which: fastp_table([r for r in rows if r.get("which") == which], FASTP_PS, tot) for which in WHICH}
 
 
 async def run_tasks(ctx: Context, tasks: list[Task], settings: RunSettings, session: Session,
-                    rundir: RunDir) -> None:
+                    rundir: RunDir, failures: Optional[CallFailures] = None) -> None:
+    """Each task's group to groups.jsonl and its result lines to results.jsonl; a task whose every
+    model call failed gets no result lines (it is not a result of the model: a rerun redoes it).
+    ``failures`` counts the model calls and the failed ones."""
+    failures = failures if failures is not None else CallFailures()
     use = settings.uses_library
     plan = GroupPlan(k_schemes=1 if use else 0, null_scheme=not use, n_rollouts=1, turns=settings.turns,
                      summaries=False)
@@ -102,8 +110,12 @@ async def run_tasks(ctx: Context, tasks: list[Task], settings: RunSettings, sess
     async def one(task: Task) -> None:
         async with sem:
             group = await run_group(ctx, task, plan, store=session.store if use else None)
+            mine = count([group])
+            failures.failed, failures.total = failures.failed + mine.failed, failures.total + mine.total
+            failures.first = failures.first or mine.first
             rundir.append(GROUPS_FILE, [group.to_dict()])
-            rundir.append(RESULTS_FILE, result_rows(task, group))
+            if not mine.all_failed:
+                rundir.append(RESULTS_FILE, result_rows(task, group))
             ctx.tick("task")
 
     await asyncio.gather(*(one(t) for t in tasks))
@@ -123,7 +135,10 @@ def _drop_unfinished_groups(rundir: RunDir, done: set[str]) -> None:
 
 def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
               progress: Optional[Callable] = None, session_kw: Optional[dict] = None) -> dict:
-    """Run the unfinished tasks; return ``{"done", "skipped", "summary"}``."""
+    """Run the unfinished tasks; return ``{"done", "skipped", "summary", "failures", "broken"}``
+    (failures: the ``CallFailures`` of the model calls made now; broken: the tasks whose problem
+    itself failed, out of Fast_p's denominator)."""
+    failures = CallFailures()
     done = rundir.finished()
     todo = [t for t in tasks if t.name not in done]
     meta = settings.meta(tasks)
@@ -141,7 +156,7 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
                                              else "none", seed_library=settings.seed_library)
             ctx = Context(session.backend, session.evaluator, settings.rollout, settings.reward, skills_cfg,
                           progress=progress)
-            await run_tasks(ctx, todo, settings, session, rundir)
+            await run_tasks(ctx, todo, settings, session, rundir, failures)
 
     if todo:
         asyncio.run(main())
@@ -151,4 +166,6 @@ def run_suite(tasks: list[Task], settings: RunSettings, rundir: RunDir,
     rows = [r for r in rundir.read_jsonl(RESULTS_FILE) if r.get("task") in names]
     summary = summarize_results(rows, meta["totals"])
     rundir.write_json(SUMMARY_FILE, summary)
-    return {"done": len(todo), "skipped": len(tasks) - len(todo), "summary": summary}
+    broken = sorted({r["task"] for r in split_broken(rows)[2]})
+    return {"done": len(todo), "skipped": len(tasks) - len(todo), "summary": summary, "failures": failures,
+            "broken": broken}

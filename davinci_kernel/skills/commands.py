@@ -1,8 +1,10 @@
 """`dvk skills list|search|show|add|import|export` — thin wrappers over the store.
 
 Covers: parsing the options, calling one store/index function, printing a rich
-table (people) or one JSON document (``--json``). A new library at ``--db`` is
-created (a note on stderr says so) and seeded with the bundled skills (``--no-seed``, on
+table (people) or one JSON document (``--json``). The read-only commands (list, search, show,
+export) never create a library: where none is, they read what a new one would start with, from
+memory, and a note on stderr says nothing was created. ``add`` and ``import`` create a new
+library at ``--db`` (a note on stderr says so), seeded with the bundled skills (``--no-seed``, on
 every command, to start empty); a ``--db`` that is not a skill library is refused. Export
 creates missing parent folders of its file. Bad input raises
 UsageError (one line, exit 2); a malformed JSONL line in ``import`` is a warning
@@ -35,9 +37,11 @@ _SPEEDUP_NOTE = ("speedup: the skill's own example kernel vs eager PyTorch where
 
 
 @contextmanager
-def _open(db: Optional[str], seed: bool = True):
+def _open(db: Optional[str], seed: bool = True, write: bool = True):
     """The library at ``db``; when it was created now, a note on stderr says so once the
-    command succeeded (an error stays one line)."""
+    command succeeded (an error stays one line). ``write=False`` (list, search, show, export):
+    a library that is not there is never created; the command reads what a new one would
+    start with (the bundled skills, or none with --no-seed) from memory, and says so."""
     from .store import open_store
 
     cfg = SkillsConfig()
@@ -46,6 +50,14 @@ def _open(db: Optional[str], seed: bool = True):
     cfg.seed_library = seed
     path = Path(cfg.db).expanduser()
     new = not path.exists() or path.stat().st_size == 0
+    if new and not write:
+        cfg.db = ":memory:"
+        with open_store(cfg) as store:
+            n = len(store)
+            yield store
+        what = f"the {n} bundled skills a new one starts with" if n else "nothing (a new one starts empty)"
+        typer.echo(f"note: no skill library at {path} (nothing was created): showing {what}", err=True)
+        return
     with open_store(cfg) as store:
         n_seeded = len(store) if new else 0
         yield store
@@ -92,7 +104,7 @@ def register(app: typer.Typer) -> None:
                  as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """Every skill in the library (name, scope, tags, verified speedup, usage)."""
         _check_step(step)
-        with _open(db, seed) as store:
+        with _open(db, seed, write=False) as store:
             rows = store.all(step)
         if scope:
             rows = [s for s in rows if s.scope == scope or s.scope.startswith(scope.rstrip("/") + "/")]
@@ -123,7 +135,7 @@ def register(app: typer.Typer) -> None:
             from ..tasks import load_task
 
             text = task_query(load_task(query))
-        with _open(db, seed) as store:
+        with _open(db, seed, write=False) as store:
             hits = SkillIndex(store.all()).search_scored(text, k=k, scope=scope, tags=tag)
         if as_json:
             print_json([{"score": sc, **_meta(s)} for s, sc in hits])
@@ -138,7 +150,7 @@ def register(app: typer.Typer) -> None:
                  as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
         """One skill in full."""
         _check_step(step)
-        with _open(db, seed) as store:
+        with _open(db, seed, write=False) as store:
             s = store.get(name, step)
         if as_json:
             print_json(_meta(s))
@@ -158,7 +170,12 @@ def register(app: typer.Typer) -> None:
                 seed: bool = typer.Option(True, "--seed/--no-seed", help=_SEED_HELP),
                 no_filter: bool = typer.Option(False, "--no-filter", help="skip the content filter"),
                 as_json: bool = typer.Option(False, "--json", help="one JSON document on stdout")):
-        """Add one skill (checked for the required sections and by the content filter)."""
+        """Add one skill (checked for the required sections and by the content filter).
+
+        The file is markdown: a front matter block between '---' lines with name (snake_case),
+        description, scope (general or task_specific/<type>) and tags ([a, b]), then the
+        content with ## Motivation, ## Key Idea and ## Example (a fenced code block); or one
+        JSON object of the exchange format."""
         from .admit import content_filter
         from .markdown import read_skill_file
 
@@ -208,7 +225,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError("export to - writes the library to standard output: --json cannot share it")
         if jsonl != "-":
             check_out_file(jsonl, "export file")  # missing parent folders are created
-        with _open(db, seed) as store:
+        with _open(db, seed, write=False) as store:
             n = store.export_jsonl(jsonl, step)
         if jsonl == "-":
             typer.echo(f"exported {n} skills to standard output", err=True)

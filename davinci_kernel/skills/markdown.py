@@ -38,8 +38,10 @@ def parse_skill_text(text: str, where: str = "<text>") -> tuple[Skill, dict[str,
     else:
         m = _FRONT_RE.match(text)
         if not m:
-            raise UsageError(f"{where}: expected a '---' front matter block (name, description, scope, tags) "
-                             f"followed by the markdown content, or one JSON object")
+            raise UsageError(f"{where}: expected a '---' front matter block, then the markdown content with "
+                             f"## Motivation, ## Key Idea and ## Example, or one JSON object; a skill file starts "
+                             f"'---', 'name: my_skill', 'description: ...', 'scope: general', 'tags: [a, b]', "
+                             f"'---' (docs/guides/skills.md, 'Writing a skill')")
         try:
             data = yaml.safe_load(m.group(1)) or {}
         except yaml.YAMLError as e:

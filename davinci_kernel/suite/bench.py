@@ -6,9 +6,11 @@ concurrent evaluation on the local pool or a Ray cluster with a live progress ba
 ``RUN_DIR/results.jsonl`` appended one whole, fsynced line per finished task,
 ``RUN_DIR/run.json`` metadata, and the summary table (Fast_p for p ∈ {0, 1, 1.2, 1.5, 2}
 per level, ``n/a`` where timing was unavailable, geometric-mean speedup vs eager and
-torch.compile) over every task the directory holds a line for. ``--shapes N`` judges each
-correct candidate at N drawn sizes too (``shapes.py``) and adds the figures over sizes
-(``fast_p_shapes``).
+torch.compile) over every task the directory holds a line for. A problem that is itself broken
+(its Model, get_inputs or get_init_inputs raised: stage ``problem``) is the problem's fault:
+it is kept out of Fast_p's denominator and named in the summary (``broken_problems``).
+``--shapes N`` judges each correct candidate at N drawn sizes too (``shapes.py``) and adds
+the figures over sizes (``fast_p_shapes``).
 
 ``--candidates self`` is the harness self-check: no candidates folder; each problem's own
 ``Model`` is judged as its candidate (``EvalConfig.self_check``), every line is marked
@@ -38,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import fnmatch
 import json
 import queue
 import signal
@@ -54,29 +55,15 @@ from ..errors import Interrupted, UsageError, check_out_dir
 from ..evaluate.harness.pool import check_workers
 from ..files import append_jsonl, drop_cut_line, print_json, read_jsonl, replace_jsonl_row, write_json
 from ..records import EvalResult
-from ..report.fastp import NA_NOTE, fastp_table, timing_unavailable
+from ..report.fastp import NA_NOTE, fastp_table, split_broken, timing_unavailable
 from ..report.terminal import fastp_rich_table
-from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, claim, default_dir
+from ..rundir import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, claim, default_dir, only_setup
 from ..tasks import candidate_path, load_suite, reference_dir, suite_id
+from ..tasks.names import pick_tasks
 from . import selfcheck
 
 _SAME_RUN_KEYS = ("suite", "candidates", "shapes")
 SELF = "self"  # --candidates self: the harness self-check
-
-
-def pick(tasks: list, patterns: Optional[str]) -> list:
-    """The tasks whose name (``level2/77_Name``) matches one of the comma-separated
-    shell-style patterns (``level2/77_*,*ReLU*``); all of them without patterns. A pattern
-    that matches no task is bad input."""
-    if not patterns:
-        return tasks
-    pats = [p.strip() for p in patterns.split(",") if p.strip()]
-    if not pats:
-        raise UsageError(f"--tasks {patterns!r}: give task-name patterns, e.g. 'level1/19_*,*Softmax*'")
-    for pat in pats:
-        if not any(fnmatch.fnmatchcase(t.name, pat) for t in tasks):
-            raise UsageError(f"--tasks pattern {pat!r} matches no task (names look like {tasks[0].name!r})")
-    return [t for t in tasks if any(fnmatch.fnmatchcase(t.name, pat) for pat in pats)]
 
 
 def collect(suite: str, candidates: str, level: Optional[int], patterns: Optional[str] = None):
@@ -86,7 +73,7 @@ def collect(suite: str, candidates: str, level: Optional[int], patterns: Optiona
     tasks = load_suite(suite, level=level, strict=False)
     if not tasks:
         raise UsageError(f"suite {suite!r} has no tasks" + (f" at level {level}" if level else ""))
-    tasks = pick(tasks, patterns)
+    tasks = pick_tasks(tasks, patterns)
     if candidates == SELF:
         return tasks, [(t, None) for t in tasks], [], None
     cand_dir = reference_dir(suite) if candidates == "reference" else Path(candidates).expanduser()
@@ -118,7 +105,7 @@ def _open_run_dir(run_dir: Path, meta: dict, allow: tuple = ()) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     p = run_dir / RUN_FILE
     old: dict = {}
-    if p.is_file():
+    if p.is_file() and not only_setup(run_dir):  # a folder with no result yet counts as empty
         try:
             old = json.loads(p.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):
@@ -196,10 +183,12 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
         all_tasks = load_suite(suite, strict=False) if level is not None or patterns else tasks
         levels = {t.level for t in tasks} | {int(r.get("level") or 0) for r in results.values()}
         totals = {lvl: sum(1 for t in all_tasks if t.level == lvl) for lvl in sorted(levels)}
+        recorded = {k: meta[k] for k in ("device", "workers") if k in meta and meta.get("resumed")}
         meta.update({"device": cfg.device, "backend": backend,
                      "date": datetime.datetime.now().isoformat(timespec="seconds"), "tasks": len(tasks),
                      "missing": len(missing), "totals": {str(k): v for k, v in totals.items()},
                      "level": level, "tasks_pattern": patterns, "command": " ".join(sys.argv)})
+        meta.update(recorded)  # a resume keeps what the run recorded (its evaluator's device, workers) ...
 
         if todo:
             # Ray's local cluster dies with the thread that started it (its processes get a
@@ -210,7 +199,7 @@ def run_bench(suite: str, candidates: str, device: str = "auto", workers: Option
                 from .shapes import ShapedEvaluator
 
                 evaluator = ShapedEvaluator(evaluator, shapes)
-            meta.update({"device": evaluator.device, "workers": evaluator.n_workers})
+            meta.update({"device": evaluator.device, "workers": evaluator.n_workers})  # ... unless it evaluates
             meta = provenance.record(meta, old=meta, sandbox=getattr(evaluator, "sandbox_description", None))
         for t in missing:
             if t.name not in done_before:
@@ -263,9 +252,11 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
     rows = list(results.values())
     if meta.get("self_check"):
         return _summarize_self_check(run_dir, results_path, rows, meta, json_out)
+    rows, totals, broken = split_broken(rows, totals)  # the problem's fault: out of Fast_p's denominator
     table = fastp_table(rows, totals=totals)
     summary = {"run_dir": str(run_dir), "results": str(results_path), **meta,
-               "fast_p": {str(k): v for k, v in table.items()}}
+               "fast_p": {str(k): v for k, v in table.items()},
+               "broken_problems": [{"task": r["task"], "error": _first_line(r.get("error_msg"))} for r in broken]}
     na = timing_unavailable(table)
     if na:
         summary["note"] = NA_NOTE
@@ -285,6 +276,9 @@ def _summarize(run_dir: Path, results_path: Path, results: dict, totals: dict, m
             out.print(NA_NOTE)
         if summary.get("fast_p_shapes"):
             out.print(_shapes_line(summary["fast_p_shapes"], meta["shapes"]), highlight=False, soft_wrap=True)
+        for b in summary["broken_problems"]:
+            out.print(f"broken problem (not counted in Fast_p): {b['task']}: {b['error']}", markup=False,
+                      highlight=False)
         out.print(f"results: {results_path}")
     return summary
 
@@ -296,6 +290,11 @@ def _shapes_line(sh: dict, n: int) -> str:
     parts = [f"{'correct' if k == 'fast_0' else k} {fmt_fastp(v)}" for k, v in sh.items() if k.startswith("fast_")]
     return (f"over the task's size and {n} drawn sizes ({sh['tasks']} tasks judged at them): " + ", ".join(parts)
             + f", geomean {fmt_x(sh.get('geomean'))}")
+
+
+def _first_line(text) -> str:
+    lines = [x.strip() for x in str(text or "").strip().splitlines() if x.strip()]
+    return lines[-1][:300] if lines else "its Model or inputs failed"
 
 
 def _summarize_self_check(run_dir: Path, results_path: Path, rows: list, meta: dict, json_out: bool) -> dict:

@@ -4,19 +4,39 @@ Covers: ``load_task(spec)`` for a problem given as a file path, ``builtin:level1
 ``kernelbench:DIR:level1/19_ReLU`` or ``hf:NAME_OR_PATH:level1/19_ReLU`` (a ``.py`` ending is
 optional; a name without its ``levelN/`` is accepted when only one level has it), or a bare
 built-in name (``level1/3_Softmax``) when no such file exists; and ``task_spec(suite, task)``,
-the name ``dvk tasks list`` prints for a task so that it can be given back as it is.
+the name ``dvk tasks list`` prints for a task so that it can be given back as it is; and
+``pick_tasks``, the tasks of a suite that ``--tasks`` patterns name (``dvk bench``, ``dvk run``).
 Does not cover: reading suites (``loader``).
 """
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
+from typing import Optional
 
 from ..records import Task
 from .loader import BUILTIN_DIR, SuiteError, load_dir, load_hf, load_task_file
 
 _PREFIXES = ("builtin:", "kernelbench:", "hf:")
 HINT = "name a task like builtin:level1/3_Softmax or kernelbench:DIR:level1/19_ReLU (dvk tasks list shows the names)"
+
+
+def pick_tasks(tasks: list, patterns: Optional[str]) -> list:
+    """The tasks whose name (``level2/77_Name``) matches one of the comma-separated
+    shell-style patterns (``level2/77_*,*ReLU*``); all of them without patterns. A pattern
+    that matches no task is bad input."""
+    from ..errors import UsageError
+
+    if not patterns:
+        return tasks
+    pats = [p.strip() for p in patterns.split(",") if p.strip()]
+    if not pats:
+        raise UsageError(f"--tasks {patterns!r}: give task-name patterns, e.g. 'level1/19_*,*Softmax*'")
+    for pat in pats:
+        if not any(fnmatch.fnmatchcase(t.name, pat) for t in tasks):
+            raise UsageError(f"--tasks pattern {pat!r} matches no task (names look like {tasks[0].name!r})")
+    return [t for t in tasks if any(fnmatch.fnmatchcase(t.name, pat) for pat in pats)]
 
 
 def task_spec(suite: str, task: Task) -> str:

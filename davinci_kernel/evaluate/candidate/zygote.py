@@ -20,7 +20,7 @@ launcher waits for the worker and writes its wait status to the status pipe; the
 reaps a launcher only when the harness says so, so a launcher's pid is never reused while
 the harness may still signal it.
 
-Does not cover: the harness's side (``harness/forkserver.py``), the sandbox itself
+Does not cover: the harness's side (``harness/isolation/forkserver.py``), the sandbox itself
 (``shared/sandbox_enter.py``), the worker's job (``worker.py``). Run as
 ``python -m davinci_kernel.evaluate.candidate.zygote FD``.
 """

@@ -29,7 +29,7 @@ from ..shared.protocol import CandidateJob, ProtocolError, WorkerTimeout
 from . import judge
 from .draws import Draw
 from .intake import read_leaves
-from .procs import WorkerProcess
+from .isolation.procs import WorkerProcess
 
 _OUTPUT_KEY = re.compile(r"^(cand|timed|check)([0-9]{1,2})$|^(recheck1|determinism0|pcand|ocand)$")
 _WORKER_ERRORS = {"syntax_error", "import_error", "compile_error", "no_modelnew", "runtime_error", "cuda_error"}

@@ -41,14 +41,16 @@ from ...tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbat
 from ..shared import kernelwork, memplan
 from ..shared.protocol import CandidateJob, ProtocolError, TimingSettings, WorkerDied, WorkerTimeout
 from ..shared.transfer import shm_root
-from . import admission, draws, judge, kernelcache, retry, sandbox, static
+from . import admission, draws, judge, kernelcache, retry
 from . import feedback as feedback_mod
 from .baselines import BaselineCache
+from .codepolicy import static
 from .conversation import Conversation, worker_failure
 from .draws import Draw
 from .gate import Gates
+from .isolation import sandbox
+from .isolation.procs import CPU_THREADS, Limits, WorkerProcess
 from .pool import LocalPool, default_slots, resolve_device
-from .procs import CPU_THREADS, Limits, WorkerProcess
 from .refcache import ReferenceCache
 from .self_check import SELF_CHECK_WAIVED, self_candidate, waive
 from .trusted import TrustedSide

@@ -22,10 +22,10 @@ import tempfile
 import threading
 from typing import Optional
 
-from . import forkserver, sandbox
 from .gate import Gates
+from .isolation import forkserver, sandbox
+from .isolation.procs import Limits, WorkerProcess, device_env
 from .kernelcache import KernelCache
-from .procs import Limits, WorkerProcess, device_env
 
 
 class LocalPool:

@@ -24,7 +24,7 @@ import time
 
 from ...records import EvalResult
 from . import judge
-from .procs import HOST_OOM_NOTE
+from .isolation.procs import HOST_OOM_NOTE
 
 RETIMED = {"timing_mismatch", "reference_slowed"}  # two timings disagree: measured once more before they stand
 _DEVICE_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")

@@ -1,8 +1,8 @@
 """The world a candidate worker starts in, built by one module for both start paths.
 
 A worker is either forked from the zygote (``candidate/zygote.py``, started by
-``harness/forkserver.py``) or exec'd through ``unshare`` (``harness/procs.py`` with
-``harness/sandbox.py``). What a candidate can observe of its process must not depend on
+``harness/isolation/forkserver.py``) or exec'd through ``unshare`` (``harness/isolation/procs.py`` with
+``harness/isolation/sandbox.py``). What a candidate can observe of its process must not depend on
 which, nor on how the harness itself was started (under ``nohup`` its shell ignores
 SIGHUP; a service manager may block signals): an ignored disposition and the blocked mask
 survive both ``fork`` and ``exec``. So every worker, on either path, goes through here:

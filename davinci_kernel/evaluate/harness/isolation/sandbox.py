@@ -46,7 +46,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from ..shared.sandbox_enter import COVERED, INNER, Spec, hidden_ancestor  # noqa: F401 - hidden_ancestor: part of this API
+from ...shared.sandbox_enter import COVERED, INNER, Spec, hidden_ancestor  # noqa: F401 - hidden_ancestor: part of this API
 from . import sandbox_cgroup
 
 log = logging.getLogger("davinci_kernel.evaluate")

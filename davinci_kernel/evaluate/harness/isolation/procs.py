@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Optional
 
-from ..shared.protocol import MAX_MESSAGE, MAX_REPORT, Channel, ProtocolError, WorkerDied, WorkerTimeout
+from ...shared.protocol import MAX_MESSAGE, MAX_REPORT, Channel, ProtocolError, WorkerDied, WorkerTimeout
 from . import sandbox, sandbox_cgroup
 from .forkserver import ForkServer, ForkServerError
 

@@ -28,7 +28,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ...pysource import parse as parse_source
+from ....pysource import parse as parse_source
 from .policy import check_policy, resolved_paths
 
 NATIVE_BUILDER = "torch.utils.cpp_extension"  # load_inline, load: the candidate's C++/CUDA is built here
