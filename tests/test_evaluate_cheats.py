@@ -19,7 +19,8 @@ ALL = sorted((FIXTURES / "cheats").glob("*.py"))
 # Attacks on the judged inputs and the worker's channel need a replayed draw or a short deadline:
 # test_evaluate_draws.py runs them.
 ELSEWHERE = {"perturb_predicted", "channel_keepalive", "channel_flood", "channel_extra_outputs",
-             "channel_malformed_report"}
+             "channel_malformed_report",
+             "timed_set_sniffer"}  # GPU only, with more timed checks: test_timed_set_sniffer_is_caught_on_gpu
 CHEATS = [p for p in ALL if not p.stem.startswith("sandbox_") and p.stem not in ELSEWHERE]
 GPU_ONLY = {"timing_only_cheat", "side_stream_hidden", "forged_timing", "stale_timed_rounds",  # only timing exposes them
             # kernel evidence that exists on a GPU only (activity records, timed calls, device copies)
@@ -37,7 +38,8 @@ RUNTIME = [p for p in CHEATS if runtime_fixture(p)]
 # Runtime fixtures shaped for the CPU (its task sizes, its interpreter): on a GPU they are
 # honest, crash or run past the deadline, which is no test of their defence there.
 CPU_SHAPED = {"fork_per_call", "precompute_at_import", "item_loop_host", "complex_item_host", "packed_item_writes",
-              "shape_channel_host"}
+              "shape_channel_host",
+              "interp_raw_poke"}  # a host address in a compiled kernel is an illegal address there, no test of this
 # With the code policy off, these pass on a GPU: the audit of every thread is the CPU's
 # alone, and torch 2.11 records no shapes for ``_foreach_*`` ops on the GPU. The policy
 # refuses both (``_thread``, private ``torch._foreach_*``): docs/guarantees.md says so.
@@ -138,3 +140,25 @@ def test_every_flag_has_a_fixture():
     gpu_runtime_only = {"reference_slowed", "unreproducible_speedup"}
     assert set(FLAGS) - covered - gpu_runtime_only == set()
 
+
+
+@pytest.mark.gpu
+def test_timed_set_sniffer_is_caught_on_gpu(tmp_path, monkeypatch):
+    """A candidate that does a quarter of the work on the timed rounds of every set but 0.
+    Each timed check lands on one of those with probability (sets - 1) / sets (4/5 with the
+    relu task's 5 sets): with 8 checks it escapes with probability 0.2^8 (2.6e-6); with the
+    default 2, 0.04."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate import Evaluator
+    from davinci_kernel.evaluate.harness import draws
+
+    monkeypatch.setattr(draws, "TIMED_CHECKS", 8)
+    path = FIXTURES / "cheats" / "timed_set_sniffer.py"
+    meta = fixture_meta(path)
+    cfg = EvalConfig(device="cuda", baseline_compile=False, cache_dir=str(tmp_path / "cache"))
+    with Evaluator(cfg, workers=1) as ev:
+        res = ev.evaluate(fixture_task(meta["task"]), path.read_text())
+    assert res.correct is False and _caught_as(res, meta["expect"]), (res.flags, res.error_kind, res.error_msg)

@@ -254,3 +254,35 @@ def test_credit_fixtures_on_the_gpu(gpu_evaluator, name):
         return
     assert res.correct, (res.error_kind, res.flags, res.error_msg)
     assert evidence.get("work_coverage") is not None and evidence["work_coverage"] > 0.85
+
+
+def test_fused_ops_weigh_what_their_decompositions_do():
+    """Each ``opwork.FUSED_WEIGHTS`` entry is the count of full-size compute ops in torch's own
+    decomposition of that op (views, broadcasts and per-row ops not counted)."""
+    from torch._decomp import decomposition_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    aten = torch.ops.aten
+    moves = {"broadcast_in_dim", "split_dim", "squeeze", "as_strided", "reshape", "collapse_view", "view_of",
+             "convert_element_type", "expand", "view", "unsqueeze", "permute", "transpose", "clone"}
+    x, c = torch.randn(8, 16, 32), torch.randn(32)
+    cases = {
+        "native_layer_norm": (aten.native_layer_norm.default, (x, [32], c, c, 1e-5)),
+        "softmax": (aten._softmax.default, (x, -1, False)), "log_softmax": (aten._log_softmax.default, (x, -1, False)),
+        "gelu": (aten.gelu.default, (x,)), "silu": (aten.silu.default, (x,)), "mish": (aten.mish.default, (x,)),
+        "softplus": (aten.softplus.default, (x, 1, 20)), "logsumexp": (aten.logsumexp.default, (x, [-1])),
+        "native_group_norm": (aten.native_group_norm.default,
+                              (x, torch.randn(16), torch.randn(16), 8, 16, 32, 4, 1e-5)),
+    }
+    outer = {"layer_norm": "native_layer_norm", "group_norm": "native_group_norm"}  # the front ends call these
+    assert set(opwork.FUSED_WEIGHTS) == set(cases) | set(outer)
+    for name, (op, args) in cases.items():
+        graph = make_fx(lambda *a, op=op: op(*a), decomposition_table=decomposition_table)(*args).graph
+        n = 0
+        for node in graph.nodes:
+            if node.op != "call_function" or str(node.target).split(".")[1] in moves:
+                continue
+            vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.args if hasattr(a, "meta")]
+            n += max((v.numel() for v in vals if isinstance(v, torch.Tensor)), default=0) * 2 >= x.numel()
+        assert opwork.FUSED_WEIGHTS[name] == n, (name, n)
+    assert all(opwork.FUSED_WEIGHTS[a] == opwork.FUSED_WEIGHTS[b] for a, b in outer.items())

@@ -191,6 +191,39 @@ def test_every_timed_candidate_call_starts_its_random_stream_from_a_seed():
     assert ("compared", 0, 0) in seeded  # check 0 starts from its own call seed (the worker's), not from 77
 
 
+def test_timed_checks_fall_on_every_set_alike():
+    """The compared timed rounds are drawn among all rounds before the last (not only set 0's):
+    with positions uniform in [0, 1), each set carries a check with probability 1 / sets, so a
+    candidate that recognises its sets cannot tell which rounds go uncompared."""
+    import random
+
+    from davinci_kernel.evaluate.shared.timing import check_positions
+
+    rng = random.Random(0)
+    iters, sets, draws = 50, 4, 4000
+    hits = [0] * sets
+    for _ in range(draws):
+        got = check_positions([(rng.random(), 1), (rng.random(), 2)], iters, sets)
+        assert len(got) == 2 and all(r < iters - sets for r in got)  # never the last round (compared as it is)
+        for r in got:
+            hits[r % sets] += 1
+    assert all(abs(h / (2 * draws) - 1 / sets) < 0.02 for h in hits), hits
+    assert check_positions([(0.0, 1)], 3, 4) == {}  # no round before the last: no check
+
+
+def test_a_timed_check_on_set_k_runs_on_set_k_varied_from_its_seed():
+    import torch
+
+    from davinci_kernel.evaluate.shared import timing
+
+    sets = [[torch.randn(8)], [torch.randn(8)], [torch.randn(8)]]
+    iters = 12  # rounds 0..8 come before the last round; position 4/9 is round 4, on set 1
+    res = timing.interleaved(_HostClock, "cpu", lambda x: x * 2, lambda x: x * 2, sets, iters=iters, warmup=0,
+                             flush_mb=1, checks=[(4 / 9 + 1e-9, 77)])
+    assert list(res["checked_outputs"]) == [(0, 1)]
+    torch.testing.assert_close(res["checked_outputs"][(0, 1)], timing.vary_seeded(_HostClock, sets[1], 77)[0] * 2)
+
+
 def test_uncompared_input_variations_cannot_be_predicted_from_the_random_stream():
     """The values of an uncompared timed round come from a private generator seeded from a
     fresh secret: a candidate that knows the global stream (it read the seed its call started

@@ -97,3 +97,12 @@ def test_peaks_are_measured_and_a_reference_solution_gets_an_interval_and_a_peak
     lo, hi = res.speedup_ci
     assert lo <= res.speedup <= hi and hi / lo < 1.5
     assert 0 < res.peak_fraction < 1.2 and res.timing_detail["light"]["bound"] == "memory"
+
+
+def test_float32_flops_count_at_the_tf32_peak_where_it_is_higher():
+    # 1 TFLOP of float32: 20 ms at the plain float32 peak, 2 ms at TF32's (an honest TF32 kernel
+    # must not read as several times the card's peak)
+    peaks = {"copy_gbps": 2000.0, "matmul_tflops": {"float32": 50.0, "tf32": 500.0}}
+    assert lightspeed.floor(0, 0, {"float32": 1e12}, peaks)["compute_ms"] == pytest.approx(2.0)
+    slower = {"copy_gbps": 2000.0, "matmul_tflops": {"float32": 50.0, "tf32": 40.0}}  # never below float32's own
+    assert lightspeed.floor(0, 0, {"float32": 1e12}, slower)["compute_ms"] == pytest.approx(20.0)

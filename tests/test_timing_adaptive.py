@@ -61,7 +61,7 @@ def test_adaptive_timing_adds_blocks_until_its_budget_and_keeps_the_compared_rou
     assert res["planned_iters"] == 12 and res["iters"] > 12 and res["iters"] % 4 == 0
     assert res["placements"] == len(res["pair_blocks"]) == res["iters"] // 4
     assert sum(len(b) for b in res["pair_blocks"]) == res["iters"]
-    assert set(res["checked_outputs"]) == {0} and set(res["last_outputs"]) == {0, 1}
+    assert set(res["checked_outputs"]) == {(0, 1)} and set(res["last_outputs"]) == {0, 1}  # round 3: set 1
     for k, out in res["last_outputs"].items():  # the last round still ran on the sets as they are
         torch.testing.assert_close(out, sets[k][0] * 2)
 

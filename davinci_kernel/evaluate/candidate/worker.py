@@ -51,6 +51,7 @@ class CandidateRunner:
         self.cand_file: str | None = None  # set by load()
         self.seeds: dict[int, int] = {}  # trial seeds, as the harness gave them
         self.call_seeds: dict[int, int] = {}  # each trial's call seed (its random stream), likewise
+        self.ref_init_work = self.init_excess = self.other_excess = 0.0  # construction work (``built``)
 
     def ask(self, event: dict, cmd: str) -> dict:
         """One question to the harness (a seed, a size), answered by ``cmd``."""
@@ -97,7 +98,7 @@ class CandidateRunner:
         j = self.j
         self.ref_mod = rt.exec_source(j.task_source, "dvk_problem")
         self.init = rt.init_args(self.ref_mod, j.init_seed, self.dev)
-        self.ref_model = rt.build(self.ref_mod, "Model", self.init, j.init_seed, self.dev)
+        self.ref_model, self.ref_init_work = self.built(self.ref_mod, "Model", self.init)
         self.threads_before = {t.ident for t in threading.enumerate()}
         self.children_before = _children()
         self.ref_forward = type(self.ref_model).forward
@@ -126,7 +127,8 @@ class CandidateRunner:
             return False
         try:
             init = rt.init_args(self.ref_mod, j.init_seed, self.dev)
-            self.cand_model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
+            self.cand_model, work = self.built(self.cand_mod, "ModelNew", init)
+            self.init_excess = max(0.0, work - self.ref_init_work)
         except BaseException as e:  # noqa: BLE001
             self.out.update(stage="load", error_kind="runtime_error",
                             error_msg="ModelNew(*get_init_inputs()) failed: " + rt.trim_traceback(e, self.cand_file),
@@ -134,6 +136,18 @@ class CandidateRunner:
             return False
         self.out["compiled"] = True
         return True
+
+    def built(self, mod, cls_name: str, init) -> tuple:
+        """(``cls_name(*init)`` built as ``runtime.build`` does, the torch work its construction
+        did, weighed as a candidate's call is). The candidate's construction work beyond the
+        reference's (weight-only products precomputed once) is charged to each of its audited
+        calls: the reference pays it on every call, so moving it into ``__init__`` is torch
+        work like any other, never work a custom kernel did."""
+        box: list = []
+        _, a = audited_call(self.torch, lambda: box.append(rt.build(mod, cls_name, init, self.j.init_seed, self.dev)),
+                            [], all_threads=self.dev.type == "cpu", gpu=self.dev.type != "cpu", strict=True)
+        work = a.get("work")
+        return box[0], float(work) if _isinstance(work, (int, float)) else 0.0
 
     def call(self, model, args, audit: bool, seed: int):
         """One forward from the random stream of ``seed`` (runtime.seed_call), its Triton
@@ -159,6 +173,8 @@ class CandidateRunner:
             a.pop("ops", None)  # which ops ran: the judge reads their work, not their names
             if table is not None:
                 self.tables.append({**table, "task": task})
+            if _isinstance(a.get("work"), (int, float)):  # construction work beyond the reference's
+                a["work"] = a["work"] + (self.init_excess if task else self.other_excess)
             elems = [x.numel() for x in args if _isinstance(x, rt.C.Tensor)]
             in_bytes = sum(x.numel() * x.element_size() for x in args if _isinstance(x, rt.C.Tensor))
             self.audits.append({**a, "launches": LaunchCounter.count - before, "task": task,
@@ -168,6 +184,8 @@ class CandidateRunner:
                 out = model(*args)
             self.audits.append({"launches": LaunchCounter.count - before})
         self.sync()
+        # the call's evidence goes to the harness now: later candidate code cannot reach it
+        self.ch.send(fit({"event": "audit", "audit": self.audits[-1]}))
         if on_cpu and _reaped_children() != reaped:  # on a GPU, Triton's first launches run ptxas
             self.flag("subprocess", "a child process ran and was waited for during a forward call")
         for leaf in rt.tensor_leaves(out):
@@ -220,8 +238,7 @@ class CandidateRunner:
         rt.poison(j.out_meta, 12345.0, self.dev)
         self.emit("determinism0", self.call(self.cand_model, args, audit=True, seed=self.call_seed(0)))
         del args
-        self.perturbed()
-        self.out["audits"] = self.audits
+        self.perturbed()  # the audits went to the harness call by call (``call``)
         if self.tables:
             from ..shared.profile import merge_tables
 
@@ -249,7 +266,13 @@ class CandidateRunner:
                 pmod = rt.exec_source(apply_overrides(j.task_source, overrides), f"dvk_problem_{key}")
                 init = rt.init_args(pmod, j.init_seed, self.dev)
                 inputs = rt.gen_inputs(pmod, seed, self.dev)
-                model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
+                self.other_excess = 0.0
+                if key == "pcand" and j.audit:
+                    _, ref_work = self.built(pmod, "Model", init)
+                    model, work = self.built(self.cand_mod, "ModelNew", init)
+                    self.other_excess = max(0.0, work - ref_work)
+                else:
+                    model = rt.build(self.cand_mod, "ModelNew", init, j.init_seed, self.dev)
                 out = self.call(model, rt.clone_args(inputs), audit=key == "pcand",
                                 seed=call_seed if isinstance(call_seed, int) else 0)
             except BaseException as e:  # noqa: BLE001
@@ -307,8 +330,8 @@ class CandidateRunner:
         del sets
         for i, o in last.items():
             self.emit(f"timed{i}", o)
-        for i, o in kept.items():
-            self.emit(f"check{i}", o)
+        for (i, k), o in kept.items():  # check i on set k: the reference's output index i x trials + k
+            self.emit(f"check{i * j.trials + k}", o)
         marks.append(rt.C.perf())
         res["phase_ms"] = {k: round(1e3 * (b - a), 1) for k, a, b in
                            zip(("prepare", "timed", "profile", "outputs"), marks, marks[1:])}
@@ -422,6 +445,10 @@ def warm_gpu_tools(device: str) -> None:
 def main(argv: list[str]) -> None:
     ch, device, notes = rt.start(argv)
     install_launch_counter()
+    if not device.startswith("cuda"):  # interpreted Triton: every access inside the launch's tensors
+        from .interp_bounds import install
+
+        install(rt.C.torch)
     from ..shared.audit import settle
 
     settle(rt.C.torch, device, all_threads=not device.startswith("cuda"))

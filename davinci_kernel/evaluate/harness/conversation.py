@@ -61,6 +61,7 @@ class Conversation:
         self.ev, self.cfg, self.w, self.res, self.drawn, self.ref, self.clock = (
             evaluator, evaluator.cfg, w, res, drawn, ref, clock)
         self.cand: dict = {}
+        self.audits: list = []  # each call's audit, received as the call ended
         self.read_bytes = 0  # what the harness has read of this worker's outputs
         self.seed = ref["sample_seed"]  # which elements of large outputs count: never sent to the worker
         cfg = self.cfg
@@ -97,6 +98,7 @@ class Conversation:
             self.clock.mark(res.stage)
         if not isinstance(out, dict):
             raise ProtocolError("the check report is not an object")
+        out["audits"] = self.audits  # as each call sent it when it ended, never the final report's
         return out
 
     def time(self) -> tuple[dict, Optional[float]]:
@@ -160,6 +162,10 @@ class Conversation:
                 return msg.get("result")
             if ev == "output":
                 self._intake(msg)
+            elif ev == "audit":  # one call's evidence, sent as that call ended
+                if len(self.audits) >= _MAX_OUTPUTS:
+                    raise ProtocolError("more audited calls than an evaluation has")
+                self.audits.append(msg.get("audit") if isinstance(msg.get("audit"), dict) else {})
             elif ev in ("seed", "sizes"):
                 self._answer(msg)
             elif not progress(ev):
@@ -190,7 +196,8 @@ class Conversation:
         if m.group(1) is None:
             return True
         n = int(m.group(2))
-        return n < (len(self.drawn.timed_checks) if m.group(1) == "check" else len(self.drawn.trial_seeds))
+        trials = len(self.drawn.trial_seeds)  # check j on set k is ``check{j * trials + k}``
+        return n < (len(self.drawn.timed_checks) * trials if m.group(1) == "check" else trials)
 
     def _intake(self, msg: dict) -> None:
         """Read one announced output while the worker's processes are stopped, then let it go on."""

@@ -411,7 +411,8 @@ class Evaluator:
         if worker_failure(res, tout):
             return
         judge.add_worker_flags(res, tout)
-        judge.timing(res, tout, talk.cand, ref, rep.backend, rep.kernels, base, wall_ms, cfg)
+        judge.timing(res, tout, talk.cand, ref, rep.backend, rep.kernels, base, wall_ms, cfg,
+                     checks=talk.drawn.timed_checks)
         judge.light(res, ref, self.trusted.peaks(job.device))  # below every other timing defence
         res.stage = "done"
 

@@ -230,12 +230,13 @@ def _checked_custom_us(seen: list[dict], tables: list[dict]) -> float:
 
 
 def timing(res: EvalResult, out: dict, cand: dict, ref: dict, backend: str, static_kernels: list[str],
-           base: Optional[dict], wall_ms: Optional[float], cfg) -> None:
-    """Fill the timing fields of ``res`` and check the worker's claims."""
+           base: Optional[dict], wall_ms: Optional[float], cfg, checks=None) -> None:
+    """Fill the timing fields of ``res`` and check the worker's claims (``checks``: the
+    harness's timed checks as drawn, (position, seed) each)."""
     t = out.get("timing")
     if not isinstance(t, dict):
         return
-    flag(res, timed_outputs(t, cand, ref, cfg))
+    flag(res, timed_outputs(t, cand, ref, cfg, checks))
     judge_precision(res, ref, {k: v for k, v in cand.items() if _timed_key(k)}, cfg)
     try:
         res.runtime_ms = float(t["cand"]["median"])
@@ -345,12 +346,14 @@ def timed_evidence(res: EvalResult, table, static_kernels: list[str], base: Opti
         flag(res, guards.coverage_flag(res.coverage, cfg.min_coverage, "custom kernels' coverage (time and work)"))
 
 
-def timed_outputs(t: dict, cand: dict, ref: dict, cfg) -> list[tuple[str, str]]:
+def timed_outputs(t: dict, cand: dict, ref: dict, cfg, checks=None) -> list[tuple[str, str]]:
     """The outputs of the timed phase: the last round's (the trials' inputs as they are) and
     the timed checks' (rounds the harness picked and told the worker only when its timed
     phase began, on inputs varied from seeds the reference process used too). Every check
     the claimed rounds allow must be there (a worker that claims fewer rounds than the
-    configured minimum is not believed)."""
+    configured minimum is not believed). Check j lands on a round of any set k, known only
+    from the positions and the rounds (``timing.check_positions``): its output is
+    ``check{j x trials + k}``, compared with the reference's on set k."""
     from ..shared.timing import check_positions
 
     hits: list[tuple[str, str]] = []
@@ -369,12 +372,18 @@ def timed_outputs(t: dict, cand: dict, ref: dict, cfg) -> list[tuple[str, str]]:
     if iters < cfg.timing_iters:
         return hits + [("timing_mismatch", f"{iters} timed rounds reported, fewer than the {cfg.timing_iters} "
                         "every timing runs")]
-    for j in range(len(check_positions([(0.0, 0)] * len(vrefs), iters, sets))):
-        got = cand.get(f"check{j}")
+    trials = max(1, len(ref.get("refs") or []))
+    n_checks = len(vrefs) // trials
+    drawn = list(checks)[:n_checks] if checks is not None else [(0.0, 0)] * n_checks
+    for r, (j, _) in sorted(check_positions(drawn, iters, sets).items(), key=lambda x: x[1][0]):
+        at = j * trials + r % max(1, sets)
+        if checks is None:  # the positions unknown here: whichever set the worker names
+            at = next((j * trials + k for k in range(trials) if f"check{j * trials + k}" in cand), at)
+        got = cand.get(f"check{at}") if at < len(vrefs) else None
         if got is None:
             hits.append(("inconsistent_under_timing", f"timed check {j + 1}'s output was not handed over"))
             continue
-        c = compare(*aligned(vrefs[j], got), cfg.atol, cfg.rtol)
+        c = compare(*aligned(vrefs[at], got), cfg.atol, cfg.rtol)
         if not c.ok:
             hits.append(("inconsistent_under_timing", f"timed check {j + 1}: {c.message}"))
     return hits

@@ -45,12 +45,15 @@ def floor(input_bytes: float, output_bytes: float, flops: dict, peaks: dict) -> 
     """The problem's speed-of-light floor on a card with ``peaks`` (``roofline.measure_peaks``):
     {"bytes", "bytes_ms", "flops", "compute_ms", "floor_ms", "bound"} or None without a
     bandwidth. FLOPs of a dtype the card was not measured in, or of an unknown dtype, count
-    at the fastest measured peak (the floor stays a floor)."""
+    at the fastest measured peak (the floor stays a floor); float32 FLOPs at the higher of the
+    float32 and TF32 peaks (an honest float32 matmul may run in TF32)."""
     gbps = float(peaks.get("copy_gbps") or 0.0)
     if not gbps > 0:
         return None
     tf = {k: float(v) for k, v in (peaks.get("matmul_tflops") or {}).items() if isinstance(v, (int, float)) and v > 0}
     fastest = max(tf.values(), default=0.0)
+    if "tf32" in tf:  # float32 matmuls may run on tensor cores (TF32 is honest: the precision limit allows it)
+        tf["float32"] = max(tf.get("float32", 0.0), tf["tf32"])
     moved = float(input_bytes or 0) + float(output_bytes or 0)
     bytes_ms = moved / (gbps * 1e9) * 1e3
     compute_ms = 0.0

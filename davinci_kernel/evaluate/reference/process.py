@@ -80,8 +80,8 @@ def compute_reference(job: ReferenceJob) -> dict:
     timed_checks(job, mod, model, writer, dev, out)
     del model  # one model at a time: the perturbed sizes build their own
     calls = [(f"oracle{i}", lambda s=s: rt.gen_inputs(mod, s, dev), call_seed(job, i)) for i, s in enumerate(job.seeds)]
-    calls += [(f"voracle{j}", lambda v=v: _varied(mod, job, dev, v), check_call_seed(job, j))
-              for j, v in enumerate(_checks(job, dev))]
+    calls += [(f"voracle{j * len(job.seeds) + k}", lambda v=v, k=k: _varied(mod, job, dev, v, k),
+               check_call_seed(job, j)) for j, v in enumerate(_checks(job, dev)) for k in range(len(job.seeds))]
     out["precision"] = calibrate_precision(mod, job, dev, writer, out, calls)
     for key, variants in (("pref", job.perturb), ("podd", job.odd)):
         got = _other_size(job, variants, key, sizes, writer, dev, out)
@@ -111,30 +111,34 @@ def _checks(job: ReferenceJob, dev) -> list[int]:
     return list(job.timed_checks) if dev.type == "cuda" and job.seeds else []
 
 
-def _varied(mod, job: ReferenceJob, dev, seed: int) -> list:
-    """A timed check's inputs: the first trial's varied from the check's seed (``timing.vary_seeded``)."""
+def _varied(mod, job: ReferenceJob, dev, seed: int, k: int = 0) -> list:
+    """A timed check's inputs on set ``k``: trial k's varied from the check's seed (``timing.vary_seeded``)."""
     from ..shared.timing import vary_seeded
 
-    return vary_seeded(rt.C, rt.gen_inputs(mod, job.seeds[0], dev), seed)
+    return vary_seeded(rt.C, rt.gen_inputs(mod, job.seeds[k], dev), seed)
 
 
 def timed_checks(job: ReferenceJob, mod, model, writer, dev, out: dict) -> None:
-    """The outputs of the harness's timed checks (GPU only: the CPU is not timed): the first
+    """The outputs of the harness's timed checks (GPU only: the CPU is not timed): each
     trial's inputs varied from each check's seed (``timing.vary_seeded``), as the worker
-    varies them in the timed round the check picks."""
+    varies them in the timed round the check picks, whichever set that round is on (check j
+    on set k is ``vref{j * trials + k}``: the round, hence the set, is known only after timing)."""
     if not _checks(job, dev):
         return
     from ..shared.timing import vary_seeded
 
-    inputs = rt.gen_inputs(mod, job.seeds[0], dev)
-    for j, seed in enumerate(_checks(job, dev)):
-        args = vary_seeded(rt.C, inputs, seed)
-        rt.seed_call(check_call_seed(job, j))
-        with rt.C.no_grad():
-            y = model(*args)
-        sync(dev)
-        out["leaves"][f"vref{j}"] = writer.write(y, job.sample_seed)
-        del y, args
+    n = len(job.seeds)
+    for k, s in enumerate(job.seeds):
+        inputs = rt.gen_inputs(mod, s, dev)
+        for j, seed in enumerate(_checks(job, dev)):
+            args = vary_seeded(rt.C, inputs, seed)
+            rt.seed_call(check_call_seed(job, j))
+            with rt.C.no_grad():
+                y = model(*args)
+            sync(dev)
+            out["leaves"][f"vref{j * n + k}"] = writer.write(y, job.sample_seed)
+            del y, args
+        del inputs
 
 
 def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict, calls: list) -> dict:

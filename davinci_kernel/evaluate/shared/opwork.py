@@ -67,7 +67,14 @@ resolve_conj resolve_neg is_nonzero
 """.split())
 # Element ops that do a multiply and an add per element (a rank-one update of a product):
 # weighed as two (a matrix product done as K of them is the whole product).
-ELEMENT_WEIGHTS = {"addcmul": 2.0, "addcdiv": 2.0, "lerp": 2.0}
+# Fused ops, each weighed by the full-size compute ops of its decomposition in torch
+# (``torch._decomp.decomposition_table``, counted by tests/test_evaluate_credit.py): one
+# F.layer_norm is a mean, a variance, a subtraction, a scale and the affine pair, not one
+# pass, so a torch version made of fewer, fused ops is not credited to a custom kernel.
+FUSED_WEIGHTS = {"native_layer_norm": 6.0, "layer_norm": 6.0, "softmax": 5.0, "log_softmax": 5.0, "gelu": 5.0,
+                 "silu": 5.0, "mish": 6.0, "softplus": 4.0, "logsumexp": 4.0, "native_group_norm": 4.0,
+                 "group_norm": 4.0}
+ELEMENT_WEIGHTS = {"addcmul": 2.0, "addcdiv": 2.0, "lerp": 2.0, **FUSED_WEIGHTS}
 # Ops whose work is what the ops they call do (each weighed itself): the matrix products'
 # front ends. Any other op outside ELEMENT_OPS needs its own FLOP count or a formula.
 COMPOSITE_OPS = frozenset({"matmul", "linear", "einsum", "tensordot", "chain_matmul", "linalg_multi_dot",

@@ -232,9 +232,9 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
     output is compared; outside its timed window): the worker starts that call's random
     stream there from the trial's secret call seed, as for its correctness calls.
     ``checks``: the harness's timed checks, (position in [0, 1), seed) each: the round at
-    that position among the rounds on set 0 (the last excepted) runs on set 0 varied from
-    that seed (``vary_seeded``, which the reference process repeats) and its output is kept;
-    ``before_compared(0, j)`` starts check ``j``'s random stream (from its own secret call
+    that position among all rounds (the last excepted) runs on its own set k varied from
+    that seed (``vary_seeded``, which the reference process repeats for every set) and its
+    output is kept as ``checked_outputs[(j, k)]``; ``before_compared(k, j)`` starts check ``j``'s random stream (from its own secret call
     seed, never from the variation seed). ``before_other()`` runs before every other timed call of the
     candidate (the worker starts a random stream from a fresh secret seed there), so no call
     differs from a compared one in how its random stream began. The candidate cannot tell
@@ -293,7 +293,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
             last_round = i >= total - n_sets  # its outputs are compared with the reference's: the sets as they are
             check = check_rounds.get(i)  # (index, seed) of a timed check, or None
             if check is not None:
-                args = vary_seeded(C, input_sets[0], check[1])
+                args = vary_seeded(C, input_sets[k], check[1])
             else:
                 args = input_sets[k] if last_round or not fresh else vary(C, input_sets[k])
             for who in ((0, 1) if i % 2 == 0 else (1, 0)):
@@ -312,7 +312,7 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
                     if last_round:
                         last_outputs[k] = out
                     elif check is not None:
-                        checked_outputs[check[0]] = out
+                        checked_outputs[(check[0], k)] = out
                     del out
             del args
             ratios.append(ref_ev[-1] / cand_ev[-1] if cand_ev[-1] > 0 else float("inf"))
@@ -341,9 +341,11 @@ def interleaved(C, dev, ref_fn, cand_fn, input_sets, iters: int, warmup: int, fl
 
 def check_positions(checks, iters: int, n_sets: int) -> dict[int, tuple[int, int]]:
     """Round -> (check index, seed) for the timed checks: check j's position u in [0, 1)
-    picks among the rounds on set 0 before the last round, a taken round passing to the
-    next free one. Fewer rounds than checks: the first ones only."""
-    rounds = [i for i in range(max(0, iters - n_sets)) if i % max(1, n_sets) == 0]
+    picks among every round before the last round (every set's: a check on set k runs on
+    set k varied, so no set's rounds are known to go uncompared), a taken round passing to
+    the next free one. Round i is on set ``i % n_sets``. Fewer rounds than checks: the
+    first ones only."""
+    rounds = list(range(max(0, iters - n_sets)))
     out: dict[int, tuple[int, int]] = {}
     for j, (u, seed) in enumerate(checks):
         if len(out) >= len(rounds):

@@ -38,6 +38,7 @@ from .policy_tables import (
     KNOWN_MODULES,
     MODULE_ATTRS,
     OS_ALLOWED,
+    POINTER_NAMES,
     REEXPORT_OK,
     REFLECTION,
     TORCH_ALLOWED_UNDER_DENIED,
@@ -82,6 +83,9 @@ def path_problem(path: str, partial: bool = False) -> Optional[tuple[str, str]]:
             return "import", f"'{path}' is not allowed (from {module}: {', '.join(sorted(names))})"
     if parts[-1].endswith("Storage"):
         return "torch", f"'{path}' is refused: raw storages"
+    for seg in parts[1:]:
+        if seg in POINTER_NAMES:
+            return "host", f"'{path}' is refused: {ATTRS_DENIED[seg]}"
     for i, seg in enumerate(parts[1:], 1):
         if seg in _REEXPORTED and ".".join(parts[:i + 1]) not in REEXPORT_OK:
             return "reexport", f"'{path}' reaches the module '{seg}' through another module"
@@ -391,6 +395,7 @@ class _Visitor:
         builtin, a module-level object's method, a ``key=`` callback) runs with the kernel's blocks."""
         local = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)} | {
             n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
         for stmt in fn.body:
             for node in ast.walk(stmt):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -406,9 +411,36 @@ class _Visitor:
                              f"class '{node.id}'")
                 elif isinstance(node, ast.keyword) and node.arg == "key":
                     self.add(node, "jit", f"@triton.jit function '{fn.name}' passes a 'key=' callback")
+                if isinstance(node, ast.Call) and self._pointer_cast(node, params):
+                    self.add(node, "jit", f"@triton.jit function '{fn.name}' casts to a pointer's type (an "
+                             "integer made a pointer is a raw address): cast to '.dtype.element_ty' or a tl dtype")
         if self.bound[fn.name] > 1:
             self.add(fn, "jit", f"the @triton.jit function '{fn.name}' is rebound (the name is bound "
                      f"{self.bound[fn.name]} times)")
+
+    def _pointer_cast(self, call: ast.Call, params: set) -> bool:
+        """A cast (``x.to(T)``, ``tl.cast(x, T)``, ``dtype=T``) whose target is a kernel
+        parameter's own type (``p.dtype``, ``p.type``), not its element type: a pointer type,
+        which turns an integer into a raw address."""
+        func = call.func
+        targets = [k.value for k in call.keywords if k.arg in ("dtype", "dst_ty")]
+        if isinstance(func, ast.Attribute) and func.attr == "to" and call.args:
+            targets.append(call.args[0])
+        elif self.resolve(func) == "triton.language.cast" and len(call.args) > 1:
+            targets.append(call.args[1])
+        for t in targets:
+            parents = {id(c): n for n in ast.walk(t) for c in ast.iter_child_nodes(n)}
+            for n in ast.walk(t):
+                if isinstance(n, ast.Attribute) and n.attr in ("dtype", "type"):
+                    up = parents.get(id(n))
+                    if isinstance(up, ast.Attribute) and up.attr in ("element_ty", "scalar"):
+                        continue
+                    base = n.value
+                    while isinstance(base, (ast.Attribute, ast.Subscript)):
+                        base = base.value
+                    if not isinstance(base, ast.Name) or base.id in params:
+                        return True
+        return False
 
     def _jit_call_ok(self, call: ast.Call, local: set) -> bool:
         func = call.func

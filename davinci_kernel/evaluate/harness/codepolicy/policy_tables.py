@@ -82,6 +82,8 @@ TORCH_DENY: dict[str, str] = {
        for s in ("", "_coo_tensor", "_csr_tensor", "_csc_tensor", "_bsr_tensor", "_bsc_tensor", "_compressed_tensor")},
 }
 TORCH_ALLOWED_UNDER_DENIED = frozenset({"torch.utils.cpp_extension.load_inline"})
+# Names that make a pointer type (refused as attributes and in imported paths).
+POINTER_NAMES = ("pointer_type", "str_to_ty", "int_to_ptr", "inttoptr", "create_int_to_ptr")  # a tuple: the docs list them in order
 # Attribute names refused on any object, with why.
 ATTRS_DENIED: dict[str, str] = {
     "numpy": "hands a tensor to numpy (host compute no audit sees)",
@@ -93,6 +95,8 @@ ATTRS_DENIED: dict[str, str] = {
     "cell_contents": "closure internals",
     "get_capture_scope": "a kernel's globals, modules included, as a value",
     "handle": "an interpreted kernel's block as a raw numpy array (host compute)",
+    **{n: "makes a pointer type: an integer cast to a pointer is a raw address (CPU interpreter: any byte "
+          "of the worker)" for n in POINTER_NAMES},
     **{n: "a Triton kernel's internals: the interpreter runs whatever they hold"
        for n in ("rewriter", "ast_transformer", "rewritten_fn", "pre_run_hooks", "kernel_cache", "cache_key")},
     **{n: "sparse and nested layouts record no dense shapes: their work cannot be counted"
@@ -125,6 +129,7 @@ BUILTINS_DENIED: dict[str, str] = {
     **{n: "runs code from strings" for n in ("exec", "eval", "compile")},
     "open": "files", "input": "reads stdin", "breakpoint": "debugger", "help": "interactive help",
     "exit": "ends the process", "quit": "ends the process", "memoryview": "raw memory",
+    "id": "an object's address (raw memory, with a pointer made from it)",
 }
 REFLECTION = frozenset({"getattr", "setattr", "delattr", "hasattr"})  # only with a constant attribute name
 DUNDER_NAMES = frozenset({"__name__"})  # dunder names a candidate may read
