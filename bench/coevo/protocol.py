@@ -121,8 +121,13 @@ PROTOCOL: dict = {
         # practice pairs, per lacking kernel: the technique skill in the system prompt (alone,
         # beside a distractor, or with the lacking kernel given in the user message) -> the
         # kernel with it; no skill -> the lacking kernel
-        "apply_copies": {"skill_alone": 2, "skill_and_distractor": 2, "given_lacking": 2, "no_skill": 1},
-        "summary_copies": 2,  # per lacking kernel: summary of lacking -> with, the technique skill
+        "apply_copies": {"skill_alone": 4, "skill_and_distractor": 3, "given_lacking": 2, "no_skill": 1},
+        # per lacking kernel: summary of lacking -> with, the technique skill; every other copy
+        # lists the whole distractor library as the existing skills (as the probe's and the
+        # arms' summary prompts do), the rest a random part of it (probe 1: rows listing 0-3
+        # names taught a summary that breaks on the 6-name list, 1 pass in 48; see
+        # docs/coevolution.md)
+        "summary_copies": 6,
         "select_per_pair": 3,  # the technique skill among distractors and the other techniques' skills
         "select_candidates": [3, 5],
         "reference_copies": 1,  # practice tasks without a pair: turn 1 -> the built-in reference

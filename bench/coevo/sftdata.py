@@ -122,10 +122,16 @@ def practice_rows(p: dict, task, kernels: list[dict], verdicts: dict, skills: di
         add("practice_apply_given_lacking", given_lacking(first_messages(task, [Skill.from_dict(mine)]), lk["source"]),
             w, s["given_lacking"])
         add("practice_no_skill", first_messages(task), lk, s["no_skill"])
-        for _ in range(p["sft"]["summary_copies"]):
-            existing = [x["name"] for x in rng.sample(noise, min(len(noise), rng.randint(0, 3)))]
+        for c in range(p["sft"]["summary_copies"]):
+            # the library's names as the probe and the arms list them: every other copy the
+            # whole distractor library (shuffled), the rest a random part of it; a third of
+            # the copies name a distractor as the skill the episode used (an arm's scheme)
+            names = [x["name"] for x in noise]
+            rng.shuffle(names)
+            existing = names if c % 2 == 0 else names[:rng.randint(0, len(names))]
+            used = [Skill.from_dict(rng.choice(noise))] if c % 3 == 2 else []
             msgs = summary_messages(task, lk["source"], _result(verdicts, task.name, lk).speedup, w["source"],
-                                    _result(verdicts, task.name, w).speedup, 2, (), existing, max_new_skills)
+                                    _result(verdicts, task.name, w).speedup, 2, used, existing, max_new_skills)
             answer = _tool(TOOL_NAME, {"think": f"the faster kernel applies one technique: {mine['description']} "
                                                 "The skill keeps the technique, not the kernel.",
                                        "new_skills": [mine]})
