@@ -36,8 +36,9 @@ The GPU plan: one device call per command below, each under 10 minutes. The run 
 .corun (gitignored; about 20 MiB: the SFT model, the verdicts, the role records, run.json,
 the SFT data) is carried in; rows and probe records come back through $OUT:
 
-    python bench/coevolution.py prepare --dir .corun --export $OUT/corun          # no carry
-    python bench/coevolution.py probe --dir .corun --mirror $OUT/probes           # carry .corun
+    python bench/coevolution.py prepare --dir .corun && python bench/coevolution.py probe \
+        --dir .corun --mirror $OUT/probes; tar cz --exclude=work -C .corun . | split -b 15m - $OUT/corun.tgz.
+                                  # one call, no carry; here: cat corun.tgz.* | tar xz -C .corun
     python bench/coevolution.py arm --arm full --seed 0 --dir .corun --mirror $OUT/rows   # carry .corun
     ... frozen, no_admission seeds 0-2 and no_joint_training seeds 0-1: 11 arm x seed calls
     python bench/coevolution.py collect --dir .corun                                # here, not on the GPU
