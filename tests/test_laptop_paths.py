@@ -46,7 +46,9 @@ def _run(line: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProc
     bindir.mkdir(exist_ok=True)
     (bindir / "dvk").write_text(f'#!/bin/sh\nexec {sys.executable} -m davinci_kernel.cli "$@"\n')
     (bindir / "dvk").chmod(0o755)
-    (bindir / "python").exists() or (bindir / "python").symlink_to(sys.executable)
+    # a wrapper, not a symlink: a venv's python reached through a link elsewhere is not that venv's
+    (bindir / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (bindir / "python").chmod(0o755)
     env["PATH"] = f"{bindir}:{env['PATH']}"
     return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 

@@ -60,6 +60,7 @@ def test_resumed_run_on_another_machine_keeps_the_first_provenance(monkeypatch, 
     run = RunDir(tmp_path / "run")
     first = run.start({"kind": "run", "model": "m"}, sandbox="auto: a")
     assert first["provenance"]["sandbox"] == "auto: a" and "provenance_history" not in first
+    (tmp_path / "run" / "results.jsonl").write_text('{"task": "t"}\n')  # a complete step: a resume, not a new run
     again = run.start({"kind": "run", "model": "m"}, sandbox="auto: a")
     assert "provenance_history" not in again  # same machine, same versions: nothing to keep
     moved = run.start({"kind": "run", "model": "m"}, sandbox="off (plain worker processes)")
