@@ -26,13 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 COEVO = ROOT / "bench" / "coevo"
 VARIANTS = COEVO / "variants"
 sys.path.insert(0, str(ROOT / "bench"))
+from coevo import family  # noqa: E402
 from coevo.techniques import TECHNIQUE_IDS, TECHNIQUES, technique_present  # noqa: E402
 
 MANIFEST = json.loads((VARIANTS / "manifest.json").read_text())
 TASKS = MANIFEST["tasks"]
 ENTRIES = [(task, v) for task, vs in TASKS.items() for v in vs]
 NEW_TASKS = ("level2/11_HardSwish_Bias_Scale_Residual", "level2/12_Linear_Bias_SiLU", "level2/13_RMSNorm_Sigmoid_Scale",
-             "level1/21_Mish_Residual", "level1/22_LeakyReLU_Scale_Bias")
+             "level1/21_Mish_Residual", "level1/22_LeakyReLU_Scale_Bias") + tuple(m.task for _, m in family.members())
 PRESENT = {"fast": True, "with": True, "slow": False, "medium": False, "lacking": False}
 
 
@@ -81,6 +82,32 @@ def test_the_manifest_has_the_roles_and_pairs_of_the_spec():
     for task, v in ENTRIES:
         assert set(v) == {"name", "file", "correct", "role", "technique", "what"}, (task, v["name"])
         assert (VARIANTS / v["file"]).is_file(), v["file"]
+
+
+def test_the_family_files_are_what_the_generator_writes():
+    """bench/coevo/family.py owns its members' tasks, kernels and manifest entries."""
+    files, entries = family.render()
+    stale = [str(p.relative_to(COEVO)) for p, text in files.items() if not p.is_file() or p.read_text() != text]
+    assert not stale, f"rerun python bench/coevo/family.py: {stale}"
+    assert family.manifest_with(MANIFEST, entries) == MANIFEST
+    for tech, ms in family.FAMILIES.items():  # every member's pair differs from its siblings' in the epilogue only
+        assert len(ms) >= 4 and len({m.act for m in ms}) == len(ms), tech
+
+
+def _forward(path: Path) -> str:
+    cls = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef) and n.name == "Model")
+    return ast.unparse(next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"))
+
+
+def test_no_family_member_has_a_held_out_or_rl_task_forward():
+    from davinci_kernel.tasks.loader import BUILTIN_DIR
+
+    sets = MANIFEST["techniques"].values()
+    forbidden = {_forward(COEVO / "tasks" / f"{s['held_out_task']}.py") for s in sets}
+    forbidden |= {_forward(BUILTIN_DIR / f"{s['rl_task']}.py") for s in sets}
+    assert len(forbidden) == 6
+    for _, m in family.members():
+        assert _forward(COEVO / "tasks" / f"{m.task}.py") not in forbidden, m.task
 
 
 ROLED = [(t, v) for t, v in ENTRIES if v["role"] in PRESENT]  # a wrong variant's technique is no part of its role

@@ -13,6 +13,8 @@ For each RL task, with the SFT model (``measure``):
 3. ``noskill_fast_share``: of ``probe.noskill_samples`` no-skill turn-1 samples on the
    sibling, the share that are Fast_1.2 anyway.
 
+Each task's record keeps the first two summaries and the greedy turn's text with its
+verdict (``texts``), so that a no-go can be read without another device call.
 ``decide`` (pure) applies the thresholds: per RL task and overall, with the reasons of a
 no-go, which point at the SFT data (``sftdata.py``) to change before any arm time is
 spent. ``entry`` is what the results record per probe: {date, card, the three shares, go}.
@@ -24,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 from pathlib import Path
+
+TEXT_CHARS = 6000  # of each reply kept in the record (two summaries and the greedy turn), to read a no-go
 
 SFT_HINT = {
     "summary_share": "teach the summary to write the technique skill: more practice_summary rows "
@@ -108,6 +112,7 @@ def measure(p: dict, backend, book, tasks: dict, cat: dict, noise_names: list[st
     from davinci_kernel.llm.base import GenRequest
 
     from .catalog import by_role
+    from .techniques import technique_present
 
     r, pr, thr = p["rl"], p["probe"], p["margin_rule"]["p"]
     lim = r["max_new_tokens"]
@@ -140,18 +145,23 @@ def measure(p: dict, backend, book, tasks: dict, cat: dict, noise_names: list[st
         share = sum(x is not None for x in passing) / max(len(passing), 1)
         skill = next((x for x in passing if x is not None), None)
         greedy, greedy_sp = False, None
+        texts = {"summaries": [c.text[:TEXT_CHARS] for c in replies[:2]], "greedy": None, "greedy_verdict": None}
         if skill is not None:
             (c,) = gen([GenRequest(first_messages(tasks[sib], [skill]), temperature=0.0,
                                    max_new_tokens=lim["policy"])])
             (res,) = judged(tasks[sib], [c.text], fresh=True)
             greedy, greedy_sp = fast(res), (res.speedup if res is not None and res.correct else None)
+            texts["greedy"] = c.text[:TEXT_CHARS]
+            texts["greedy_verdict"] = None if res is None else {
+                "correct": res.correct, "speedup": res.speedup, "error_kind": res.error_kind,
+                "technique": technique_present(tech, extract_code(c.text).code or "")}
         noskill = gen([GenRequest(first_messages(tasks[sib]), temperature=r["temperature"],
                                   max_new_tokens=lim["policy"], seed=1000 + i) for i in range(pr["noskill_samples"])])
         res = judged(tasks[sib], [c.text for c in noskill], fresh=False)
         out[name] = {"sibling": sib, "technique": tech, "summary_share": share, "summaries": len(passing),
                      "skill": skill.name if skill is not None else None, "greedy_with_skill_fast": greedy,
                      "greedy_speedup": greedy_sp, "noskill_fast_share": sum(map(fast, res)) / max(len(res), 1),
-                     "noskill_samples": len(res)}
+                     "noskill_samples": len(res), "texts": texts}
         echo(f"probe {name}: summaries passing {share:.2f}, greedy with skill on {sib} "
              f"{'fast' if greedy else 'not fast'}, no-skill fast {out[name]['noskill_fast_share']:.2f}")
     return out

@@ -1,0 +1,33 @@
+"""elu(x) * scale + x in one kernel with a poor launch: 32 elements per 1-warp program.
+
+Practice pair, the kernel lacking fuse_elementwise_chain: the chain is in one kernel, but
+each 1-warp program moves only 128 bytes per load, too little in flight to approach the
+memory bandwidth; widening the launch to 1024-4096 elements and 4-8 warps is the fix.
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def elu_scale_residual_kernel(x_ptr, y_ptr, n_elements, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    t = tl.where(x > 0, x, tl.exp(x) - 1.0)
+    tl.store(y_ptr + offs, t * scale + x, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale_factor: float):
+        super().__init__()
+        self.scale_factor = scale_factor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        grid = (triton.cdiv(n, 32),)
+        elu_scale_residual_kernel[grid](x, y, n, self.scale_factor, BLOCK=32, num_warps=1)
+        return y
