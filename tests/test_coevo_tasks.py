@@ -90,8 +90,9 @@ def test_the_family_files_are_what_the_generator_writes():
     stale = [str(p.relative_to(COEVO)) for p, text in files.items() if not p.is_file() or p.read_text() != text]
     assert not stale, f"rerun python bench/coevo/family.py: {stale}"
     assert family.manifest_with(MANIFEST, entries) == MANIFEST
-    for tech, ms in family.FAMILIES.items():  # every member's pair differs from its siblings' in the epilogue only
-        assert len(ms) >= 4 and len({m.act for m in ms}) == len(ms), tech
+    for tech, ms in family.FAMILIES.items():  # activations x forms, each (activation, form) once
+        assert len(ms) >= 6 and len({(m.act, m.form) for m in ms}) == len(ms), tech
+        assert len({m.act for m in ms}) >= 6, tech
 
 
 def _forward(path: Path) -> str:

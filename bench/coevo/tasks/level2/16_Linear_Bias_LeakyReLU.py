@@ -1,7 +1,7 @@
-"""Linear layer with bias and an activation: leaky_relu(x @ W^T + b, 0.2), float32.
+"""Linear layer with bias, then an activation: leaky_relu(x @ W^T + b, 0.2), float32.
 
 Practice task of the co-evolution v2 (technique gemm_tile128_fused_epilogue; SFT only):
-eager runs a GEMM with bias, then leaky_relu.
+eager runs a GEMM with bias, then the activation.
 
 op_type: fusion/gemm_epilogue
 """

@@ -1,7 +1,7 @@
-"""Linear layer with bias and an activation: elu(x @ W^T + b), float32.
+"""Linear layer with bias, then an activation: elu(x @ W^T + b), float32.
 
 Practice task of the co-evolution v2 (technique gemm_tile128_fused_epilogue; SFT only):
-eager runs a GEMM with bias, then elu.
+eager runs a GEMM with bias, then the activation.
 
 op_type: fusion/gemm_epilogue
 """

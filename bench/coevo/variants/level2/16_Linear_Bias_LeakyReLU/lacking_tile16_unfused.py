@@ -1,13 +1,17 @@
-"""leaky_relu(x @ W^T + b, 0.2) unfused with tiny tiles: a 16x16x16-tile, 1-warp GEMM, then a 32-wide kernel for the bias and the activation.
+"""The forward's linear layer and activation unfused with tiny tiles: a 16x16x16-tile GEMM, then a 32-wide kernel for the bias and the activation.
 
-Practice pair, the kernel lacking gemm_tile128_fused_epilogue: each tile reloads its operands
-for only 16x16 outputs, and the product makes a round trip through memory before
-the epilogue kernel reads it back.
+Practice pair, the kernel lacking gemm_tile128_fused_epilogue: each tile reloads its
+operands for only 16x16 outputs, and the product makes a round trip through memory.
 """
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+
+
+@triton.jit
+def leaky_relu(v, slope):
+    return tl.where(v >= 0, v, v * slope)
 
 
 @triton.jit
@@ -25,11 +29,11 @@ def matmul_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: 
 
 
 @triton.jit
-def linear_bias_leakyrelu_epilogue_kernel(y_ptr, b_ptr, n_elements, N, BLOCK: tl.constexpr):
+def bias_act_kernel(y_ptr, b_ptr, n_elements, N, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_elements
     acc = tl.load(y_ptr + offs, mask=mask, other=0.0) + tl.load(b_ptr + offs % N, mask=mask, other=0.0)
-    tl.store(y_ptr + offs, tl.where(acc >= 0, acc, acc * 0.2), mask=mask)
+    tl.store(y_ptr + offs, leaky_relu(acc, 0.2), mask=mask)
 
 
 class ModelNew(nn.Module):
@@ -45,5 +49,5 @@ class ModelNew(nn.Module):
         y = torch.empty((M, N), device=x.device, dtype=x.dtype)
         grid = (triton.cdiv(M, 16), triton.cdiv(N, 16))
         matmul_kernel[grid](x2, w, y, M, N, K, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=1, num_stages=1)
-        linear_bias_leakyrelu_epilogue_kernel[(triton.cdiv(M * N, 32),)](y, self.linear.bias, M * N, N, BLOCK=32, num_warps=1)
+        bias_act_kernel[(triton.cdiv(M * N, 32),)](y, self.linear.bias, M * N, N, BLOCK=32, num_warps=1)
         return y.reshape(*x.shape[:-1], N)
