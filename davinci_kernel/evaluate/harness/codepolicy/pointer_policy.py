@@ -52,12 +52,13 @@ TYPE_PROPERTIES = frozenset({"element_ty", "itemsize", "primitive_bitwidth", "na
 CAST_FUNCTIONS = ("cast", "bitcast")  # triton.language functions whose second argument is a target type
 CAST_METHODS = ("to", "cast")
 CAST_KEYWORDS = ("dtype", "dst_ty")
-# Calls whose result is a value, never a pointer, whatever their arguments.
+# Calls whose result is a value, never a pointer, whatever their arguments (a cast's target
+# is never a pointer type: every source of one is refused). Any other call's result may be a
+# pointer where an argument may be one (shape ops, where, reductions, helpers).
 VALUE_RESULTS = frozenset({
     "load", "to", "cast", "dot", "dot_scaled", "program_id", "num_programs", "arange", "zeros", "full", "cdiv",
-    "sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod", "softmax", "sort",
-    "load_tensor_descriptor", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
-    "atomic_or", "atomic_xchg", "atomic_xor", "rand", "randn", "randint"})
+    "argmax", "argmin", "load_tensor_descriptor", "atomic_add", "atomic_and", "atomic_cas", "atomic_max",
+    "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "rand", "randn", "randint"})
 # Attributes of a pointer that are not pointers.
 VALUE_ATTRS = frozenset({"element_ty", "shape", "numel", "ndim", "primitive_bitwidth", "is_ptr"})
 INLINE_ASM = "inline_asm_elementwise"
