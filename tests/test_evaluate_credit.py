@@ -1,6 +1,6 @@
 """Credit from the candidate's own execution: a custom kernel's work read from its source over
-its recorded launches (kernelwork.py), every aten op classified on purpose from torch's own
-metadata (opwork.op_class), and the credit fixtures judged end to end on the CPU.
+its recorded launches (kernelwork.py, tritonlaunch.py, cudawork.py), every aten op classified on
+purpose from torch's own metadata (opwork.op_class), and the credit fixtures judged end to end on the CPU.
 
 The attack fixtures (Strassen and a wasteful reference behind copy kernels, copy decoys)
 are in tests/fixtures/cheats/ and run with every other cheat (test_evaluate_cheats.py)."""
@@ -15,6 +15,8 @@ from conftest import FIXTURES, fixture_meta, fixture_task
 
 from davinci_kernel.evaluate.shared import kernelwork, opwork
 from davinci_kernel.evaluate.shared.audit import audited_call, launch_kinds
+from davinci_kernel.evaluate.shared.cudawork import cuda_computes
+from davinci_kernel.evaluate.shared.tritonlaunch import launch_work
 from davinci_kernel.pysource import parse
 
 T = lambda n: ["t", n]  # noqa: E731 - a recorded tensor argument
@@ -29,7 +31,7 @@ def test_a_gemm_earns_its_multiply_adds_over_the_grid_and_its_loop():
     M, N, K = 128, 64, 96  # 2 x 1 programs of 64 x 64, the K loop three times 32
     args = dict(a_ptr=T(M * K), b_ptr=T(K * N), c_ptr=T(M * N), M=M, N=N, K=K, sam=K, sak=1, sbk=N, sbn=1, scm=N,
                 scn=1, BM=64, BN=64, BK=32)
-    work, moved = kernelwork.launch_work(f, "matmul_relu_kernel", 2, args)
+    work, moved = launch_work(f, "matmul_relu_kernel", 2, args)
     assert work == pytest.approx(2 * 64 * 64 * 96 * 2 + 2 * (3 * 64 * 64 + 64 * 64))  # dots, accumulation, ReLU
     assert moved == 0
 
@@ -37,24 +39,24 @@ def test_a_gemm_earns_its_multiply_adds_over_the_grid_and_its_loop():
 @pytest.mark.parametrize("path,name", [("cheats/strassen_copy.py", "copy_kernel"),
                                        ("cheats/diag_broadcast_copy.py", "copy_kernel")])
 def test_a_copy_kernel_earns_no_compute(path, name):
-    work, moved = kernelwork.launch_work(_facts(path), name, 4, dict(x_ptr=T(4096), y_ptr=T(4096), n=4096, BLOCK=1024))
+    work, moved = launch_work(_facts(path), name, 4, dict(x_ptr=T(4096), y_ptr=T(4096), n=4096, BLOCK=1024))
     assert work == 0 and moved == 4096
 
 
 def test_index_arithmetic_on_loaded_values_and_identities_earn_nothing():
     f = _facts("cheats/copy_decoy_gather.py")
-    work, moved = kernelwork.launch_work(f, "gather_rows", 3, dict(x_ptr=T(7680), idx_ptr=T(96), y_ptr=T(7680),
+    work, moved = launch_work(f, "gather_rows", 3, dict(x_ptr=T(7680), idx_ptr=T(96), y_ptr=T(7680),
                                                                      rows=96, cols=80, ROWS=32, BLOCK=128))
     assert work == 0 and moved == 3 * 32 * 128
 
 
 def test_real_arithmetic_earns_its_elements():
     f = _facts("legit/diag_scale_triton.py")
-    work, _ = kernelwork.launch_work(f, "row_scale", 3, dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96,
+    work, _ = launch_work(f, "row_scale", 3, dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96,
                                                               cols=80, ROWS=32, BLOCK=128))
     assert work == 3 * 32 * 128
     soft = _facts("legit/attention_softmax_triton.py")
-    work, _ = kernelwork.launch_work(soft, "softmax_rows", 2, dict(x_ptr=T(16384), y_ptr=T(16384), rows=128,
+    work, _ = launch_work(soft, "softmax_rows", 2, dict(x_ptr=T(16384), y_ptr=T(16384), rows=128,
                                                                     cols=128, ROWS=64, BLOCK=128))
     assert work == 2 * 5 * 64 * 128  # max, subtract, exp, sum, divide
 
@@ -76,7 +78,7 @@ def k(x_ptr, y_ptr, flag, BLOCK: tl.constexpr):
             v = v * 2.0
     tl.store(y_ptr + offs, v)
 '''
-    work, _ = kernelwork.launch_work(kernelwork.analyze(src), "k", 1, dict(x_ptr=T(8), y_ptr=T(8), BLOCK=8))
+    work, _ = launch_work(kernelwork.analyze(src), "k", 1, dict(x_ptr=T(8), y_ptr=T(8), BLOCK=8))
     assert work == 8  # the exp once; the unknown branch's loop is the dearer side
 
 
@@ -114,14 +116,14 @@ __global__ void tilecopy(const float* A, float* C, int N) {
     C[threadIdx.x * N + threadIdx.y] = T[threadIdx.x][threadIdx.y];
 }
 '''
-    assert kernelwork.cuda_computes(src) == {"copy": False, "gather": False, "relu": True, "tiled": True,
+    assert cuda_computes(src) == {"copy": False, "gather": False, "relu": True, "tiled": True,
                                              "tilecopy": False}
 
 
 def test_custom_work_reads_untrusted_rows_and_believes_only_the_runs_the_gpu_saw():
     f = _facts("legit/diag_scale_triton.py")
     args = dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96, cols=80, ROWS=32, BLOCK=128)
-    one = kernelwork.launch_work(f, "row_scale", 3, args)[0]
+    one = launch_work(f, "row_scale", 3, args)[0]
     rows = [["row_scale", 3, args, 2], "junk", ["row_scale", "3", args, 1], ["nope", 3, {}, 5], [1, 2, 3, 4]]
     assert kernelwork.custom_work(rows, f, False) == pytest.approx(2 * one + one / 3)  # a bad grid: 1 program
     assert kernelwork.custom_work(rows[:1], f, False, seen={"row_scale": 1.0}) == pytest.approx(one)
@@ -217,9 +219,9 @@ def test_a_grid_larger_than_its_tensors_and_an_exit_on_read_data_earn_nothing_mo
     name = next(iter(relu["triton"]))
     params = [a.arg for a in relu["triton"][name].args.args]
     args = {params[0]: T(16), params[1]: T(16), params[2]: 16, params[3]: 1024}
-    work, _ = kernelwork.launch_work(relu, name, 1000, args)
+    work, _ = launch_work(relu, name, 1000, args)
     assert work == 1024  # one program of 1024, not 1000
-    assert kernelwork.launch_work(f, "copy_kernel", 1, dict(x_ptr=T(16), y_ptr=T(16), n=16, BLOCK=16))[0] == 0
+    assert launch_work(f, "copy_kernel", 1, dict(x_ptr=T(16), y_ptr=T(16), n=16, BLOCK=16))[0] == 0
     exits = '''
 import triton
 import triton.language as tl
@@ -235,7 +237,7 @@ def k(flag_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
         return
     tl.store(y_ptr + offs, tl.exp(tl.load(x_ptr + offs)))
 '''
-    w, m = kernelwork.launch_work(kernelwork.analyze(exits), "k", 1, dict(flag_ptr=T(1), x_ptr=T(8), y_ptr=T(8), n=8,
+    w, m = launch_work(kernelwork.analyze(exits), "k", 1, dict(flag_ptr=T(1), x_ptr=T(8), y_ptr=T(8), n=8,
                                                                           BLOCK=8))
     assert (w, m) == (8, 0)  # past the index guard the rest counts (sqrt); a guard on read data ends it (exp)
 

@@ -135,6 +135,54 @@ def test_refused(snippet, rule):
     assert rule in got, got
 
 
+K = "@triton.jit\ndef k(addr, p, v):\n"
+LAUNCH = "\nk[(1,)](0, 0, 0)\n"
+
+
+@pytest.mark.parametrize("snippet", [
+    K + "    x = tl.load(p)\n    tl.store(p, (x * 2).to(p.dtype.element_ty))" + LAUNCH,
+    K + "    tl.static_assert(p.type == p.type)\n    n = 4 * p.type.element_ty.itemsize\n    tl.store(p, v + n)" + LAUNCH,
+    "@triton.jit\ndef gelu(x):\n    return (x * tl.sigmoid(1.702 * x)).to(x.dtype)\n" + K +
+    "    tl.store(p, gelu(tl.load(p)))" + LAUNCH,
+    "@triton.jit\ndef k(p, n: int, m: tl.int32, s: 'i32', B: tl.constexpr, C: 'tl.constexpr'):\n    tl.store(p, n)",
+    K + "    y = tl.inline_asm_elementwise('tanh.approx.f32 $0, $1;', '=r,r', [tl.load(p)], dtype=tl.float32, "
+    "is_pure=True, pack=1)\n    tl.store(p, y)" + LAUNCH,
+    K + "    tl.store(p, v)\nk2 = triton.autotune(configs=[], key=['v'])(k)",
+], ids=["element_ty", "type-compared", "helper-value-dtype", "annotations", "asm-math", "autotune-wraps"])
+def test_pointer_idioms_allowed(snippet):
+    assert check_policy(ast.parse(HEAD + snippet)) == []
+
+
+# Every route from an integer to a pointer (pointer_policy.py); each was open before it.
+@pytest.mark.parametrize("snippet", [
+    K + "    tl.store(addr.to(tl.pi32_t), v)" + LAUNCH,
+    K + "    t = p.dtype\n    tl.store(addr.to(t), v)" + LAUNCH,
+    K + "    q = p + 0\n    tl.store(addr.to(q.dtype), v)" + LAUNCH,
+    K + "    tl.store(addr.to(p.type.scalar), v)" + LAUNCH,
+    K + "    q = p + tl.arange(0, 1)\n    tl.store((addr + tl.zeros((1,), tl.int64)).to(q.type.element_ty), v)" + LAUNCH,
+    "@triton.jit\ndef h(a, t):\n    return a.to(t)\n" + K + "    tl.store(h(addr, p.dtype), v)" + LAUNCH,
+    "@triton.jit\ndef h(q):\n    return q.dtype\n" + K + "    tl.store(addr.to(h(p)), v)" + LAUNCH,
+    K + "    tl.store(tl.core.cast(addr, p.dtype, bitcast=True), v)" + LAUNCH,
+    K + "    t = p.dtype\n    tl.store(tl.cast(addr, t, bitcast=True), v)" + LAUNCH,
+    K + "    z = tl.zeros((1,), p.dtype)\n    tl.store(z + addr, v)" + LAUNCH,
+    "@triton.jit\ndef k(addr: '*fp32', v):\n    tl.store(addr, v)",
+    "PTR = '*fp64'\n@triton.jit\ndef k(addr: PTR, v):\n    tl.store(addr, v)",
+    "int = '*fp32'\n@triton.jit\ndef k(addr: int, v):\n    tl.store(addr, v)",
+    "def f(addr, p, v):\n    tl.store(addr.to(p.dtype), v)\nk = triton.jit(f)",
+    "class A:\n    def data_ptr(self):\n        return 1",
+    "class A:\n    def __init__(self, a):\n        self.data_ptr = lambda: a",
+    K + "    tl.inline_asm_elementwise('st.global.f32 [$1], $2;', '=r,l,f', [addr, v], dtype=tl.int32, "
+    "is_pure=False, pack=1)" + LAUNCH,
+    "ASM = 'ld.global.f32 $0, [$1];'\n" + K + "    tl.store(p, tl.inline_asm_elementwise(ASM, '=r,l', [addr], "
+    "dtype=tl.float32, is_pure=True, pack=1))" + LAUNCH,
+], ids=["pi32_t", "dtype-local", "dtype-derived", "type-scalar", "block-element_ty", "helper-param", "helper-returns",
+        "core-cast", "cast-local", "zeros-dtype", "annotation", "annotation-alias", "annotation-rebound-int",
+        "jit-call", "data_ptr-method", "data_ptr-attr", "asm-store", "asm-named"])
+def test_pointer_routes_refused(snippet):
+    got = rules(snippet)
+    assert "pointer" in got or "host" in got, got
+
+
 def test_a_violation_names_its_line_and_rule():
     rep = static.check(HEAD + "import os\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
                        "        os.write(1, b'x')\n        return x\n")

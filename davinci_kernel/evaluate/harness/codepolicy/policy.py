@@ -9,7 +9,8 @@ imported modules, modules used as values, calls inside ``@triton.jit`` bodies), 
 ``name = module.attr`` assignments and ``getattr`` with a constant name. The tables are rendered for docs/policy.md by
 policy_doc.py.
 Does not cover: what the code does at run time (the runtime guards stay, as defence in
-depth), the text of ``load_inline`` C++/CUDA sources (native_policy.py), or ``str.format``
+depth), the routes from an integer to a pointer beyond the pointer names (pointer_policy.py,
+run by ``check_policy``), the text of ``load_inline`` C++/CUDA sources (native_policy.py), or ``str.format``
 fields (they read attributes into a string, nothing more).
 """
 
@@ -20,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-from . import native_policy
+from . import native_policy, pointer_policy
 from .policy_objects import object_problem
 from .policy_tables import (
     _REEXPORTED,
@@ -102,6 +103,8 @@ def check_policy(tree: ast.AST) -> list[Violation]:
     v = _Visitor(tree)
     v.run()
     v.found += [Violation(line, "native", msg) for line, msg in native_policy.check_tree(tree, v.resolve, v.bound)]
+    jit_fns = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in v.jit_names and v._is_jit(n)]
+    v.found += [Violation(line, rule, msg) for line, rule, msg in pointer_policy.check_tree(tree, v.resolve, jit_fns)]
     return sorted({(x.line, x.message): x for x in v.found}.values(), key=lambda x: (x.line, x.message))
 
 
@@ -395,7 +398,6 @@ class _Visitor:
         builtin, a module-level object's method, a ``key=`` callback) runs with the kernel's blocks."""
         local = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)} | {
             n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-        params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
         for stmt in fn.body:
             for node in ast.walk(stmt):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -411,36 +413,9 @@ class _Visitor:
                              f"class '{node.id}'")
                 elif isinstance(node, ast.keyword) and node.arg == "key":
                     self.add(node, "jit", f"@triton.jit function '{fn.name}' passes a 'key=' callback")
-                if isinstance(node, ast.Call) and self._pointer_cast(node, params):
-                    self.add(node, "jit", f"@triton.jit function '{fn.name}' casts to a pointer's type (an "
-                             "integer made a pointer is a raw address): cast to '.dtype.element_ty' or a tl dtype")
         if self.bound[fn.name] > 1:
             self.add(fn, "jit", f"the @triton.jit function '{fn.name}' is rebound (the name is bound "
                      f"{self.bound[fn.name]} times)")
-
-    def _pointer_cast(self, call: ast.Call, params: set) -> bool:
-        """A cast (``x.to(T)``, ``tl.cast(x, T)``, ``dtype=T``) whose target is a kernel
-        parameter's own type (``p.dtype``, ``p.type``), not its element type: a pointer type,
-        which turns an integer into a raw address."""
-        func = call.func
-        targets = [k.value for k in call.keywords if k.arg in ("dtype", "dst_ty")]
-        if isinstance(func, ast.Attribute) and func.attr == "to" and call.args:
-            targets.append(call.args[0])
-        elif self.resolve(func) == "triton.language.cast" and len(call.args) > 1:
-            targets.append(call.args[1])
-        for t in targets:
-            parents = {id(c): n for n in ast.walk(t) for c in ast.iter_child_nodes(n)}
-            for n in ast.walk(t):
-                if isinstance(n, ast.Attribute) and n.attr in ("dtype", "type"):
-                    up = parents.get(id(n))
-                    if isinstance(up, ast.Attribute) and up.attr in ("element_ty", "scalar"):
-                        continue
-                    base = n.value
-                    while isinstance(base, (ast.Attribute, ast.Subscript)):
-                        base = base.value
-                    if not isinstance(base, ast.Name) or base.id in params:
-                        return True
-        return False
 
     def _jit_call_ok(self, call: ast.Call, local: set) -> bool:
         func = call.func

@@ -1,11 +1,13 @@
 """The code policy's tables (policy_tables.py) as markdown: the generated part of docs/policy.md.
 
-Covers: rendering, nothing else. Does not cover: the rules themselves (policy.py).
+Covers: rendering, nothing else. Does not cover: the rules themselves (policy.py,
+pointer_policy.py, native_policy.py).
 """
 
 from __future__ import annotations
 
 from . import native_policy as native
+from . import pointer_policy as pointers
 from .policy_tables import (
     ATTRS_DENIED,
     BUILTINS_DENIED,
@@ -21,6 +23,7 @@ from .policy_tables import (
     MODULE_ATTRS,
     MODULE_ATTRS_OK,
     OS_ALLOWED,
+    POINTER_NAMES,
     REFLECTION,
     TORCH_ALLOWED_UNDER_DENIED,
     TORCH_DENY,
@@ -62,7 +65,28 @@ def render_markdown() -> str:
         "arguments), and these methods on the kernel's own values (its parameters and locals, not module-level "
         f"objects): {', '.join(f'`{n}`' for n in sorted(JIT_METHODS))}; no reference to the candidate's other "
         "Python functions or classes, no `key=` callback; a jit function's name is bound once", "",
-        *_native()])
+        *_pointers(), *_native()])
+
+
+def _pointers() -> list[str]:
+    """The pointer rules (pointer_policy.py): no integer becomes a pointer."""
+    return [
+        "### Pointers (no integer becomes a pointer)", "",
+        f"- names that make or are a pointer type, refused as attributes and in imports: "
+        f"{', '.join(f'`{n}`' for n in POINTER_NAMES)}",
+        "- inside `@triton.jit` bodies, the type (`.dtype`, `.type`) of a value that may be a pointer (a "
+        "parameter of a launched kernel, a helper's parameter a call passes one to, and whatever is computed "
+        "from one) is read only as `.dtype.element_ty`, as `.type.element_ty` followed by "
+        f"{', '.join(f'`.{n}`' for n in sorted(pointers.TYPE_PROPERTIES))} or an `is_` method, or in a "
+        "comparison; no cast (`.to`, `.cast`, `tl.cast`, `dtype=`) targets such a value's type",
+        "- a jit parameter's annotation is a `triton.language` name, "
+        f"{', '.join(f'`{n}`' for n in pointers.SCALAR_BUILTINS)} (not rebound) or a string without "
+        f"{', '.join(f'`{n.strip()}`' for n in pointers.ANNOTATION_REFUSED)}",
+        "- `triton.jit`, `triton.autotune`, `triton.heuristics` only as decorators or on a decorated jit "
+        "function",
+        "- no `data_ptr` defined by the candidate (a method, a class attribute, an attribute stored, `setattr`)",
+        f"- `{pointers.INLINE_ASM}`: its assembly a string literal without "
+        f"{', '.join(f'`{n}`' for n in pointers.ASM_REFUSED)}", ""]
 
 
 def _native() -> list[str]:

@@ -83,7 +83,9 @@ TORCH_DENY: dict[str, str] = {
 }
 TORCH_ALLOWED_UNDER_DENIED = frozenset({"torch.utils.cpp_extension.load_inline"})
 # Names that make a pointer type (refused as attributes and in imported paths).
-POINTER_NAMES = ("pointer_type", "str_to_ty", "int_to_ptr", "inttoptr", "create_int_to_ptr")  # a tuple: the docs list them in order
+# pi32_t is a ready-made pointer type (triton.language's int32 pointer).
+POINTER_NAMES = ("pointer_type", "str_to_ty", "int_to_ptr", "inttoptr", "create_int_to_ptr",
+                 "pi32_t")  # a tuple: the docs list them in order
 # Attribute names refused on any object, with why.
 ATTRS_DENIED: dict[str, str] = {
     "numpy": "hands a tensor to numpy (host compute no audit sees)",

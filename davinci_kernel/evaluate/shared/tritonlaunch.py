@@ -1,0 +1,447 @@
+"""The work one launch of a Triton kernel does, by abstract interpretation of its Python AST.
+
+Covers ``launch_work``: for one launch (the launch grid and the arguments the worker's launch
+wrapper recorded: integers, constexprs, tensor sizes) it interprets the kernel's body over
+abstract values (``tritonvalues.V``) and counts, per program, the work that reaches memory:
+each arithmetic op, comparison or math call on values loaded from memory weighs its
+elements, ``tl.dot`` 2·M·N·K, a reduction its input's elements; loops multiply by their trip
+count (from known bounds; 1 where unknown), an ``if`` on an unknown condition counts the
+cheaper branch, and a ``return`` under a condition read from memory ends the count (an index
+guard does not); ``@triton.jit`` helpers are followed, block pointers and tensor descriptors
+read as their block shape. A grid larger than its tensors is credited only for the programs
+they can feed (``useful_programs``). Work is counted only when its result is stored (each op
+once, however often it is stored): arithmetic on indices and pointers (a gather's
+``idx * stride``) and values that only feed masks or addresses earn nothing. Arithmetic by an
+identity constant (``x * 1.0``, ``x + 0``) earns nothing. A kernel that only loads and stores
+earns no compute work (``moved`` counts the elements it stored from memory: credit only where
+the reference itself only moves data).
+
+Does not cover finding the kernels in a source (``tritonjit.py``), CUDA kernels
+(``cudawork.py``), nor summing a call's launches (``kernelwork.custom_work``). Limits:
+pointless arithmetic on loaded values (``x * s`` with ``s`` an argument equal to 1, a loop
+that recomputes) earns work; the judge caps a call's custom work at the reference's work.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Optional
+
+from .tritonjit import dotted
+from .tritonvalues import V, arith, bcast, compare, identity, numel
+
+MAX_DEPTH = 8  # nested @triton.jit helper calls followed
+_UNKNOWN_LOOP = 1  # trip count of a loop whose bounds are not known
+
+
+class _Launch:
+    """One launch's abstract run: counters over every program (``programs`` x per program)."""
+
+    def __init__(self, funcs: dict, programs: int):
+        self.funcs, self.programs = funcs, max(1, int(programs))
+        self.mult = 1.0  # trip counts of the loops around the current statement
+        self.counted: set = set()
+        self.work = 0.0  # per program
+        self.moved = 0.0
+        self.stored = 0.0  # elements stored, per program
+        self.next_id = 0
+
+    # ops --------------------------------------------------------------
+    def op(self, work: float, *parts: V, shape=(), data: int = 2) -> V:
+        ops: dict = {}
+        for p in parts:
+            ops.update(p.ops)
+        self.next_id += 1
+        ops[self.next_id] = work * self.mult
+        return V(shape=shape, data=data, ops=ops)
+
+    def store(self, value: V, elems: int) -> None:
+        self.stored += elems * self.mult
+        if value.data == 1:
+            self.moved += elems * self.mult
+        for k, w in value.ops.items():
+            if k not in self.counted:
+                self.counted.add(k)
+                self.work += w
+
+    # statements -------------------------------------------------------
+    def run(self, fn: ast.FunctionDef, env: dict, depth: int = 0) -> V:
+        ret: list = []
+        self.block(fn.body, env, ret, depth)
+        return ret[0] if ret else V()
+
+    def block(self, body, env: dict, ret: list, depth: int) -> None:
+        for st in body:
+            if ret:
+                return
+            self.stmt(st, env, ret, depth)
+
+    def stmt(self, st, env: dict, ret: list, depth: int) -> None:
+        if isinstance(st, ast.Assign):
+            v = self.expr(st.value, env, depth)
+            for t in st.targets:
+                self.bind(t, v, env)
+        elif isinstance(st, ast.AnnAssign) and st.value is not None:
+            self.bind(st.target, self.expr(st.value, env, depth), env)
+        elif isinstance(st, ast.AugAssign):
+            v = self.binop(st.op, self.expr(st.target, env, depth), self.expr(st.value, env, depth))
+            self.bind(st.target, v, env)
+        elif isinstance(st, ast.Expr):
+            self.expr(st.value, env, depth)
+        elif isinstance(st, ast.Return):
+            ret.append(self.expr(st.value, env, depth) if st.value is not None else V())
+        elif isinstance(st, (ast.For, ast.While)):
+            self.loop(st, env, ret, depth)
+        elif isinstance(st, ast.If):
+            self.branch(st, env, ret, depth)
+        elif isinstance(st, ast.With):
+            self.block(st.body, env, ret, depth)
+
+    def loop(self, st, env: dict, ret: list, depth: int) -> None:
+        trips = _UNKNOWN_LOOP
+        if isinstance(st, ast.For):
+            it = st.iter
+            if isinstance(it, ast.Call) and dotted(it.func).split(".")[-1] in ("range", "static_range"):
+                args = [self.expr(a, env, depth).const for a in it.args]
+                if len(args) > 1 and args[0] is None:  # a start from the program id: a persistent loop
+                    args[0] = 0
+                if args and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+                    lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
+                    trips = max(0, len(range(lo, hi, step or 1)))
+            self.bind(st.target, V(), env)
+        saved = self.mult
+        self.mult *= trips
+        try:
+            self.block(st.body, env, ret, depth)
+        finally:
+            self.mult = saved
+
+    def branch(self, st: ast.If, env: dict, ret: list, depth: int) -> None:
+        """A known condition takes its branch; an unknown one counts the cheaper branch. A
+        branch that returns on a condition read from memory ends the kernel there (the
+        cheaper path: the rest counts nothing); one that returns on an index condition (a
+        program past the end) lets the rest count."""
+        test = self.expr(st.test, env, depth)
+        if test.const is not None and test.data == 0:
+            self.block(st.body if test.const else st.orelse, env, ret, depth)
+            return
+        work, moved, counted = self.work, self.moved, set(self.counted)
+        env_a, env_b = dict(env), dict(env)
+        ret_a: list = []
+        ret_b: list = []
+        self.block(st.body, env_a, ret_a, depth)
+        wa, ma = self.work - work, self.moved - moved
+        self.work, self.moved, self.counted = work, moved, counted
+        self.block(st.orelse, env_b, ret_b, depth)
+        wb, mb = self.work - work, self.moved - moved
+        self.work, self.moved = work + min(wa, wb), moved + min(ma, mb)  # the cheaper branch
+        env.update(env_a)
+        env.update(env_b)
+        if (ret_a or ret_b) and test.data:
+            ret.append(V())
+
+    def bind(self, target, v: V, env: dict) -> None:
+        if isinstance(target, ast.Name):
+            env[target.id] = v
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = v.const if isinstance(v.const, tuple) and len(v.const) == len(target.elts) else None
+            for i, t in enumerate(target.elts):
+                self.bind(t, V(const=items[i]) if items else V(shape=v.shape, data=v.data, ops=dict(v.ops)), env)
+
+    # expressions ------------------------------------------------------
+    def expr(self, e, env: dict, depth: int) -> V:
+        if isinstance(e, ast.Constant):
+            return V(const=e.value)
+        if isinstance(e, ast.Name):
+            return env.get(e.id, V())
+        if isinstance(e, (ast.Tuple, ast.List)):
+            items = [self.expr(x, env, depth) for x in e.elts]
+            return V(const=tuple(i.const for i in items))
+        if isinstance(e, ast.BinOp):
+            return self.binop(e.op, self.expr(e.left, env, depth), self.expr(e.right, env, depth))
+        if isinstance(e, ast.BoolOp):
+            vals = [self.expr(x, env, depth) for x in e.values]
+            return self.elementwise(vals, 1.0)
+        if isinstance(e, ast.UnaryOp):
+            v = self.expr(e.operand, env, depth)
+            if v.const is not None and v.data == 0:
+                try:
+                    return V(const={ast.USub: lambda x: -x, ast.UAdd: lambda x: x, ast.Not: lambda x: not x,
+                                    ast.Invert: lambda x: ~x}[type(e.op)](v.const))
+                except (KeyError, TypeError):
+                    return V()
+            return self.elementwise([v], 0.0 if isinstance(e.op, ast.UAdd) else 1.0)
+        if isinstance(e, ast.Compare):
+            vals = [self.expr(e.left, env, depth)] + [self.expr(c, env, depth) for c in e.comparators]
+            if all(v.const is not None and v.data == 0 for v in vals) and len(vals) == 2:
+                try:
+                    return V(const=compare(e.ops[0], vals[0].const, vals[1].const))
+                except TypeError:
+                    return V()
+            return self.elementwise(vals, 1.0)
+        if isinstance(e, ast.IfExp):
+            c = self.expr(e.test, env, depth).const
+            if c is not None:
+                return self.expr(e.body if c else e.orelse, env, depth)
+            return self.elementwise([self.expr(e.body, env, depth), self.expr(e.orelse, env, depth)], 0.0)
+        if isinstance(e, ast.Subscript):
+            return self.subscript(self.expr(e.value, env, depth), e.slice)
+        if isinstance(e, ast.Attribute):
+            base = self.expr(e.value, env, depth)
+            if e.attr == "T" and base.shape:
+                return V(shape=tuple(reversed(base.shape)), data=base.data, ptr=base.ptr, ops=dict(base.ops))
+            return V()
+        if isinstance(e, ast.Call):
+            return self.call(e, env, depth)
+        return V()
+
+    def binop(self, op, a: V, b: V) -> V:
+        if a.const is not None and b.const is not None and a.data == 0 and b.data == 0 and not (a.ptr or b.ptr):
+            try:
+                return V(const=arith(op, a.const, b.const))
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError):
+                return V()
+        shape = bcast(a.shape, b.shape)
+        if a.ptr or b.ptr:  # address arithmetic: an index, whatever it was computed from
+            return V(shape=shape, ptr=True)
+        if identity(op, a, b):
+            data = a if a.data else b
+            return V(shape=shape, data=data.data, ops=dict(data.ops))
+        return self.elementwise([a, b], 1.0)
+
+    def elementwise(self, vals: list, weight: float) -> V:
+        """An elementwise op: work where it reads memory's data, else an index."""
+        shape = bcast(*[v.shape for v in vals])
+        if any(v.ptr for v in vals):
+            return V(shape=shape, ptr=True)
+        if not any(v.data for v in vals):
+            return V(shape=shape)
+        if weight == 0.0:  # a select or a plain pass: data moves on, no op
+            ops: dict = {}
+            for v in vals:
+                ops.update(v.ops)
+            return V(shape=shape, data=max(v.data for v in vals), ops=ops)
+        return self.op(weight * numel(shape), *vals, shape=shape)
+
+    def subscript(self, v: V, sl) -> V:
+        items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if v.shape is None or isinstance(v.const, tuple):
+            if isinstance(v.const, tuple) and isinstance(sl, ast.Constant) and isinstance(sl.value, int):
+                try:
+                    return V(const=v.const[sl.value])
+                except IndexError:
+                    return V()
+            return V(shape=None if v.shape is None else (), data=v.data, ptr=v.ptr, ops=dict(v.ops))
+        dims, shape = list(v.shape), []
+        for it in items:
+            if isinstance(it, ast.Constant) and it.value is None:
+                shape.append(1)
+            elif isinstance(it, ast.Slice) and dims:
+                shape.append(dims.pop(0))
+            elif dims:
+                dims.pop(0)
+        return V(shape=tuple(shape + dims), data=v.data, ptr=v.ptr, ops=dict(v.ops))
+
+    def call(self, e: ast.Call, env: dict, depth: int) -> V:
+        name = dotted(e.func)
+        last = name.split(".")[-1]
+        if isinstance(e.func, ast.Attribute) and _is_method(e.func, env):  # x.to(...), tl.load(p).to(...)
+            return self.method(self.expr(e.func.value, env, depth), last, e, env, depth)
+        args = [self.expr(a, env, depth) for a in e.args]
+        kw = {k.arg: self.expr(k.value, env, depth) for k in e.keywords if k.arg}
+        if last in self.funcs and depth < MAX_DEPTH and "." not in name:
+            return self.helper(self.funcs[last], args, kw, depth)
+        if last == "program_id":
+            return V()
+        if last == "num_programs":  # the whole grid (exact for a 1-D one)
+            return V(const=self.programs)
+        if last in ("make_block_ptr", "make_tensor_descriptor"):  # a tile's address: its block shape
+            blk = (kw.get("block_shape") or (args[4] if last == "make_block_ptr" and len(args) > 4 else
+                                            args[3] if len(args) > 3 else V())).const
+            ok = isinstance(blk, tuple) and all(isinstance(d, int) for d in blk)
+            return V(shape=tuple(blk) if ok else None, ptr=True)
+        if last in ("load_tensor_descriptor", "_experimental_descriptor_load") and args:
+            return V(shape=args[0].shape, data=1)
+        if last in ("store_tensor_descriptor", "_experimental_descriptor_store") and len(args) >= 3:
+            self.store(args[2], numel(args[2].shape))
+            return V()
+        if last == "arange" and len(args) >= 2 and all(isinstance(a.const, int) for a in args[:2]):
+            return V(shape=(args[1].const - args[0].const,))
+        if last in ("zeros", "full", "zeros_like", "full_like", "ones", "rand", "randn", "randint"):
+            shp = (args[0] if args else kw.get("shape", V())).const
+            if last.endswith("_like") and args:
+                return V(shape=args[0].shape)
+            return V(shape=tuple(shp) if isinstance(shp, tuple) and all(isinstance(d, int) for d in shp) else
+                     ((shp,) if isinstance(shp, int) else None))
+        if last == "load" and args:
+            return V(shape=args[0].shape, data=1)
+        if last == "store" and len(args) >= 2:
+            self.store(args[1], numel(bcast(args[0].shape, args[1].shape)))
+            return V()
+        if last in ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_and", "atomic_or",
+                    "atomic_xor", "atomic_cas") and len(args) >= 2:
+            val = args[1] if last != "atomic_cas" or len(args) < 3 else args[2]
+            v = self.op(numel(bcast(args[0].shape, val.shape)), val, shape=val.shape) if val.data else val
+            self.store(v, numel(val.shape))
+            return V(shape=args[0].shape, data=1)
+        if last == "dot" and len(args) >= 2:
+            return self.dot(args[0], args[1], args[2] if len(args) > 2 else kw.get("acc"))
+        if last in _REDUCTIONS and args:
+            axis = (args[1] if len(args) > 1 else kw.get("axis", V())).const
+            return self.reduce(args[0], axis, bool((kw.get("keep_dims") or V()).const))
+        if last == "cdiv" and len(args) == 2 and all(isinstance(a.const, int) for a in args) and args[1].const:
+            return V(const=-(-args[0].const // args[1].const))
+        if last in ("min", "max", "minimum", "maximum") and args and all(
+                a.const is not None and a.data == 0 for a in args) and len(args) == 2:
+            try:
+                return V(const=(min if last.startswith("min") else max)(args[0].const, args[1].const))
+            except TypeError:
+                return V()
+        if last in _SHAPE_OPS:
+            return self.reshape(last, args, kw)
+        if last in _PASS or last in ("constexpr", "cast", "to", "static_assert", "device_assert", "debug_barrier",
+                                     "static_print", "device_print", "assume", "int32", "float32"):
+            return args[0] if args and last not in ("static_assert", "device_assert", "static_print",
+                                                    "device_print", "debug_barrier", "assume") else V()
+        if (last == "where" and len(args) == 3) or last in _MOVES:
+            return self.elementwise(args, 0.0)
+        return self.elementwise(args + list(kw.values()), 1.0)  # math (exp, sqrt, maximum, ...): each element
+
+    def method(self, v: V, last: str, e: ast.Call, env: dict, depth: int) -> V:
+        args = [self.expr(a, env, depth) for a in e.args]
+        kw = {k.arg: self.expr(k.value, env, depth) for k in e.keywords if k.arg}
+        if last in ("to", "cast"):
+            return V(shape=v.shape, data=v.data, ptr=v.ptr, ops=dict(v.ops))
+        if v.ptr and last == "load":  # a tensor descriptor's tile
+            return V(shape=v.shape, data=1)
+        if v.ptr and last == "store" and len(args) >= 2:
+            self.store(args[1], numel(args[1].shape))
+            return V()
+        if v.ptr:  # any other method of an address (advance, ...): still an address
+            return V(shape=v.shape, ptr=True)
+        if last in _REDUCTIONS:
+            axis = (args[0] if args else kw.get("axis", V())).const
+            return self.reduce(v, axis, bool((kw.get("keep_dims") or V()).const))
+        if last in _SHAPE_OPS:
+            return self.reshape(last, [v] + args, kw)
+        return self.elementwise([v] + args, 1.0)
+
+    def helper(self, fn: ast.FunctionDef, args: list, kw: dict, depth: int) -> V:
+        env = _defaults(fn)
+        names = [a.arg for a in fn.args.args]
+        for n, v in zip(names, args):
+            env[n] = v
+        env.update({k: v for k, v in kw.items() if k in names})
+        return self.run(fn, env, depth + 1)
+
+    def dot(self, a: V, b: V, acc: Optional[V]) -> V:
+        if a.shape is None or b.shape is None or len(a.shape) < 2 or len(b.shape) < 2:
+            shape, work = None, 0.0
+        else:
+            shape = tuple(a.shape[:-1]) + (b.shape[-1],)
+            work = 2.0 * numel(a.shape) * b.shape[-1]
+        parts = [a, b] + ([acc] if acc is not None else [])
+        if not (a.data or b.data):
+            return V(shape=shape)
+        return self.op(work, *parts, shape=shape)
+
+    def reduce(self, v: V, axis, keep: bool) -> V:
+        if v.shape is None:
+            shape = None
+        elif isinstance(axis, int) and v.shape:
+            ax = axis % len(v.shape)
+            shape = tuple(1 if i == ax else d for i, d in enumerate(v.shape)) if keep else \
+                tuple(d for i, d in enumerate(v.shape) if i != ax)
+        else:
+            shape = ()
+        if v.ptr or not v.data:
+            return V(shape=shape)
+        return self.op(float(numel(v.shape)), v, shape=shape)
+
+    def reshape(self, last: str, args: list, kw: dict) -> V:
+        if not args:
+            return V()
+        v = args[0]
+        shape = v.shape
+        if last in ("reshape", "view") and len(args) > 1:
+            dims = args[1].const if len(args) == 2 else tuple(a.const for a in args[1:])
+            shape = tuple(dims) if isinstance(dims, tuple) and all(isinstance(d, int) for d in dims) else None
+        elif last in ("trans", "permute") and shape:
+            shape = tuple(reversed(shape))
+        elif last == "expand_dims" and shape is not None and len(args) > 1 and isinstance(args[1].const, int):
+            s = list(shape)
+            s.insert(args[1].const % (len(s) + 1), 1)
+            shape = tuple(s)
+        elif last == "broadcast_to" and len(args) > 1 and isinstance(args[1].const, tuple):
+            shape = tuple(args[1].const)
+        elif last == "broadcast" and len(args) > 1:
+            shape = bcast(shape, args[1].shape)
+        return V(shape=shape, data=v.data, ptr=v.ptr, ops=dict(v.ops))
+
+
+_REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod", "associative_scan",
+               "softmax", "sort", "histogram", "prod"}
+_SHAPE_OPS = {"reshape", "view", "trans", "permute", "expand_dims", "broadcast_to", "broadcast", "ravel"}
+_MOVES = {"join", "interleave", "flip", "split", "gather", "cat", "permute_data"}  # data moved, no op
+_PASS = {"multiple_of", "max_contiguous", "max_constancy", "advance"}
+
+
+def _is_method(func: ast.Attribute, env: dict) -> bool:
+    """Whether ``a.b(...)`` calls a method of a value (``x.to``, ``tl.load(p).to``) rather than
+    a module's function (``tl.exp``, ``tl.math.exp``): the chain's root is a value (a name the
+    kernel bound, or a call's or subscript's result)."""
+    node = func.value
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return not isinstance(node, ast.Name) or node.id in env
+
+
+
+def _defaults(fn: ast.FunctionDef) -> dict:
+    args = fn.args.args
+    out = {}
+    for a, d in zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults):
+        if isinstance(d, ast.Constant):
+            out[a.arg] = V(const=d.value)
+    return out
+
+
+def launch_work(facts: dict, name: str, programs: int, args: dict) -> tuple[float, float]:
+    """(compute work, elements moved) of one launch of Triton kernel ``name``: ``programs``
+    program instances, ``args`` the recorded arguments by parameter name (a number, or
+    ``["t", numel]`` for a tensor). (0, 0) for a kernel the source does not define."""
+    funcs = facts.get("triton") or {}
+    fn = funcs.get(name)
+    if fn is None:
+        return 0.0, 0.0
+    env = _defaults(fn)
+    for pname, val in (args or {}).items():
+        if isinstance(val, list) and len(val) == 2 and val[0] == "t":
+            env[pname] = V(shape=(), ptr=True)
+        elif isinstance(val, (int, float, bool)):
+            env[pname] = V(const=val)
+    for a in fn.args.args:  # parameters not recorded: pointers by name, else unknown scalars
+        env.setdefault(a.arg, V(ptr=a.arg.endswith("ptr")))
+    run = _Launch(funcs, programs)
+    try:
+        run.run(fn, env)
+    except RecursionError:
+        return 0.0, 0.0
+    programs = useful_programs(run.programs, args, run.stored)
+    return run.work * programs, run.moved * programs
+
+
+def useful_programs(programs: int, args: dict, stored: float) -> int:
+    """Programs that can do distinct work: no more than ``SPREAD`` times the elements of the
+    launch's tensors over what one program stores (a grid far larger than its tensors
+    does masked-off work: not credited)."""
+    sizes = [v[1] for v in (args or {}).values() if isinstance(v, list) and len(v) == 2 and v[0] == "t"
+             and isinstance(v[1], int)]
+    if not sizes or stored <= 0:
+        return programs
+    return max(1, min(programs, math.ceil(SPREAD * sum(sizes) / stored)))
+
+
+SPREAD = 4  # a program's stores may overlap others' (split-K partial sums) this many times
+

@@ -1,0 +1,71 @@
+"""The abstract values a Triton launch is interpreted over (``tritonlaunch.py``) and the
+arithmetic on them that needs no interpreter: a value's shape, known constant, whether it
+holds data read from memory or an address, the ops that made it; broadcasting, element
+counts, constant folding, and which ops are identities (``x * 1``, ``x + 0``: no work).
+
+Does not cover how statements, calls or launches are interpreted (``tritonlaunch.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass
+class V:
+    """An abstract value: a tensor's shape (``()`` a scalar, None unknown), a known Python
+    value, whether it holds data read from memory (``data``: 1 loaded, 2 computed from
+    loaded values), whether it is an address, and the ops (id → work) that made it."""
+    shape: Optional[tuple] = ()
+    const: object = None
+    data: int = 0
+    ptr: bool = False
+    ops: dict = field(default_factory=dict)
+
+
+def numel(shape) -> int:
+    """Elements of a shape (its known positive dimensions; 1 for a scalar or unknown shape)."""
+    return math.prod(d for d in shape if isinstance(d, int) and d > 0) if shape else 1
+
+
+def bcast(*shapes):
+    """The broadcast of shapes (None where any is unknown)."""
+    if any(s is None for s in shapes):
+        return None
+    out: list = []
+    for i in range(1, max((len(s) for s in shapes), default=0) + 1):
+        dims = {s[-i] for s in shapes if len(s) >= i} - {1}
+        out.append(max(dims) if dims else 1)
+    return tuple(reversed(out))
+
+
+
+def identity(op, a: V, b: V) -> bool:
+    """``x * 1``, ``1 * x``, ``x + 0``, ``0 + x``, ``x - 0``, ``x / 1``, ``x ** 1``: no work."""
+    for x, c, right in ((a, b, True), (b, a, False)):
+        if x.data and c.data == 0 and isinstance(c.const, (int, float)) and not isinstance(c.const, bool):
+            k = c.const
+            if (isinstance(op, ast.Mult) and k == 1) or (isinstance(op, ast.Add) and k == 0):
+                return True
+            if right and ((isinstance(op, ast.Sub) and k == 0) or (isinstance(op, (ast.Div, ast.FloorDiv, ast.Pow))
+                                                                     and k == 1)):
+                return True
+    return False
+
+
+def arith(op, a, b):
+    """A binary op folded on known Python values (None where too large to fold)."""
+    return {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b, ast.Div: lambda: a / b,
+            ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b, ast.Pow: lambda: a ** b if abs(b) < 64 else None,
+            ast.LShift: lambda: a << b if 0 <= b < 64 else None, ast.RShift: lambda: a >> b,
+            ast.BitAnd: lambda: a & b, ast.BitOr: lambda: a | b, ast.BitXor: lambda: a ^ b}[type(op)]()
+
+
+def compare(op, a, b):
+    """A comparison folded on known Python values."""
+    return {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b, ast.GtE: a >= b, ast.Eq: a == b,
+            ast.NotEq: a != b}.get(type(op))
+
