@@ -63,10 +63,12 @@ def decide(p: dict, tasks: dict[str, dict]) -> dict:
 
 def entry(p: dict, tasks: dict[str, dict], card: str, gpu: str, date: str | None = None) -> dict:
     """One probe's record: the date, the card, the three shares (means over RL tasks), go."""
+    import torch
+
     n = max(len(tasks), 1)
     d = decide(p, tasks)
     out = {"date": date or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "card": card, "gpu": gpu, "protocol_version": p["version"],
+           "card": card, "gpu": gpu, "torch": torch.__version__, "protocol_version": p["version"],
            "summary_share": sum(m["summary_share"] for m in tasks.values()) / n,
            "greedy_with_skill_fast_share": sum(bool(m["greedy_with_skill_fast"]) for m in tasks.values()) / n,
            "noskill_fast_share": sum(m["noskill_fast_share"] for m in tasks.values()) / n,
