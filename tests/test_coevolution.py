@@ -211,6 +211,28 @@ def test_the_committed_protocols_sft_data_keep_the_rules():
     assert {r["technique"] for r in rows if r["kind"].startswith("practice_apply")} == set(p["techniques"])
 
 
+def test_the_families_grid_gets_apply_rows_only_and_is_not_judged_by_prepare():
+    """A family's grid member (apply-only) teaches applying the skill to its forward; its
+    kernels are judged on the CPU by the tests, not on the GPU by prepare."""
+    from coevo import catalog as C
+    from coevo import family
+    from coevo.prepare import judged_kernels
+
+    p = P.protocol()
+    grid = {m.task for _, m in family.members() if not m.anchor}
+    assert grid and grid == {t for t, pair in p["practice_pairs"].items() if pair.get("apply_only")}
+    cat = C.catalogue(p)
+    some = sorted(grid)[:3] + [t for t in p["practice_pairs"] if t not in grid][:2]
+    tasks = {t.name: t for t in C.load_tasks(some, Path(__import__("tempfile").mkdtemp()))}
+    for t in some:
+        kinds = {r["kind"] for r in S.practice_rows(p, tasks[t], cat[t], {}, {x: C.technique_skill(x)
+                                                                            for x in p["techniques"]},
+                                                  C.distractors(), __import__("random").Random(0), 3, 2)}
+        assert ("practice_summary" in kinds) is (t not in grid) and ("practice_select" in kinds) is (t not in grid)
+        assert "practice_apply_skill_alone" in kinds
+    assert not set(judged_kernels(p, cat)) & grid and set(cat) - set(judged_kernels(p, cat)) == grid
+
+
 def test_run_json_records_arms_that_differ_in_exactly_one_field(tmp_path):
     """`plan` writes run.json with every arm x seed's full config; at each seed an arm differs
     from the full arm in exactly its one switch, and two seeds of an arm only in rl.seed."""

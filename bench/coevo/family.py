@@ -73,7 +73,10 @@ FORMS: dict[str, tuple[str, list[str]]] = {
 @dataclass(frozen=True)
 class Member:
     """One task of a family: its level and number, its activation, and (elementwise) its
-    form; ``lacking`` picks the member's lacking form (0 or 1); ``cpu``: its CPU_SHAPES."""
+    form; ``lacking`` picks the member's lacking form (0 or 1); ``cpu``: its CPU_SHAPES;
+    ``anchor``: the member gets every kind of practice row (apply, summary, select) and its
+    kernels are judged by ``prepare`` on the GPU; the other members (the grid) get the apply
+    rows only and are judged on the CPU in the tests."""
 
     level: int
     number: int
@@ -81,6 +84,7 @@ class Member:
     form: str
     lacking: int
     cpu: tuple
+    anchor: bool = True
 
     @property
     def name(self) -> str:
@@ -122,6 +126,27 @@ ROWS = [
     Member(2, 24, "silu", "rows", 0, (5, 72)),
     Member(2, 25, "hardswish", "rows", 1, (6, 88)),
 ]
+# the held-out and RL tasks' own (activation, form): never a member
+EXCLUDED = {("hardswish", "Bias_Scale_Residual"), ("silu", "gemm"), ("gelu", "gemm"), ("sigmoid", "rows")}
+
+
+def _grid(anchors: list[Member], forms: list[str], level: int, first: int) -> list[Member]:
+    """Every (activation, form) not an anchor and not excluded, as apply-only members."""
+    have = {(m.act, m.form) for m in anchors}
+    out = []
+    for form in forms:
+        for act in ACTIVATIONS:
+            if (act, form) in have or (act, form) in EXCLUDED:
+                continue
+            n = first + len(out)
+            cpu = (3 + n % 5, 33 + 7 * (n % 9)) if form not in ("gemm",) else (17 + n % 9, 29 + n % 13, 31 + n % 11)
+            out.append(Member(level, n, act, form, n % 2, cpu, anchor=False))
+    return out
+
+
+ELEMENTWISE += _grid(ELEMENTWISE, list(FORMS), 1, 35)
+GEMM += _grid(GEMM, ["gemm"], 2, 26)
+ROWS += _grid(ROWS, ["rows"], 2, 26 + len(GEMM) - 6)
 FAMILIES = {"fuse_elementwise_chain": ELEMENTWISE, "gemm_tile128_fused_epilogue": GEMM,
             "one_pass_row_reduction": ROWS}
 
@@ -553,7 +578,10 @@ def manifest_with(manifest: dict, entries: dict[str, list[dict]]) -> dict:
     out = json.loads(json.dumps(manifest))
     for tech, m in members():
         out["tasks"][m.task] = entries[m.task]
-        for names in (out["techniques"][tech]["practice_tasks"], out["suites"]["bench/coevo/tasks"]):
+        lists = [out["techniques"][tech]["practice_tasks"], out["suites"]["bench/coevo/tasks"]]
+        if not m.anchor:
+            lists.append(out["techniques"][tech].setdefault("apply_only_tasks", []))
+        for names in lists:
             if m.task not in names:
                 names.append(m.task)
     return out

@@ -3,7 +3,8 @@
 In order, each kept when it is already there (a rerun continues, never overwrites):
 ``run.json`` (the protocol and every arm x seed's full config; a run folder made under
 another protocol version, or with another protocol, is refused naming the difference),
-the verdicts of every kernel the experiment uses (``verdicts.jsonl``, one line per kernel
+the verdicts of every kernel the experiment uses but the apply-only practice families
+grid (``verdicts.jsonl``, one line per kernel
 as it is judged; ``variants.json``, the table and the role checks), the role record of
 this card and day (``roles/``; when the roles fail under the margin rule the command stops
 there, before any SFT), the SFT data (``sft.jsonl``, refused when ``sftdata.violations``
@@ -72,12 +73,19 @@ def read_verdicts(d: Path) -> dict:
     return {(r["task"], r["variant"]): r for r in (read_jsonl(path) if path.is_file() else [])}
 
 
+def judged_kernels(p: dict, cat: dict) -> dict:
+    """The catalogue less the apply-only practice pairs (a family's grid members: no summary
+    states their speed; the tests judge them on the CPU)."""
+    return {t: ks for t, ks in cat.items() if not p["practice_pairs"].get(t, {}).get("apply_only")}
+
+
 def judge(p: dict, d: Path, cat: dict, tasks: dict, evaluator, echo=print) -> dict:
-    """Judge every kernel not judged yet; the table of all of them in ``variants.json``."""
+    """Judge every kernel not judged yet (``judged_kernels``); their table in ``variants.json``."""
     from davinci_kernel.files import append_jsonl
     from davinci_kernel.rl.progress import bar
 
     have = read_verdicts(d)
+    cat = judged_kernels(p, cat)
     todo = [(t, k) for t, ks in cat.items() for k in ks if (t, k["name"]) not in have]
     if todo:
         with bar(len(todo), 0, "kernels judged") as shown:

@@ -134,10 +134,11 @@ PROTOCOL: dict = {
         "select_candidates": [3, 5],
         "reference_copies": 1,  # practice tasks without a pair: turn 1 -> the built-in reference
         "min_pairs": 2,  # practice tasks with a (lacking, with) pair, per technique
-        # 50 epochs: probe 1's 154 rows took 100 epochs (2100 steps, 88 s on an H100) to a loss
-        # of 0.0009, and the model recalled practice kernels by the task's text; the practice
-        # families (family.py) give 659 rows, so 50 epochs are about 4700 steps (~2.5 minutes)
-        "epochs": 50, "lr": 1e-3, "seed": 0,
+        # epochs: probe 1 had 100 over 154 rows (2100 steps), probe 2 60 over 469 (4020 steps),
+        # probe 3 50 over 659 (stopped by the prepare budget after 46: 4324 steps, 122 s on an
+        # H100, loss 3e-5); the families' apply-only grid (family.py) brings about 1200 rows,
+        # so 30 epochs are about 5000 steps
+        "epochs": 30, "lr": 1e-3, "seed": 0,
     },
     "model": MODEL,
     "rl": {
@@ -249,6 +250,12 @@ def _coevo_manifest() -> dict[str, list[dict]]:
     return json.loads(path.read_text())["tasks"] if path.is_file() else {}
 
 
+def _coevo_techniques() -> dict[str, dict]:
+    """technique -> its manifest sets (rl_task, held_out_task, practice_tasks, apply_only_tasks)."""
+    path = COEVO / "variants" / "manifest.json"
+    return json.loads(path.read_text())["techniques"] if path.is_file() else {}
+
+
 def _roles_of(variants: list[dict]) -> dict | None:
     """{slow, medium, fast, wrong: [...]} from a manifest's ``role`` fields, or None."""
     out: dict = {"wrong": []}
@@ -282,10 +289,12 @@ def resolve(p: dict, manifest: dict | None = None) -> dict:
                 spec["roles"] = got
     named = set(p["rl_tasks"]) | set(p["heldout_tasks"])
     if p["from_manifest"]:
+        apply_only = {t for spec in _coevo_techniques().values() for t in spec.get("apply_only_tasks", [])} \
+            if manifest is None else set()
         for task, vs in man.items():
             pair = _pair_of(vs)
             if pair is not None and task not in named:
-                p["practice_pairs"][task] = pair
+                p["practice_pairs"][task] = dict(pair, apply_only=True) if task in apply_only else pair
     if p["practice_tasks"] is None:
         extra = [t for t in p["practice_pairs"] if t not in BUILTIN]
         p["practice_tasks"] = [t for t in BUILTIN if t not in named] + sorted(extra)

@@ -14,6 +14,8 @@
   no skill -> the lacking kernel), *summarize* (lacking -> with gives the technique's skill,
   its Example the technique's snippet, not the kernel), *select* (the technique's skill
   among distractors and the other techniques' skills is the pick: its trigger fits);
+- a practice pair marked ``apply_only`` (a family's grid member, ``family.py``): the apply
+  rows only;
 - other practice tasks: turn 1 -> the built-in reference.
 
 ``violations`` is the guard: [] when the rows keep the three rules and the practice rows
@@ -122,6 +124,8 @@ def practice_rows(p: dict, task, kernels: list[dict], verdicts: dict, skills: di
         add("practice_apply_given_lacking", given_lacking(first_messages(task, [Skill.from_dict(mine)]), lk["source"]),
             w, s["given_lacking"])
         add("practice_no_skill", first_messages(task), lk, s["no_skill"])
+        if p["practice_pairs"][task.name].get("apply_only"):
+            continue  # a family's grid member: the apply rows only (bench/coevo/family.py)
         for c in range(p["sft"]["summary_copies"]):
             # the library's names as the probe and the arms list them: every other copy the
             # whole distractor library (shuffled), the rest a random part of it; a third of
@@ -138,7 +142,7 @@ def practice_rows(p: dict, task, kernels: list[dict], verdicts: dict, skills: di
             rows.append(_row(task, "summary", "practice_summary", msgs, answer, tech, lk["name"], tech))
     lo, hi = p["sft"]["select_candidates"]
     others = [x for t, x in skills.items() if t != tech]
-    for _ in range(p["sft"]["select_per_pair"]):
+    for _ in range(0 if p["practice_pairs"][task.name].get("apply_only") else p["sft"]["select_per_pair"]):
         pool = noise + others
         cands = [mine] + rng.sample(pool, min(len(pool), rng.randint(lo, hi) - 1))
         rng.shuffle(cands)
