@@ -245,6 +245,7 @@ def cmd_collect(args, p: dict, d: Path) -> None:
     doc = report.collect(d)
     name = "tiny" if args.tiny else doc["card"]
     out = Path(args.out) if args.out else RESULTS / f"coevolution_{name}.json"
+    doc = report.with_earlier_probes(doc, report.read_json(out) if out.is_file() else None)
     pngs = report.write(doc, out)
     print("\n".join(report.table(doc)))
     print("\n".join(report.describe(doc["tests"])))

@@ -784,6 +784,15 @@ def test_collect_names_the_file_after_the_cards_and_draws_a_png_per_arm_and_seed
     assert "| d_full_vs_frozen | fail" in text
 
 
+def test_collect_keeps_the_probes_of_earlier_run_folders_of_the_card():
+    new = {"card": "h100", "probes": [{"date": "2026-12-07", "card": "h100", "go": True}]}
+    old = {"card": "h100", "probes": [{"date": "2026-12-06", "card": "h100", "go": False},
+                                      {"date": "2026-12-07", "card": "h100", "go": True}]}
+    got = R.with_earlier_probes(new, old)
+    assert [x["date"] for x in got["probes"]] == ["2026-12-06", "2026-12-07"]
+    assert R.with_earlier_probes(new, dict(old, card="h200")) == new and R.with_earlier_probes(new, None) == new
+
+
 def test_the_docs_page_has_the_verdict_markers():
     text = (ROOT / "docs" / "coevolution.md").read_text()
     assert R.BEGIN in text and R.END in text and "(a)" in text and "(e)" in text

@@ -39,6 +39,16 @@ def read_probes(d: Path) -> list[dict]:
     return read_jsonl(path) if path.is_file() else []
 
 
+def with_earlier_probes(doc: dict, old: dict | None) -> dict:
+    """``doc`` with the probes of an earlier result file of the same card that it lacks (a
+    no-go sends the next probe to a new run folder; the file keeps every probe), by date."""
+    if not old or old.get("card") != doc["card"]:
+        return doc
+    seen = {(x["date"], x["card"]) for x in doc["probes"]}
+    earlier = [x for x in old.get("probes", []) if (x["date"], x["card"]) not in seen]
+    return dict(doc, probes=sorted(earlier + doc["probes"], key=lambda x: x["date"]))
+
+
 def card_name(gpus) -> str:
     """The result file's card: one kind, or the kinds joined (h100_h200)."""
     kinds = sorted({card_kind(g) for g in gpus})
