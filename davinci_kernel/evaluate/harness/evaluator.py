@@ -41,7 +41,7 @@ from ...tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbat
 from ..shared import kernelwork, memplan
 from ..shared.protocol import CandidateJob, ProtocolError, TimingSettings, WorkerDied, WorkerTimeout
 from ..shared.transfer import shm_root
-from . import admission, draws, judge, kernelcache, retry
+from . import admission, batch, draws, judge, kernelcache, retry
 from . import feedback as feedback_mod
 from .baselines import BaselineCache
 from .codepolicy import static
@@ -58,7 +58,7 @@ from .trusted import TrustedSide
 _UNREADABLE = (TypeError, ValueError, KeyError, AttributeError, IndexError)  # reading a malformed report
 CPU_UNTIMED = ("speedup_ci, peak_fraction: null on a CPU: the interpreter's time says nothing of a GPU kernel's "
                "speed (timing needs --device cuda)")
-_NOT_REUSED = {"harness_error", "no_worker", "timeout", "protocol_error", "worker_crash"}  # may go otherwise next time
+_NOT_REUSED = batch.NOT_REUSED  # may go otherwise next time
 
 
 class Evaluator:
@@ -202,16 +202,25 @@ class Evaluator:
     def evaluate_many(self, items: list[tuple[Task, str]],
                       progress: Optional[Callable[[int, EvalResult], None]] = None,
                       fresh: bool = False) -> list[EvalResult]:
-        """Evaluate concurrently (one thread per slot); results in input order."""
+        """Evaluate concurrently (one thread per slot); results in input order. The same
+        source given more than once for a task is judged once (``batch.py``: its duplicates
+        get a copy of the verdict, marked ``reused``), unless ``fresh`` asks every item judged."""
         results: list[Optional[EvalResult]] = [None] * len(items)
+        t0 = time.monotonic()
+        leaders = {i: [] for i in range(len(items))} if fresh else batch.group(items)
 
         def one(i: int) -> None:
             results[i] = self.evaluate(*items[i], fresh=fresh)
             if progress is not None:
                 progress(i, results[i])
+            for d in leaders[i]:  # duplicates: the verdict copied, or judged anew after a transient failure
+                results[d] = (batch.copy_for_duplicate(results[i], t0) if batch.reusable(results[i])
+                              else self.evaluate(*items[d], fresh=fresh))
+                if progress is not None:
+                    progress(d, results[d])
 
         ex = ThreadPoolExecutor(max_workers=max(1, self.n_workers))
-        futures = [ex.submit(one, i) for i in range(len(items))]
+        futures = [ex.submit(one, i) for i in leaders]
         pending = set(futures)
         try:
             while pending:  # a timed wait: a Ctrl-C the kernel delivered to another thread is taken here
@@ -419,7 +428,7 @@ class Evaluator:
 
 def _verdict_key(task: Task, source: str) -> tuple[str, str]:
     """(task hash, source hash): what ``eval.reuse_verdicts`` knows a verdict by."""
-    return task.hash, hashlib.sha256(source.encode()).hexdigest()
+    return batch.verdict_key(task, source)
 
 
 class _Clock:
