@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Optional
 
 from ...config import EvalConfig
@@ -111,6 +111,8 @@ class Evaluator:
         self._verdicts_lock = threading.Lock()
         self._draws: dict[tuple, Draw] = {}  # the judged inputs of each task, drawn once per evaluator
         self._draw_count = 0
+        # clean baselines, measured beside the candidate's checks (a thread per slot at most)
+        self._beside = ThreadPoolExecutor(max_workers=max(1, len(self.pool)), thread_name_prefix="dvk-baseline")
 
     def _capacity(self, device: str) -> int:
         """What evaluations on ``device`` may be promised: its free memory as a reference
@@ -140,6 +142,9 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
+        beside = getattr(self, "_beside", None)
+        if beside is not None:
+            beside.shutdown(wait=True, cancel_futures=True)
         self.pool.close()
         sandbox.remove_tree(self.tmp_root)
 
@@ -344,8 +349,11 @@ class Evaluator:
 
     def _judge(self, task: Task, variant: str, source: str, overrides: dict, drawn: Draw, w: WorkerProcess,
                res: EvalResult, rep: static.StaticReport, clock: _Clock, memory_bytes: int, learn_sizes: bool) -> None:
-        """Reference, baseline, then the candidate's own check and timing, inside its admission."""
+        """Reference, then the candidate's own check and timing, inside its admission; the
+        clean baseline (GPU) is measured beside the checks and waited for when timing begins,
+        and always before the admission ends."""
         cfg = self.cfg
+        base: Optional[Future] = None
         try:
             ref = self.trusted.reference(task, variant, overrides, drawn, w.device)
             clock.mark("reference")
@@ -358,9 +366,9 @@ class Evaluator:
             res.judged_inputs = drawn.record(ref.get("perturb_used"))
             if learn_sizes:
                 self.trusted.learn_sizes(variant, w.device, ref)
-            base = (self.trusted.baseline(task, variant, overrides, list(drawn.trial_seeds), w.device)
-                    if (self.on_gpu and cfg.timing) else None)
-            clock.mark("baseline")
+            if self._wants_baseline():  # beside the checks: only timing needs it
+                base = self._beside.submit(self.trusted.baseline, task, variant, overrides,
+                                           list(drawn.trial_seeds), w.device)
             job = CandidateJob(task_source=variant, candidate_source=source, trials=len(drawn.trial_seeds),
                                init_seed=cfg.seed, device=w.device, out_meta=ref.get("out_meta") or [],
                                other_sizes=bool(ref.get("perturb_used") or ref.get("odd_used")),
@@ -382,8 +390,15 @@ class Evaluator:
             if res.stage == "perturbation":
                 judge.flag(res, [("shape_hardcoding", "the worker crashed at perturbed sizes (out-of-bounds access?)")])
                 res.stage = "correctness"
+        finally:
+            if base is not None:  # its memory is this admission's: it ends before the admission does
+                wait([base])
 
-    def _run(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport, base: Optional[dict]) -> None:
+    def _wants_baseline(self) -> bool:
+        """Whether candidates are timed here, and so need the reference's clean baseline."""
+        return self.on_gpu and self.cfg.timing
+
+    def _run(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport, base: Optional[Future]) -> None:
         """The candidate's checks, then (GPU, all correct) its timing; the verdict's facts into
         ``talk.res``. A report whose fields do not read as the protocol says (a list where a
         name belongs) is the worker's ``protocol_error``, never the harness's failure."""
@@ -393,7 +408,7 @@ class Evaluator:
             raise ProtocolError(f"a report does not read: {type(e).__name__}: {str(e)[:200]}") from None
 
     def _judge_reports(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport,
-                       base: Optional[dict]) -> None:
+                       pending_base: Optional[Future]) -> None:
         cfg, res, ref = self.cfg, talk.res, talk.ref
         out = talk.check(job)
         if res.stage == "perturbation":
@@ -416,6 +431,8 @@ class Evaluator:
                 res.stage = "done"
             return
         res.stage = "timing"
+        base = pending_base.result() if pending_base is not None else None  # measured beside the checks
+        talk.clock.mark("baseline")
         tout, wall_ms = talk.time()
         if worker_failure(res, tout):
             return
