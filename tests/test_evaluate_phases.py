@@ -72,3 +72,43 @@ def test_the_baseline_is_measured_beside_the_checks_and_waited_for(task, tmp_pat
         end = time.monotonic()
     assert res.correct and seen["beside"] and seen["thread"].startswith("dvk-baseline") and len(seen["seeds"]) == 2
     assert seen["done"] <= end  # waited for before the evaluation ended
+
+
+def test_a_batch_prepares_its_tasks_references_ahead_of_their_candidates(task, tmp_path, monkeypatch):
+    """``evaluate_many`` computes each task's reference entry for the evaluator's draw on a
+    thread of its own, in the batch's order, while candidates of earlier tasks run: the
+    entry its candidates then find cached (computed once per task, and the verdicts are
+    those of a batch judged without it)."""
+    import dataclasses
+
+    other = dataclasses.replace(task, source=task.source.replace("* 2", "* 3"))
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), self_check=True, trials=2, perturb_shapes=False)
+    with Evaluator(cfg, workers=1) as ev:
+        asked: list = []
+        real = ev.trusted.reference
+
+        def reference(t, *args):
+            got = real(t, *args)
+            asked.append((t.hash, threading.current_thread().name, id(got)))
+            return got
+
+        monkeypatch.setattr(ev.trusted, "reference", reference)
+        out = ev.evaluate_many([(task, None), (other, None), (other, None)])
+    assert [r.correct for r in out] == [True, True, True] and out[2].reused
+    ahead = [(h, e) for h, who, e in asked if who.startswith("dvk-ahead")]
+    assert [h for h, _ in ahead] == [task.hash, other.hash]  # in the batch's order
+    by_task = {h: {e for hh, _, e in asked if hh == h} for h in (task.hash, other.hash)}
+    assert all(len(v) == 1 for v in by_task.values())  # one entry per task, whoever asked first
+
+
+def test_a_batch_leaves_tasks_of_unknown_size_to_their_candidates(task, tmp_path, monkeypatch):
+    """A task the meta device cannot size runs alone: nothing is prepared for it ahead."""
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), self_check=True, trials=2, perturb_shapes=False)
+    with Evaluator(cfg, workers=1) as ev:
+        who: list = []
+        real = ev.trusted.reference
+        monkeypatch.setattr(ev.trusted, "sizes", lambda variant, device: None)
+        monkeypatch.setattr(ev.trusted, "reference",
+                            lambda *a: who.append(threading.current_thread().name) or real(*a))
+        out = ev.evaluate_many([(task, None), (task, "# another\n" + task.source)])
+    assert out[0].correct and not any(w.startswith("dvk-ahead") for w in who)

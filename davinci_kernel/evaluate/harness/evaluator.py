@@ -113,6 +113,7 @@ class Evaluator:
         self._draw_count = 0
         # clean baselines, measured beside the candidate's checks (a thread per slot at most)
         self._beside = ThreadPoolExecutor(max_workers=max(1, len(self.pool)), thread_name_prefix="dvk-baseline")
+        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvk-ahead")  # a batch's references
 
     def _capacity(self, device: str) -> int:
         """What evaluations on ``device`` may be promised: its free memory as a reference
@@ -142,9 +143,9 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
-        beside = getattr(self, "_beside", None)
-        if beside is not None:
-            beside.shutdown(wait=True, cancel_futures=True)
+        for ex in (getattr(self, "_ahead", None), getattr(self, "_beside", None)):
+            if ex is not None:
+                ex.shutdown(wait=True, cancel_futures=True)
         self.pool.close()
         sandbox.remove_tree(self.tmp_root)
 
@@ -224,6 +225,8 @@ class Evaluator:
                 if progress is not None:
                     progress(d, results[d])
 
+        stop = threading.Event()  # the references prepared ahead stop with the batch
+        ahead = self._ahead.submit(self._prepare_tasks, [items[i][0] for i in leaders], stop) if len(items) > 1 else None
         ex = ThreadPoolExecutor(max_workers=max(1, self.n_workers))
         futures = [ex.submit(one, i) for i in leaders]
         pending = set(futures)
@@ -231,8 +234,12 @@ class Evaluator:
             while pending:  # a timed wait: a Ctrl-C the kernel delivered to another thread is taken here
                 _, pending = wait(pending, timeout=0.25)
         except KeyboardInterrupt:
+            stop.set()
             ex.shutdown(wait=False, cancel_futures=True)  # nothing new starts; the caller closes the evaluator
             raise
+        stop.set()
+        if ahead is not None:
+            wait([ahead])
         ex.shutdown()
         for f in futures:
             f.result()
@@ -295,11 +302,10 @@ class Evaluator:
                   rep: static.StaticReport, res: EvalResult, alone: bool) -> bool:
         """A fresh worker, the task's memory admission (or the whole device, ``alone``), then
         the judging. True when other evaluations could hold memory of the device meanwhile."""
-        cfg = self.cfg
         clock = _Clock(res.phase_seconds)
-        slots = getattr(self.pool, "slots", None) or []
-        if slots and len({s.split(":")[0] for s in slots}) == 1:  # asked before a worker waits on it
-            self.trusted.sizes(variant, slots[0])
+        device = self._one_device()
+        if device is not None:  # asked before a worker waits on it
+            self.trusted.sizes(variant, device)
             clock.mark("sizes")
         try:
             slot, w = self.pool.acquire()
@@ -315,12 +321,7 @@ class Evaluator:
         try:
             sizes = self.trusted.sizes(variant, w.device)
             params = sizes.param_bytes if sizes else 0
-            if sizes is None or alone:
-                need = None
-            elif self.on_gpu:
-                need = memplan.bound(sizes.input_bytes, sizes.output_bytes, param_bytes=params) + (cfg.l2_flush_mb << 20)
-            else:
-                need = memplan.bound(sizes.input_bytes, sizes.output_bytes, fixed=64 << 20, param_bytes=params)
+            need = None if alone else self._need(sizes)
             ledger = self.memory(w.device)
             with ledger.hold(need) as granted:  # until the worker is gone
                 clock.mark("admission")
@@ -335,6 +336,46 @@ class Evaluator:
         finally:
             if w is not None:  # admission itself failed
                 self.pool.release(slot, w)
+
+    def _need(self, sizes: Optional[memplan.Sizes]) -> Optional[int]:
+        """The device bytes an evaluation of a task of these sizes is admitted with (None: unknown)."""
+        if sizes is None:
+            return None
+        if self.on_gpu:
+            return (memplan.bound(sizes.input_bytes, sizes.output_bytes, param_bytes=sizes.param_bytes)
+                    + (self.cfg.l2_flush_mb << 20))
+        return memplan.bound(sizes.input_bytes, sizes.output_bytes, fixed=64 << 20, param_bytes=sizes.param_bytes)
+
+    def _one_device(self) -> Optional[str]:
+        """The device of every slot when they are all of one kind (one GPU, or the CPU), else None."""
+        slots = getattr(self.pool, "slots", None) or []
+        return slots[0] if slots and len({s.split(":")[0] for s in slots}) == 1 else None
+
+    def _prepare_tasks(self, tasks: list[Task], stop: threading.Event) -> None:
+        """Ahead of a batch's candidates, one task at a time in their order: each task's sizes
+        and its reference entry for this evaluator's draw (``_draw``, salt 0: the very entry
+        its candidates will be judged against), on the reference processes while candidates
+        of earlier tasks run, inside the task's memory admission. A task of unknown size (it
+        would run alone) or one whose reference fails is left to its candidates."""
+        device = self._one_device()
+        if device is None:
+            return
+        done: set[str] = set()
+        for task in tasks:
+            if stop.is_set() or task.hash in done:
+                continue
+            done.add(task.hash)
+            try:
+                overrides, variant, perturb = _variant(task.source, not self.on_gpu and self.cfg.cpu_small_shapes,
+                                                       self.cfg.perturb_shapes)
+                drawn = self._draw(task, variant, perturb, 0)
+                need = self._need(self.trusted.sizes(variant, device))
+                if need is None or stop.is_set():
+                    continue
+                with self.memory(device).hold(need):
+                    self.trusted.reference(task, variant, overrides, drawn, device)
+            except Exception:  # noqa: BLE001 - its candidates meet the same failure and report it
+                continue
 
     def _let_go(self, slot: str, w: WorkerProcess, kernels, source: str) -> None:
         """Keep what the worker built for this source (``kernels``, or None), then kill it."""
