@@ -112,3 +112,38 @@ def test_a_batch_leaves_tasks_of_unknown_size_to_their_candidates(task, tmp_path
                             lambda *a: who.append(threading.current_thread().name) or real(*a))
         out = ev.evaluate_many([(task, None), (task, "# another\n" + task.source)])
     assert out[0].correct and not any(w.startswith("dvk-ahead") for w in who)
+
+
+def test_the_models_construction_work_comes_from_the_reference_process(tmp_path, monkeypatch):
+    """The problem's Model's construction work, against which a candidate's own construction
+    is charged (``init_precompute``), is measured once per task and size by the reference
+    process and handed to each worker (the job, the perturbed size's answer): the coverage
+    is the one the worker's own measure gives, on the same draw, and the cheat stays caught."""
+    from conftest import FIXTURES, fixture_meta, fixture_task
+
+    from davinci_kernel.evaluate.harness import conversation
+    from davinci_kernel.evaluate.shared import protocol
+
+    path = FIXTURES / "cheats" / "init_precompute.py"
+    items = [(fixture_task(fixture_meta(path)["task"]), path.read_text())]
+
+    def judged() -> tuple:
+        cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), input_seed=1234)
+        with Evaluator(cfg, workers=1) as ev:
+            r = ev.evaluate_fresh(items)[0]
+            entry = next(iter(ev.refs._entries.values()))
+        return r, entry
+
+    shared, entry = judged()
+    assert entry["ref_init_work"] is not None and entry["perturb_init_work"] is not None
+    to_dict, answer = protocol.CandidateJob.to_dict, conversation.Conversation._answer
+
+    def own_answer(self, msg):  # the worker measures the perturbed Model's construction itself
+        self.ref = {**self.ref, "perturb_init_work": None}
+        return answer(self, msg)
+
+    monkeypatch.setattr(protocol.CandidateJob, "to_dict", lambda self: {**to_dict(self), "ref_init_work": None})
+    monkeypatch.setattr(conversation.Conversation, "_answer", own_answer)
+    own, _ = judged()
+    assert shared.error_kind == own.error_kind and "low_coverage" in shared.flags and not shared.correct
+    assert shared.coverage == own.coverage

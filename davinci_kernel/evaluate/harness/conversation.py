@@ -201,8 +201,8 @@ class Conversation:
         used = {"pcand": self.ref.get("perturb_used"), "ocand": self.ref.get("odd_used")}
         if key not in used:
             raise ProtocolError("sizes asked for an unknown call")
-        self.w.send({"cmd": "sizes", "overrides": used[key], "seed": d.perturb_seed,
-                     "call_seed": d.perturb_call_seed})
+        self.w.send({"cmd": "sizes", "overrides": used[key], "seed": d.perturb_seed, "call_seed": d.perturb_call_seed,
+                     "ref_init_work": self.ref.get("perturb_init_work") if key == "pcand" else None})
 
     def _expected(self, key) -> bool:
         """An output this evaluation has, not yet handed over: a trial, timed round or timed

@@ -416,7 +416,7 @@ class Evaluator:
                                timed_checks=len(drawn.timed_checks),
                                input_bytes=int(ref.get("input_bytes") or 0),
                                output_bytes=int(ref.get("output_bytes") or 0), memory_bytes=memory_bytes,
-                               timing=self.timing_settings)
+                               ref_init_work=ref.get("ref_init_work"), timing=self.timing_settings)
             self._run(Conversation(self, w, res, drawn, ref, clock), job, rep, base)
         except WorkerTimeout as e:
             res.error_kind = "timeout"
