@@ -147,3 +147,49 @@ def test_the_models_construction_work_comes_from_the_reference_process(tmp_path,
     own, _ = judged()
     assert shared.error_kind == own.error_kind and "low_coverage" in shared.flags and not shared.correct
     assert shared.coverage == own.coverage
+
+
+def test_a_reference_leafs_own_facts_are_computed_once_and_change_nothing(monkeypatch):
+    """``compare`` reads a reference leaf's low-mantissa share and norm once per remembered
+    leaf (the reference cache's, compared with every candidate of a task); the comparison is
+    the one computed afresh, and a leaf nobody remembered is measured every time."""
+    import dataclasses
+
+    import torch
+
+    from davinci_kernel.evaluate.harness import correctness
+    from davinci_kernel.evaluate.harness.correctness import REFERENCE_FACTS, compare
+
+    torch.manual_seed(0)
+    ref = torch.randn(3000)
+    outs = [ref + 1e-4 * torch.randn(3000), ref.bfloat16().float(), torch.zeros(3000)]
+    fresh = [dataclasses.asdict(compare([ref], [x], 1e-2, 1e-2)) for x in outs]
+    calls = []
+    real = correctness._low_mantissa_share
+    monkeypatch.setattr(correctness, "_low_mantissa_share", lambda t: calls.append(t is ref) or real(t))
+    REFERENCE_FACTS.remember(ref)
+    kept = [dataclasses.asdict(compare([ref], [x], 1e-2, 1e-2)) for x in outs]
+    assert kept == fresh and not fresh[2]["ok"]
+    assert calls.count(True) == 1  # the reference's share once, each candidate's every time
+    other = ref.clone()
+    compare([other], [outs[0]], 1e-2, 1e-2)
+    compare([other], [outs[0]], 1e-2, 1e-2)
+    assert calls.count(False) == len(outs) + 2 + 2
+
+
+def test_the_low_mantissa_share_is_read_from_the_bits():
+    """Nonzero values (NaN counts, -0.0 does not) whose low 13 mantissa bits are zero, as a
+    share; 0 under 64 nonzero values: the gather-based definition, value for value."""
+    import torch
+
+    from davinci_kernel.evaluate.harness.correctness import _low_mantissa_share
+
+    def by_gather(t):
+        nz = t[t != 0]
+        return 0.0 if nz.numel() < 64 else float(((nz.contiguous().view(torch.int32) & 0x1FFF) == 0).float().mean())
+
+    torch.manual_seed(1)
+    cases = [torch.randn(5000), torch.randn(5000).half().float(), torch.zeros(500), torch.full((63,), 1.0),
+             torch.tensor([0.0, -0.0, float("nan"), 1.0, float("inf"), 1e-40] * 30),
+             torch.randn(4000).bfloat16().float() * torch.randint(0, 2, (4000,)), torch.randn(64, 80).t()]
+    assert [_low_mantissa_share(t) for t in cases] == [by_gather(t) for t in cases]

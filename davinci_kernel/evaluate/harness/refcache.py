@@ -65,6 +65,11 @@ class ReferenceCache:
         }
 
     def put(self, key: tuple, entry: dict) -> None:
+        from .correctness import REFERENCE_FACTS
+
+        for leaves in [*(entry.get("refs") or []), entry.get("pref"), entry.get("podd"), *(entry.get("vrefs") or [])]:
+            for x in leaves or []:  # compared with every candidate of the task: their own facts once
+                REFERENCE_FACTS.remember(x["values"] if isinstance(x, dict) and "values" in x else x)
         with self._lock:
             self._entries[key] = entry
             while len(self._entries) > self.max_entries:
