@@ -226,7 +226,9 @@ class Evaluator:
                     progress(d, results[d])
 
         stop = threading.Event()  # the references prepared ahead stop with the batch
-        ahead = self._ahead.submit(self._prepare_tasks, [items[i][0] for i in leaders], stop) if len(items) > 1 else None
+        prepare = getattr(self, "_ahead", None)  # absent in an evaluator made without processes (tests)
+        ahead = (prepare.submit(self._prepare_tasks, [items[i][0] for i in leaders], stop)
+                 if prepare is not None and len(items) > 1 else None)
         ex = ThreadPoolExecutor(max_workers=max(1, self.n_workers))
         futures = [ex.submit(one, i) for i in leaders]
         pending = set(futures)
