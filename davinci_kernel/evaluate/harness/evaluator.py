@@ -357,8 +357,9 @@ class Evaluator:
         """Ahead of a batch's candidates, one task at a time in their order: each task's sizes
         and its reference entry for this evaluator's draw (``_draw``, salt 0: the very entry
         its candidates will be judged against), on the reference processes while candidates
-        of earlier tasks run, inside the task's memory admission. A task of unknown size (it
-        would run alone) or one whose reference fails is left to its candidates."""
+        of earlier tasks run, inside the task's memory admission. A task that runs alone (of
+        unknown size, or larger than the device's ledger) or whose reference fails is left to
+        its candidates."""
         device = self._one_device()
         if device is None:
             return
@@ -372,9 +373,10 @@ class Evaluator:
                                                        self.cfg.perturb_shapes)
                 drawn = self._draw(task, variant, perturb, 0)
                 need = self._need(self.trusted.sizes(variant, device))
-                if need is None or stop.is_set():
-                    continue
-                with self.memory(device).hold(need):
+                ledger = self.memory(device)
+                if need is None or ledger.grant_for(need) >= ledger.capacity or stop.is_set():
+                    continue  # a task that runs alone is left to its candidates' turn
+                with ledger.hold(need):
                     self.trusted.reference(task, variant, overrides, drawn, device)
             except Exception:  # noqa: BLE001 - its candidates meet the same failure and report it
                 continue
