@@ -156,3 +156,35 @@ def test_fresh_batches_and_transient_failures_judge_every_duplicate(task, tmp_pa
     assert sorted(calls) == ["t", "t", "w"]  # the timeout again, the wrong output once
     assert [r.reused for r in out] == [False, False, False, True]
     assert out[3].error_kind == "wrong_output" and not out[3].correct
+
+
+def test_the_ray_evaluator_judges_a_batchs_duplicates_once(task):
+    """The Ray evaluator keeps the local contract: one judgement per distinct (task, text) of
+    a batch, copies marked ``reused``; duplicates of a transient failure judged each."""
+    from types import SimpleNamespace
+
+    from davinci_kernel.evaluate.harness.ray_pool import RayEvaluator
+
+    judged = []
+
+    class Ref:
+        def __init__(self, value):
+            self.value = value
+
+    class Actor:
+        def __init__(self):
+            self.evaluate = SimpleNamespace(remote=self.remote)
+
+        def remote(self, task_dict, source, fresh):
+            judged.append(source)
+            kind = "timeout" if source == "t" else None
+            return Ref(EvalResult(task=task_dict["name"], error_kind=kind, correct=kind is None).to_dict())
+
+    ev = RayEvaluator.__new__(RayEvaluator)
+    ev.ray = SimpleNamespace(wait=lambda refs, num_returns=1: (refs[:1], refs[1:]), get=lambda ref: ref.value)
+    ev.actors = [Actor(), Actor()]
+    out = ev.evaluate_many([(task, "a"), (task, "a"), (task, "t"), (task, "t"), (task, "b")])
+    assert sorted(judged) == ["a", "b", "t", "t"]
+    assert [r.reused for r in out] == [False, True, False, False, False]
+    judged.clear()
+    assert not any(r.reused for r in ev.evaluate_fresh([(task, "a"), (task, "a")])) and judged == ["a", "a"]
