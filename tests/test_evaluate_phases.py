@@ -1,6 +1,6 @@
-"""Phases of one evaluation that run beside each other: the clean baseline is measured
-beside the candidate's checks, waited for before timing and always before the evaluation's
-admission ends."""
+"""Work done once, or ahead: a batch's references and baselines prepared before their
+candidates, the problem's construction work measured by the reference process, a
+reference leaf's own facts kept for every comparison."""
 
 from __future__ import annotations
 
@@ -39,22 +39,28 @@ def task(tmp_path_factory):
     return load_task_file(path)
 
 
-def test_the_baseline_is_measured_beside_the_checks_and_waited_for(task, tmp_path, monkeypatch):
-    """A timed device's baseline (here a slow double on the CPU) starts before the candidate's
-    job, on another thread, while the worker checks; the evaluation returns only once it
-    has ended (its memory belongs to the evaluation's admission)."""
+def test_the_baseline_is_prepared_ahead_and_timed_before_its_candidates_load(task, tmp_path, monkeypatch):
+    """A timed device's clean baseline (here a slow double on the CPU) is measured ahead of
+    a batch's candidates, after the task's reference; a candidate sends its job only once
+    its task's baseline is done, so no candidate code of the task is loaded while the
+    figure it is held to is timed."""
+    import dataclasses
+
+    other = dataclasses.replace(task, source=task.source.replace("* 2", "* 3"))
     cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), self_check=True, trials=2, perturb_shapes=False)
     with Evaluator(cfg, workers=1) as ev:
-        seen: dict = {}
-        sent = threading.Event()
+        log: list = []
+        cached: dict = {}
+        lock = threading.Lock()
 
         def baseline(t, variant, overrides, seeds, device):
-            seen["thread"] = threading.current_thread().name
-            seen["seeds"] = list(seeds)
-            seen["beside"] = sent.wait(30)  # the job goes to the worker while the baseline is measured
-            time.sleep(0.3)
-            seen["done"] = time.monotonic()
-            return {"eager_ms": 1.0}
+            with ev.trusted.key_lock(("base", t.hash)):  # one measurement per task, others wait for it
+                if t.hash not in cached:
+                    log.append(("baseline", t.hash, threading.current_thread().name))
+                    time.sleep(0.3)
+                    cached[t.hash] = {"eager_ms": 1.0, "seeds": len(seeds)}
+                    log.append(("baseline done", t.hash, None))
+                return cached[t.hash]
 
         from davinci_kernel.evaluate.harness.isolation.procs import WorkerProcess
 
@@ -62,16 +68,23 @@ def test_the_baseline_is_measured_beside_the_checks_and_waited_for(task, tmp_pat
 
         def send(w, msg):
             if msg.get("cmd") == "job":
-                sent.set()
+                with lock:
+                    log.append(("job", msg["job"]["task_source"], None))
             return orig(w, msg)
 
         monkeypatch.setattr(WorkerProcess, "send", send)
         monkeypatch.setattr(ev, "_wants_baseline", lambda: True)
         monkeypatch.setattr(ev.trusted, "baseline", baseline)
-        res = ev.evaluate(task)
-        end = time.monotonic()
-    assert res.correct and seen["beside"] and seen["thread"].startswith("dvk-baseline") and len(seen["seeds"]) == 2
-    assert seen["done"] <= end  # waited for before the evaluation ended
+        out = ev.evaluate_many([(task, None), (other, None)])
+    assert all(r.correct for r in out)
+    assert [h for what, h, _ in log if what == "baseline"] == [task.hash, other.hash]
+    assert any(who.startswith("dvk-ahead") for what, _, who in log if what == "baseline")
+    for t in (task, other):  # each job after its task's baseline was done
+        done = log.index(("baseline done", t.hash, None))
+        jobs = [i for i, (what, src, _) in enumerate(log) if what == "job" and src.startswith(t.source.strip()[:200])
+                and ("* 3" in src) == ("* 3" in t.source)]
+        assert jobs and all(i > done for i in jobs)
+    assert cached[task.hash]["seeds"] == 2
 
 
 def test_a_batch_prepares_its_tasks_references_ahead_of_their_candidates(task, tmp_path, monkeypatch):

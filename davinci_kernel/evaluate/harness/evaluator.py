@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Optional
 
 from ...config import EvalConfig
@@ -111,8 +111,6 @@ class Evaluator:
         self._verdicts_lock = threading.Lock()
         self._draws: dict[tuple, Draw] = {}  # the judged inputs of each task, drawn once per evaluator
         self._draw_count = 0
-        # clean baselines, measured beside the candidate's checks (a thread per slot at most)
-        self._beside = ThreadPoolExecutor(max_workers=max(1, len(self.pool)), thread_name_prefix="dvk-baseline")
         self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvk-ahead")  # a batch's references
 
     def _capacity(self, device: str) -> int:
@@ -143,9 +141,9 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
-        for ex in (getattr(self, "_ahead", None), getattr(self, "_beside", None)):
-            if ex is not None:
-                ex.shutdown(wait=True, cancel_futures=True)
+        ahead = getattr(self, "_ahead", None)
+        if ahead is not None:
+            ahead.shutdown(wait=True, cancel_futures=True)
         self.pool.close()
         sandbox.remove_tree(self.tmp_root)
 
@@ -354,10 +352,13 @@ class Evaluator:
         return slots[0] if slots and len({s.split(":")[0] for s in slots}) == 1 else None
 
     def _prepare_tasks(self, tasks: list[Task], stop: threading.Event) -> None:
-        """Ahead of a batch's candidates, one task at a time in their order: each task's sizes
-        and its reference entry for this evaluator's draw (``_draw``, salt 0: the very entry
-        its candidates will be judged against), on the reference processes while candidates
-        of earlier tasks run, inside the task's memory admission. A task that runs alone (of
+        """Ahead of a batch's candidates, one task at a time in their order: each task's sizes,
+        its reference entry for this evaluator's draw (``_draw``, salt 0: the very entry its
+        candidates will be judged against) and, where candidates are timed, its clean
+        baseline, on the reference processes while candidates of earlier tasks run, inside
+        the task's memory admission. A candidate sends its job only once its task's baseline
+        is done (``_judge`` asks for it first and waits for the one in progress), so a
+        baseline is timed before its task's candidates are loaded, as when each asked for it. A task that runs alone (of
         unknown size, or larger than the device's ledger) or whose reference fails is left to
         its candidates."""
         device = self._one_device()
@@ -377,7 +378,9 @@ class Evaluator:
                 if need is None or ledger.grant_for(need) >= ledger.capacity or stop.is_set():
                     continue  # a task that runs alone is left to its candidates' turn
                 with ledger.hold(need):
-                    self.trusted.reference(task, variant, overrides, drawn, device)
+                    ref = self.trusted.reference(task, variant, overrides, drawn, device)
+                    if "error" not in ref and self._wants_baseline() and not stop.is_set():
+                        self.trusted.baseline(task, variant, overrides, list(drawn.trial_seeds), device)
             except Exception:  # noqa: BLE001 - its candidates meet the same failure and report it
                 continue
 
@@ -394,11 +397,10 @@ class Evaluator:
 
     def _judge(self, task: Task, variant: str, source: str, overrides: dict, drawn: Draw, w: WorkerProcess,
                res: EvalResult, rep: static.StaticReport, clock: _Clock, memory_bytes: int, learn_sizes: bool) -> None:
-        """Reference, then the candidate's own check and timing, inside its admission; the
-        clean baseline (GPU) is measured beside the checks and waited for when timing begins,
-        and always before the admission ends."""
+        """Reference, baseline, then the candidate's own check and timing, inside its admission.
+        The baseline is timed before the candidate's code is loaded: no work of the candidate
+        is on the device while the figure it is held to is measured."""
         cfg = self.cfg
-        base: Optional[Future] = None
         try:
             ref = self.trusted.reference(task, variant, overrides, drawn, w.device)
             clock.mark("reference")
@@ -411,9 +413,9 @@ class Evaluator:
             res.judged_inputs = drawn.record(ref.get("perturb_used"))
             if learn_sizes:
                 self.trusted.learn_sizes(variant, w.device, ref)
-            if self._wants_baseline():  # beside the checks: only timing needs it
-                base = self._beside.submit(self.trusted.baseline, task, variant, overrides,
-                                           list(drawn.trial_seeds), w.device)
+            base = (self.trusted.baseline(task, variant, overrides, list(drawn.trial_seeds), w.device)
+                    if self._wants_baseline() else None)
+            clock.mark("baseline")
             job = CandidateJob(task_source=variant, candidate_source=source, trials=len(drawn.trial_seeds),
                                init_seed=cfg.seed, device=w.device, out_meta=ref.get("out_meta") or [],
                                other_sizes=bool(ref.get("perturb_used") or ref.get("odd_used")),
@@ -435,15 +437,12 @@ class Evaluator:
             if res.stage == "perturbation":
                 judge.flag(res, [("shape_hardcoding", "the worker crashed at perturbed sizes (out-of-bounds access?)")])
                 res.stage = "correctness"
-        finally:
-            if base is not None:  # its memory is this admission's: it ends before the admission does
-                wait([base])
 
     def _wants_baseline(self) -> bool:
         """Whether candidates are timed here, and so need the reference's clean baseline."""
         return self.on_gpu and self.cfg.timing
 
-    def _run(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport, base: Optional[Future]) -> None:
+    def _run(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport, base: Optional[dict]) -> None:
         """The candidate's checks, then (GPU, all correct) its timing; the verdict's facts into
         ``talk.res``. A report whose fields do not read as the protocol says (a list where a
         name belongs) is the worker's ``protocol_error``, never the harness's failure."""
@@ -453,7 +452,7 @@ class Evaluator:
             raise ProtocolError(f"a report does not read: {type(e).__name__}: {str(e)[:200]}") from None
 
     def _judge_reports(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport,
-                       pending_base: Optional[Future]) -> None:
+                       base: Optional[dict]) -> None:
         cfg, res, ref = self.cfg, talk.res, talk.ref
         out = talk.check(job)
         if res.stage == "perturbation":
@@ -476,8 +475,6 @@ class Evaluator:
                 res.stage = "done"
             return
         res.stage = "timing"
-        base = pending_base.result() if pending_base is not None else None  # measured beside the checks
-        talk.clock.mark("baseline")
         tout, wall_ms = talk.time()
         if worker_failure(res, tout):
             return
