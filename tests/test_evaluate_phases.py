@@ -206,3 +206,15 @@ def test_the_low_mantissa_share_is_read_from_the_bits():
              torch.tensor([0.0, -0.0, float("nan"), 1.0, float("inf"), 1e-40] * 30),
              torch.randn(4000).bfloat16().float() * torch.randint(0, 2, (4000,)), torch.randn(64, 80).t()]
     assert [_low_mantissa_share(t) for t in cases] == [by_gather(t) for t in cases]
+
+
+def test_nothing_is_prepared_for_a_task_whose_candidates_all_fail_statically(task, tmp_path, monkeypatch):
+    """A task none of whose candidates gets past the static checks needs no reference: the
+    batch prepares nothing for it (its candidates are refused before any is asked for)."""
+    cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), trials=2, perturb_shapes=False)
+    with Evaluator(cfg, workers=1) as ev:
+        asked: list = []
+        monkeypatch.setattr(ev.trusted, "reference", lambda *a: asked.append(a) or {"error": "not asked"})
+        out = ev.evaluate_many([(task, "import subprocess\nclass ModelNew:\n    pass\n"), (task, "this is not python (")])
+    assert all(r.stage == "static" and not r.correct for r in out), [(r.stage, r.error_kind) for r in out]
+    assert asked == []

@@ -225,7 +225,7 @@ class Evaluator:
 
         stop = threading.Event()  # the references prepared ahead stop with the batch
         prepare = getattr(self, "_ahead", None)  # absent in an evaluator made without processes (tests)
-        ahead = (prepare.submit(self._prepare_tasks, [items[i][0] for i in leaders], stop)
+        ahead = (prepare.submit(self._prepare_tasks, [items[i] for i in leaders], stop)
                  if prepare is not None and len(items) > 1 else None)
         ex = ThreadPoolExecutor(max_workers=max(1, self.n_workers))
         futures = [ex.submit(one, i) for i in leaders]
@@ -351,12 +351,13 @@ class Evaluator:
         slots = getattr(self.pool, "slots", None) or []
         return slots[0] if slots and len({s.split(":")[0] for s in slots}) == 1 else None
 
-    def _prepare_tasks(self, tasks: list[Task], stop: threading.Event) -> None:
+    def _prepare_tasks(self, items: list[tuple[Task, Optional[str]]], stop: threading.Event) -> None:
         """Ahead of a batch's candidates, one task at a time in their order: each task's sizes,
         its reference entry for this evaluator's draw (``_draw``, salt 0: the very entry its
         candidates will be judged against) and, where candidates are timed, its clean
         baseline, on the reference processes while candidates of earlier tasks run, inside
-        the task's memory admission. A candidate sends its job only once its task's baseline
+        the task's memory admission; a task none of whose candidates passes the static checks
+        is skipped. A candidate sends its job only once its task's baseline
         is done (``_judge`` asks for it first and waits for the one in progress), so a
         baseline is timed before its task's candidates are loaded, as when each asked for it. A task that runs alone (of
         unknown size, or larger than the device's ledger) or whose reference fails is left to
@@ -364,11 +365,27 @@ class Evaluator:
         device = self._one_device()
         if device is None:
             return
+        policy = self.cfg.code_policy != "off" and not self.cfg.self_check
+        sources: dict[str, list] = {}
+        for task, source in items:
+            sources.setdefault(task.hash, []).append(source)
+
+        def runs(source: Optional[str]) -> bool:  # gets past the static checks (a task none of whose does: nothing to do)
+            if source is None or self.cfg.self_check:
+                return True
+            try:
+                rep = static.check(source, policy=policy)
+            except Exception:  # noqa: BLE001 - its evaluation meets it
+                return True
+            return rep.ok and not set(rep.flags) & set(static.HARD_STATIC_FLAGS)
+
         done: set[str] = set()
-        for task in tasks:
+        for task, _ in items:
             if stop.is_set() or task.hash in done:
                 continue
             done.add(task.hash)
+            if not any(runs(src) for src in sources[task.hash]):
+                continue
             try:
                 overrides, variant, perturb = _variant(task.source, not self.on_gpu and self.cfg.cpu_small_shapes,
                                                        self.cfg.perturb_shapes)
