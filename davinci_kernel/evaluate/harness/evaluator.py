@@ -356,12 +356,12 @@ class Evaluator:
         its reference entry for this evaluator's draw (``_draw``, salt 0: the very entry its
         candidates will be judged against) and, where candidates are timed, its clean
         baseline, on the reference processes while candidates of earlier tasks run, inside
-        the task's memory admission; a task none of whose candidates passes the static checks
-        is skipped. A candidate sends its job only once its task's baseline
+        the task's memory admission. A candidate sends its job only once its task's baseline
         is done (``_judge`` asks for it first and waits for the one in progress), so a
-        baseline is timed before its task's candidates are loaded, as when each asked for it. A task that runs alone (of
-        unknown size, or larger than the device's ledger) or whose reference fails is left to
-        its candidates."""
+        baseline is timed before its task's candidates are loaded, as when each asked for it.
+        Skipped: a task none of whose candidates passes the static checks, and one that runs
+        alone (of unknown size, or larger than the device's ledger); a failing reference is
+        left to the task's candidates to meet."""
         device = self._one_device()
         if device is None:
             return
