@@ -46,8 +46,8 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
 
     class Recording(DeviceGate):
         @contextlib.contextmanager
-        def exclusive(self):
-            with super().exclusive():
+        def exclusive(self, then_share=None):
+            with super().exclusive(then_share=then_share):
                 t0 = time.monotonic()
                 for h in list(self._holders):  # each checking worker: its cgroup frozen or every pid stopped
                     if not h.is_stopped():
