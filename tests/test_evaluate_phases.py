@@ -74,6 +74,7 @@ def test_the_baseline_is_prepared_ahead_and_timed_before_its_candidates_load(tas
 
         monkeypatch.setattr(WorkerProcess, "send", send)
         monkeypatch.setattr(ev, "_wants_baseline", lambda: True)
+        monkeypatch.setattr(ev, "_prepares_ahead", lambda: True)  # as on a GPU
         monkeypatch.setattr(ev.trusted, "baseline", baseline)
         out = ev.evaluate_many([(task, None), (other, None)])
     assert all(r.correct for r in out)
@@ -99,6 +100,7 @@ def test_a_batch_prepares_its_tasks_references_ahead_of_their_candidates(task, t
     with Evaluator(cfg, workers=1) as ev:
         asked: list = []
         real = ev.trusted.reference
+        monkeypatch.setattr(ev, "_prepares_ahead", lambda: True)  # as on a GPU
 
         def reference(t, *args):
             got = real(t, *args)
@@ -120,6 +122,7 @@ def test_a_batch_leaves_tasks_of_unknown_size_to_their_candidates(task, tmp_path
     with Evaluator(cfg, workers=1) as ev:
         who: list = []
         real = ev.trusted.reference
+        monkeypatch.setattr(ev, "_prepares_ahead", lambda: True)  # as on a GPU
         monkeypatch.setattr(ev.trusted, "sizes", lambda variant, device: None)
         monkeypatch.setattr(ev.trusted, "reference",
                             lambda *a: who.append(threading.current_thread().name) or real(*a))
@@ -214,6 +217,7 @@ def test_nothing_is_prepared_for_a_task_whose_candidates_all_fail_statically(tas
     cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), trials=2, perturb_shapes=False)
     with Evaluator(cfg, workers=1) as ev:
         asked: list = []
+        monkeypatch.setattr(ev, "_prepares_ahead", lambda: True)  # as on a GPU
         monkeypatch.setattr(ev.trusted, "reference", lambda *a: asked.append(a) or {"error": "not asked"})
         out = ev.evaluate_many([(task, "import subprocess\nclass ModelNew:\n    pass\n"), (task, "this is not python (")])
     assert all(r.stage == "static" and not r.correct for r in out), [(r.stage, r.error_kind) for r in out]

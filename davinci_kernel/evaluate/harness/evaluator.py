@@ -226,7 +226,7 @@ class Evaluator:
         stop = threading.Event()  # the references prepared ahead stop with the batch
         prepare = getattr(self, "_ahead", None)  # absent in an evaluator made without processes (tests)
         ahead = (prepare.submit(self._prepare_tasks, [items[i] for i in leaders], stop)
-                 if prepare is not None and len(items) > 1 else None)
+                 if prepare is not None and len(items) > 1 and self._prepares_ahead() else None)
         ex = ThreadPoolExecutor(max_workers=max(1, self.n_workers))
         futures = [ex.submit(one, i) for i in leaders]
         pending = set(futures)
@@ -454,6 +454,12 @@ class Evaluator:
             if res.stage == "perturbation":
                 judge.flag(res, [("shape_hardcoding", "the worker crashed at perturbed sizes (out-of-bounds access?)")])
                 res.stage = "correctness"
+
+    def _prepares_ahead(self) -> bool:
+        """Whether a batch prepares its tasks' references ahead (``_prepare_tasks``): on a GPU,
+        where a reference process works on the device while candidate workers wait for it;
+        on the CPU both share the same cores, and doing the work earlier saves nothing."""
+        return self.on_gpu
 
     def _wants_baseline(self) -> bool:
         """Whether candidates are timed here, and so need the reference's clean baseline."""
