@@ -9,7 +9,10 @@
     process per candidate (import, correctness over 5 trials, timing), in the same run.
     ``--per-task N`` gives each task N candidates in a row instead of one per task;
     ``--rl-shape`` an RL step's shape: 8 tasks x 8 candidates of one group, half of them
-    duplicates and wrong ones.
+    duplicates and wrong ones. A batch judges each (task, text) once (its duplicates get
+    a copy of the verdict, ``reused``): the mix cycles over the tasks, so past the suite's
+    size its candidates repeat; ``--distinct`` gives each a text of its own (a comment
+    line), so that every candidate of the mix is judged.
 (c) agreement: our clean eager time per task vs ``triton.testing.do_bench`` (median) on
     the same module and inputs.
 
@@ -18,8 +21,8 @@
     lead, a longer budget), with per-placement speedups and SM clocks.
 
 Usage: python bench/harness.py [--parts throughput,repeat,agree,variants] [--reps 10] [--cands 10]
-                               [--naive 20] [--throughput 50] [--per-task 1] [--rl-shape] [--workers-per-gpu 1,2]
-                               [--variants default,no_lead,fill_flush] [--eval FIELD=VALUE] [--out FILE]
+                               [--naive 20] [--throughput 50] [--per-task 1] [--rl-shape] [--distinct]
+                               [--workers-per-gpu 1,2] [--variants default,no_lead,fill_flush] [--eval FIELD=VALUE] [--out FILE]
 Writes bench/results/harness.json (or --out; also $OUT/<name> when OUT is set). The parts
 are independent, so two GPUs can run them side by side (CUDA_VISIBLE_DEVICES) and the
 JSON files be merged with ``--merge A.json B.json``.
@@ -136,6 +139,7 @@ def part_throughput(ev, tp_items, out: dict) -> None:
     ours_s = time.time() - t0
     out["throughput"] = {"ours_candidates": len(tp_items), "ours_seconds": ours_s,
                          "ours_per_min": 60 * len(tp_items) / ours_s, "ours_correct": sum(r.correct for r in res),
+                         "ours_reused": sum(bool(r.reused) for r in res),  # duplicates of the batch, judged once
                          "includes": "cold start: worker spawn, reference outputs, eager baselines, Triton JIT"}
     phases: dict = {}
     for r in res:
@@ -319,6 +323,9 @@ def main():
     ap.add_argument("--rl-shape", action="store_true",
                     help="throughput on an RL step's shape instead: 8 tasks x 8 candidates of one group "
                          "(4 distinct correct texts, 2 duplicates, 2 wrong); overrides --throughput/--per-task")
+    ap.add_argument("--distinct", action="store_true",
+                    help="throughput mix: each candidate a text of its own (a comment line), so none is a "
+                         "duplicate judged once")
     ap.add_argument("--per-task", type=int, default=1,
                     help="throughput: candidates per task in a row (1: one per task, cycling over all tasks; "
                          "e.g. 5: five per task over 10 tasks, the shape of an RL step's groups)")
@@ -382,6 +389,8 @@ def main():
         tp_items = rl_shape_items(pairs)
     else:
         tp_items = [pairs[(i // args.per_task) % len(pairs)] for i in range(args.throughput)]
+        if args.distinct:
+            tp_items = [(t, f"# candidate {i}\n{src}") for i, (t, src) in enumerate(tp_items)]
     def save():
         write(out, Path(args.out))
 
@@ -390,7 +399,7 @@ def main():
           else contextlib.nullcontext()) as ev:
         if "throughput" in parts:
             part_throughput(ev, tp_items, out)
-            out["throughput"].update(workers_per_gpu=per_gpu[0], per_task=args.per_task,
+            out["throughput"].update(workers_per_gpu=per_gpu[0], per_task=args.per_task, distinct=args.distinct,
                                      shape="rl_step" if args.rl_shape else "mix")
             out["worker_start"], why = ev.pool.worker_start()
             if why:

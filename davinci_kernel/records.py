@@ -199,7 +199,7 @@ class EvalResult(_Record):
     verifiable: bool = True  # false when this device cannot check it (bf16 dot on CPU)
     sandbox: str = ""  # the OS sandbox the candidate ran in (evaluate/sandbox.py), or what was missing
     self_check: bool = False  # the problem's own Model judged as its candidate: a harness check, never a solution
-    reused: bool = False  # the verdict of the same source judged earlier on this task (eval.reuse_verdicts)
+    reused: bool = False  # the verdict of the same source judged earlier on this task (eval.reuse_verdicts, or a duplicate in one batch)
     eval_seconds: float = 0.0
     # where eval_seconds went, by phase ("worker.*": the worker's own split of the transfer and timing phases)
     phase_seconds: dict[str, float] = field(default_factory=dict)

@@ -239,7 +239,8 @@ def test_two_evaluations_too_large_to_share_run_one_after_the_other(cpu_evaluato
     saved = ev.memory
     ev.memory = admission.Ledgers(lambda device: int(1.5 * need))
     try:
-        results = ev.evaluate_many([(task, None), (task, None)])
+        # two texts (a batch judges one text once): in a self-check both are the problem's own Model
+        results = ev.evaluate_many([(task, None), (task, "# another candidate's text\n")])
         ledger = ev.memory("cpu")
     finally:
         ev.memory = saved

@@ -164,3 +164,87 @@ def test_default_slots_per_gpu(monkeypatch, per_gpu, workers, n_gpu, want):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: n_gpu)
     monkeypatch.setattr(pool, "resolve_device", lambda d: "cuda")
     assert pool.default_slots("cuda", workers, per_gpu) == want
+
+
+class _Held:
+    """A stand-in process: counts how often it is stopped (nesting like a worker's)."""
+
+    def __init__(self):
+        self.depth = self.stops = 0
+
+    def freeze(self):
+        self.depth += 1
+        self.stops += 1
+
+    def thaw(self):
+        self.depth -= 1
+
+
+def test_a_timer_becomes_a_shared_holder_as_its_block_ends():
+    """``exclusive(then_share=p)``: as the timed block ends, ``p`` is a shared holder in the
+    same step, so the next timer stops it (its profile and outputs run beside checks, never
+    beside a timer) until it leaves."""
+    gate, p = DeviceGate(), _Held()
+    with gate.exclusive(then_share=p):
+        assert gate.state() == (0, True, 0)
+    assert gate.state() == (1, False, 0) and p.depth == 0
+    with gate.exclusive():  # the next timer
+        assert p.depth == 1
+    assert p.depth == 0 and p.stops == 1
+    gate.leave(p)
+    assert gate.state() == (0, False, 0)
+    with pytest.raises(RuntimeError):  # a body that raises hands over too: the caller leaves
+        with gate.exclusive(then_share=p):
+            raise RuntimeError("worker died")
+    assert gate.state() == (1, False, 0)
+    gate.leave(p)
+    assert gate.state() == (0, False, 0)
+
+
+def test_the_timing_conversation_hands_the_gpu_back_when_the_timed_calls_end():
+    """The harness holds the GPU alone for a worker from its go to its ``timed_end``; its
+    profile (``profiled``) and outputs come while it is a shared holder (another timer stops
+    it), and it leaves the gate at the end. The wall time is still taken between the start
+    and the end the worker announced."""
+    from types import SimpleNamespace
+
+    from davinci_kernel.config import EvalConfig
+    from davinci_kernel.evaluate.harness.conversation import Conversation
+    from davinci_kernel.records import EvalResult
+
+    gates = Gates()
+    gate = gates("cuda:0")
+    seen = {}
+
+    class Worker(_Held):
+        device, scratch, uid = "cuda:0", "/nonexistent", None
+
+        def __init__(self):
+            super().__init__()
+            self.script = ["seed?", "timing_ready", "timed_start", "timed_end", "profiled", "timed"]
+            self.sent = []
+
+        def send(self, msg):
+            self.sent.append(msg.get("cmd"))
+
+        def recv(self, timeout=None):
+            ev = self.script.pop(0)
+            seen[ev] = gate.state()
+            if ev == "seed?":
+                return {"event": "seed", "i": 0}
+            if ev == "timed_end":
+                time.sleep(0.02)
+            return {"event": ev, "result": {"timing": {}}} if ev == "timed" else {"event": ev}
+
+    w = Worker()
+    ev = SimpleNamespace(cfg=EvalConfig(device="cpu"), _gates=gates)
+    drawn = SimpleNamespace(trial_seeds=[7], call_seed=lambda i: 11, timed_checks=[(0.5, 3)], check_call_seeds=[13])
+    clock = SimpleNamespace(marks=[], mark=lambda name: clock.marks.append(name))
+    talk = Conversation(ev, w, EvalResult(task="t"), drawn, {"sample_seed": 1, "output_bytes": 64}, clock)
+    tout, wall_ms = talk.time()
+    assert tout == {"timing": {}} and wall_ms is not None and wall_ms >= 15
+    assert w.sent == ["time", "seed", "go"]
+    assert seen["timed_start"] == (0, True, 0) and seen["timed_end"] == (0, True, 0)  # alone while timed
+    assert seen["profiled"] == (1, False, 0) and seen["timed"] == (1, False, 0)  # beside checks after
+    assert gate.state() == (0, False, 0) and w.depth == 0
+    assert clock.marks == ["timing", "gate", "timing", "profile", "timing_outputs"]

@@ -46,8 +46,8 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
 
     class Recording(DeviceGate):
         @contextlib.contextmanager
-        def exclusive(self):
-            with super().exclusive():
+        def exclusive(self, then_share=None):
+            with super().exclusive(then_share=then_share):
                 t0 = time.monotonic()
                 for h in list(self._holders):  # each checking worker: its cgroup frozen or every pid stopped
                     if not h.is_stopped():
@@ -66,7 +66,9 @@ def test_two_workers_per_gpu_time_alone(tmp_path):
     with Evaluator(cfg) as ev:
         assert ev.n_workers == 2
         ev._gates = ev.pool.gates = ev.trusted.gates = RecordingGates()
-        res = ev.evaluate_many([(fixture_task("relu"), relu), (fixture_task("matmul_relu"), mm)] * 2)
+        again = "\n# another text of the same kernel (a batch judges one text once)\n"
+        res = ev.evaluate_many([(fixture_task("relu"), relu), (fixture_task("matmul_relu"), mm),
+                                (fixture_task("relu"), relu + again), (fixture_task("matmul_relu"), mm + again)])
     assert all(r.correct and r.speedup for r in res), [(r.error_kind, r.error_msg, r.flags) for r in res]
     assert len(spans) >= 4  # 4 timings (+ baselines)
     assert not running_beside, "a checking process ran while another was timed"
@@ -104,7 +106,7 @@ def test_two_large_tasks_on_one_gpu_are_admitted_one_at_a_time(tmp_path):
     task, cand, io = _relu_of(tmp_path, 0.13)
     cfg = EvalConfig(device="cuda", cache_dir=str(tmp_path / "cache"), baseline_compile=False, workers_per_gpu=2)
     with Evaluator(cfg) as ev:
-        res = ev.evaluate_many([(task, cand), (task, cand)])
+        res = ev.evaluate_many([(task, cand), (task, cand + "\n# another text (a batch judges one text once)\n")])
         ledger = ev.memory("cuda:0")
     print("two large tasks:", [r.phase_seconds for r in res], ledger.capacity, io)
     assert all(r.correct and r.speedup for r in res), [(r.error_kind, r.error_msg, r.flags) for r in res]

@@ -105,3 +105,86 @@ def test_a_fresh_evaluation_never_reuses(task, reusing):
     assert not first.reused  # the fresh verdicts were not kept
     again = ev.evaluate_fresh([(task, None)])[0]
     assert not again.reused
+
+
+def _counting(tmp_path, kinds: dict):
+    """An evaluator without processes whose ``evaluate`` is a double: each call's source is
+    recorded; ``kinds`` gives a source's error kind (None: correct)."""
+    import threading
+
+    ev = Evaluator.__new__(Evaluator)
+    ev.cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path))  # reuse_verdicts off
+    ev.pool = [None, None]  # two slots
+    calls, lock = [], threading.Lock()
+
+    def evaluate(t, source, fresh=False):
+        with lock:
+            calls.append(source)
+        kind = kinds.get(source)
+        return EvalResult(task=t.name, error_kind=kind, correct=kind is None, speedup=1.5, eval_seconds=2.0,
+                          phase_seconds={"correctness": 1.0})
+
+    ev.evaluate = evaluate
+    return ev, calls
+
+
+def test_duplicates_in_one_batch_are_judged_once_without_reuse_verdicts(task, tmp_path):
+    """An RL group samples the same text more than once: with eval.reuse_verdicts off, one
+    batch still judges each distinct (task, source) once and copies the verdict to the
+    duplicates (marked ``reused``, no phases of their own); another text, or the same text
+    on another task, is judged on its own; progress is told of every item."""
+    other = _variant(task, "other task")
+    ev, calls = _counting(tmp_path, {})
+    told = []
+    items = [(task, "a"), (task, "b"), (task, "a"), (other, "a"), (task, "a")]
+    out = ev.evaluate_many(items, progress=lambda i, r: told.append(i))
+    assert sorted(calls) == ["a", "a", "b"]  # a on task, b on task, a on the other task
+    assert [r.reused for r in out] == [False, False, True, False, True]
+    assert all(r.correct and r.speedup == 1.5 for r in out)
+    assert out[2].phase_seconds == {} and out[0].phase_seconds == {"correctness": 1.0}
+    assert out[2] is not out[0] and sorted(told) == list(range(5))
+
+
+def test_fresh_batches_and_transient_failures_judge_every_duplicate(task, tmp_path):
+    """``evaluate_fresh`` judges every item; a leader whose verdict may go otherwise next
+    time (a timeout, a harness error) leaves each duplicate to be judged on its own."""
+    ev, calls = _counting(tmp_path, {"t": "timeout", "w": "wrong_output"})
+    fresh = ev.evaluate_fresh([(task, "a"), (task, "a")])
+    assert calls == ["a", "a"] and not any(r.reused for r in fresh)
+    calls.clear()
+    out = ev.evaluate_many([(task, "t"), (task, "t"), (task, "w"), (task, "w")])
+    assert sorted(calls) == ["t", "t", "w"]  # the timeout again, the wrong output once
+    assert [r.reused for r in out] == [False, False, False, True]
+    assert out[3].error_kind == "wrong_output" and not out[3].correct
+
+
+def test_the_ray_evaluator_judges_a_batchs_duplicates_once(task):
+    """The Ray evaluator keeps the local contract: one judgement per distinct (task, text) of
+    a batch, copies marked ``reused``; duplicates of a transient failure judged each."""
+    from types import SimpleNamespace
+
+    from davinci_kernel.evaluate.harness.ray_pool import RayEvaluator
+
+    judged = []
+
+    class Ref:
+        def __init__(self, value):
+            self.value = value
+
+    class Actor:
+        def __init__(self):
+            self.evaluate = SimpleNamespace(remote=self.remote)
+
+        def remote(self, task_dict, source, fresh):
+            judged.append(source)
+            kind = "timeout" if source == "t" else None
+            return Ref(EvalResult(task=task_dict["name"], error_kind=kind, correct=kind is None).to_dict())
+
+    ev = RayEvaluator.__new__(RayEvaluator)
+    ev.ray = SimpleNamespace(wait=lambda refs, num_returns=1: (refs[:1], refs[1:]), get=lambda ref: ref.value)
+    ev.actors = [Actor(), Actor()]
+    out = ev.evaluate_many([(task, "a"), (task, "a"), (task, "t"), (task, "t"), (task, "b")])
+    assert sorted(judged) == ["a", "b", "t", "t"]
+    assert [r.reused for r in out] == [False, True, False, False, False]
+    judged.clear()
+    assert not any(r.reused for r in ev.evaluate_fresh([(task, "a"), (task, "a")])) and judged == ["a", "a"]

@@ -101,8 +101,10 @@ SIBLING_ATTACKS = ["sandbox_kill_sibling", "sandbox_ref_overwrite", "sandbox_orp
 def sibling_rounds(tmp_path_factory):
     """A two-worker evaluator; for each attacker in turn, the attacker and two honest kernels
     given at once: name -> (attacker, honest, honest)."""
-    return _rounds(tmp_path_factory.mktemp("siblings"), [CHEATS / f"{n}.py" for n in SIBLING_ATTACKS],
-                   [HONEST_RELU, HONEST_RELU], mode="many:3", workers=2)
+    tmp = tmp_path_factory.mktemp("siblings")
+    twin = tmp / "relu_triton_twin.py"  # another text of the same kernel: a batch judges one text once
+    twin.write_text(HONEST_RELU.read_text() + "\n# the same kernel, another text\n")
+    return _rounds(tmp, [CHEATS / f"{n}.py" for n in SIBLING_ATTACKS], [HONEST_RELU, twin], mode="many:3", workers=2)
 
 
 @pytest.mark.parametrize("name", SIBLING_ATTACKS)

@@ -33,7 +33,15 @@ import threading
 
 from ... import intervals  # imported before any candidate: the interval on its speedup (after timing)
 from ..shared import runtime as rt
-from ..shared.audit import LaunchCounter, audited_call, changed, install_launch_counter, launch_kinds, snapshot
+from ..shared.audit import (
+    LaunchCounter,
+    audited_call,
+    changed,
+    construction,
+    install_launch_counter,
+    launch_kinds,
+    snapshot,
+)
 from ..shared.protocol import CandidateJob, fit
 
 _isinstance = isinstance
@@ -98,7 +106,12 @@ class CandidateRunner:
         j = self.j
         self.ref_mod = rt.exec_source(j.task_source, "dvk_problem")
         self.init = rt.init_args(self.ref_mod, j.init_seed, self.dev)
-        self.ref_model, self.ref_init_work = self.built(self.ref_mod, "Model", self.init)
+        known = j.ref_init_work  # the reference process measured the Model's construction once per task
+        if _isinstance(known, (int, float)) and not _isinstance(known, bool) and j.audit:
+            self.ref_model = rt.build(self.ref_mod, "Model", self.init, j.init_seed, self.dev)
+            self.ref_init_work = float(known)
+        else:
+            self.ref_model, self.ref_init_work = self.built(self.ref_mod, "Model", self.init)
         self.threads_before = {t.ident for t in threading.enumerate()}
         self.children_before = _children()
         self.ref_forward = type(self.ref_model).forward
@@ -143,11 +156,9 @@ class CandidateRunner:
         reference's (weight-only products precomputed once) is charged to each of its audited
         calls: the reference pays it on every call, so moving it into ``__init__`` is torch
         work like any other, never work a custom kernel did."""
-        box: list = []
-        _, a = audited_call(self.torch, lambda: box.append(rt.build(mod, cls_name, init, self.j.init_seed, self.dev)),
-                            [], all_threads=self.dev.type == "cpu", gpu=self.dev.type != "cpu", strict=True)
-        work = a.get("work")
-        return box[0], float(work) if _isinstance(work, (int, float)) else 0.0
+        model, work = construction(self.torch, lambda: rt.build(mod, cls_name, init, self.j.init_seed, self.dev),
+                                   self.dev.type)
+        return model, float(work) if _isinstance(work, (int, float)) else 0.0
 
     def call(self, model, args, audit: bool, seed: int):
         """One forward from the random stream of ``seed`` (runtime.seed_call), its Triton
@@ -257,6 +268,7 @@ class CandidateRunner:
         for key, err in (("pcand", "perturb_error"), ("ocand", "odd_error")):
             got = self.ask({"event": "sizes", "key": key}, "sizes")
             overrides, seed, call_seed = got.get("overrides"), got.get("seed"), got.get("call_seed")
+            known = got.get("ref_init_work")  # the reference's construction work at this size, if measured
             if not overrides or not isinstance(seed, int):
                 continue
             from ...tasks.shapes import apply_overrides
@@ -268,7 +280,10 @@ class CandidateRunner:
                 inputs = rt.gen_inputs(pmod, seed, self.dev)
                 self.other_excess = 0.0
                 if key == "pcand" and j.audit:
-                    _, ref_work = self.built(pmod, "Model", init)
+                    if _isinstance(known, (int, float)) and not _isinstance(known, bool):
+                        ref_work = float(known)
+                    else:
+                        _, ref_work = self.built(pmod, "Model", init)
                     model, work = self.built(self.cand_mod, "ModelNew", init)
                     self.other_excess = max(0.0, work - ref_work)
                 else:

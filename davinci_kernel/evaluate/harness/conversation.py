@@ -3,8 +3,8 @@
 Covers, in the harness process: sending the job (no judged input in it), answering the
 worker's questions for a trial's seed or the perturbed size only when that call starts,
 reading each announced output while the worker's processes are stopped, the timed phase
-(the GPU to this worker alone; the timed checks told at its start; the wall time
-measured here between the start and the end the worker announces: announcing either
+(the GPU to this worker alone until the end of its timed calls; the timed checks told
+at its start; the wall time measured here between the start and the end the worker announces: announcing either
 late shortens it below the claimed event times, which ``judge.wall_check`` flags as it
 flags time left unexplained), and one
 deadline for the whole conversation beside each stage's own (a message never resets
@@ -103,8 +103,9 @@ class Conversation:
 
     def time(self) -> tuple[dict, Optional[float]]:
         """The timing phase: the worker makes its inputs beside other checks, times with the
-        GPU to itself (other checking processes stopped), and hands over the last round's and
-        the timed checks' outputs beside other checks again. Returns (its report, the wall
+        GPU to itself (other checking processes stopped) until it announces the end of its
+        timed calls, then builds its profile's table and hands over the last round's and
+        the timed checks' outputs beside other checks again (another timer stops it). Returns (its report, the wall
         milliseconds measured here around the timed pairs, or None)."""
         cfg, w = self.cfg, self.w
         gate = self.ev._gates(w.device)
@@ -122,30 +123,46 @@ class Conversation:
         elif msg.get("event") != "timing_ready":
             raise ProtocolError(f"unexpected event {str(msg.get('event'))[:40]!r}")
         else:
-            tout = None
-            with gate.exclusive():  # timing: this GPU runs nothing else of ours meanwhile
-                self.clock.mark("gate")
-                w.send({"cmd": "go", "checks": [list(c) for c in self.drawn.timed_checks],
-                        "call_seeds": list(self.drawn.check_call_seeds)})
-                while True:
+            tout, profiled = None, False
+            try:
+                # timing: this GPU runs nothing else of ours until the timed calls end; then the
+                # worker checks beside others again (a timer stops it), for its profile and outputs
+                with gate.exclusive(then_share=w):
+                    self.clock.mark("gate")
+                    w.send({"cmd": "go", "checks": [list(c) for c in self.drawn.timed_checks],
+                            "call_seeds": list(self.drawn.check_call_seeds)})
+                    while True:
+                        msg = w.recv(self.deadline.left())
+                        ev = msg.get("event")
+                        if ev == "timed_start" and t_start is None:
+                            t_start = time.monotonic()
+                        elif ev == "timed_end" and t_start is not None and t_end is None:
+                            t_end = time.monotonic()
+                            break
+                        elif ev == "timed":  # it failed while timed
+                            tout = msg.get("result")
+                            break
+                        elif ev == "profiled":
+                            profiled = True
+                            break
+                        else:
+                            raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
+                    self.clock.mark("timing")
+                while tout is None and not profiled:  # after the timed calls: the profile's table
                     msg = w.recv(self.deadline.left())
                     ev = msg.get("event")
-                    if ev == "timed_start" and t_start is None:
-                        t_start = time.monotonic()
-                    elif ev == "timed_end" and t_start is not None and t_end is None:
-                        t_end = time.monotonic()
-                    elif ev == "timed":  # it failed while timed
+                    if ev == "timed":  # it failed after its timed calls
                         tout = msg.get("result")
-                        break
                     elif ev == "profiled":
-                        break
+                        profiled = True
                     else:
                         raise ProtocolError(f"unexpected event {str(ev)[:40]!r}")
-                self.clock.mark("timing")
-            if tout is None:
-                with gate.shared(w):  # the kept outputs, read beside other checks
+                self.clock.mark("profile")
+                if tout is None:  # the kept outputs, read beside other checks
                     tout = self.serve("timed")
-                self.clock.mark("timing_outputs")
+                    self.clock.mark("timing_outputs")
+            finally:
+                gate.leave(w)
         wall_ms = (t_end - t_start) * 1e3 if t_start is not None and t_end is not None else None
         if not isinstance(tout, dict):
             raise ProtocolError("the timing report is not an object")
@@ -184,8 +201,8 @@ class Conversation:
         used = {"pcand": self.ref.get("perturb_used"), "ocand": self.ref.get("odd_used")}
         if key not in used:
             raise ProtocolError("sizes asked for an unknown call")
-        self.w.send({"cmd": "sizes", "overrides": used[key], "seed": d.perturb_seed,
-                     "call_seed": d.perturb_call_seed})
+        self.w.send({"cmd": "sizes", "overrides": used[key], "seed": d.perturb_seed, "call_seed": d.perturb_call_seed,
+                     "ref_init_work": self.ref.get("perturb_init_work") if key == "pcand" else None})
 
     def _expected(self, key) -> bool:
         """An output this evaluation has, not yet handed over: a trial, timed round or timed

@@ -19,6 +19,8 @@ the outputs (candidate.py, reference.py) or carrying them across processes (tran
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -128,11 +130,61 @@ def _real(t: torch.Tensor) -> torch.Tensor:
 
 def _low_mantissa_share(t: torch.Tensor) -> float:
     """Share of a float32 tensor's nonzero values whose low 13 mantissa bits are zero (values a
-    16-bit type holds exactly); 0 under 64 nonzero values."""
-    nz = t[t != 0]
-    if nz.numel() < 64:
+    16-bit type holds exactly); 0 under 64 nonzero values. Read from the bits in place (a
+    value is nonzero when a bit other than the sign's is set: NaN counts, -0.0 does not),
+    without gathering the nonzero values first."""
+    bits = t.contiguous().view(torch.int32)
+    nonzero = (bits & 0x7FFFFFFF) != 0
+    n = int(nonzero.sum())
+    if n < 64:
         return 0.0
-    return float(((nz.contiguous().view(torch.int32) & 0x1FFF) == 0).float().mean())
+    low = int((((bits & 0x1FFF) == 0) & nonzero).sum())
+    return float(torch.tensor(low / n, dtype=torch.float32))  # as a float32 mean of the flags gave it
+
+
+class _RefFacts:
+    """What a comparison reads of a reference leaf alone (its float32 low-mantissa share, its
+    float64 L2 norm), computed once per leaf: a reference entry's leaves are compared with
+    every candidate of the task and never change (mapped files nobody writes). Only leaves
+    registered as such (``remember``: the reference cache's) are kept, by the object's
+    identity while it lives (a dead leaf's id may come again); any other leaf's facts are
+    computed at each comparison."""
+
+    def __init__(self, most: int = 8192):
+        self._facts: dict[int, tuple[weakref.ref, dict]] = {}
+        self._lock = threading.Lock()
+        self.most = most
+
+    def remember(self, leaf: Any) -> None:
+        """Keep the facts of ``leaf`` (a reference tensor nobody will change) once computed."""
+        if not isinstance(leaf, torch.Tensor):
+            return
+        with self._lock:
+            if len(self._facts) >= self.most:  # leaves of entries gone, then the oldest
+                self._facts = {k: v for k, v in self._facts.items() if v[0]() is not None}
+                while len(self._facts) >= self.most:
+                    self._facts.pop(next(iter(self._facts)))
+            got = self._facts.get(id(leaf))
+            if got is None or got[0]() is not leaf:
+                self._facts[id(leaf)] = (weakref.ref(leaf), {})
+
+    def get(self, leaf: Any) -> Optional[dict]:
+        with self._lock:
+            got = self._facts.get(id(leaf))
+            return got[1] if got is not None and got[0]() is leaf else None
+
+
+REFERENCE_FACTS = _RefFacts()
+
+
+def _fact(leaf: torch.Tensor, name: str, compute) -> Any:
+    """``compute()``, once per remembered reference leaf (``REFERENCE_FACTS``)."""
+    facts = REFERENCE_FACTS.get(leaf)
+    if facts is None:
+        return compute()
+    if name not in facts:
+        facts[name] = compute()
+    return facts[name]
 
 
 def _scalars_equal(a, b, atol: float, rtol: float) -> bool:
@@ -193,11 +245,13 @@ def compare(ref: list, cand: list, atol: float, rtol: float,
                      "(exact match required)")
             continue
         real = _real_name(r.dtype)
+        leaf = r  # the reference leaf as the entry holds it: what its own facts are kept by
         r, x = _real(r), _real(x)  # (..., 2) for complex
         if real == "float32":
             c.float32 = True
             c.low_mantissa_share = max(c.low_mantissa_share, _low_mantissa_share(x))
-            c.ref_low_mantissa_share = max(c.ref_low_mantissa_share, _low_mantissa_share(r))
+            c.ref_low_mantissa_share = max(c.ref_low_mantissa_share,
+                                           _fact(leaf, "low_mantissa", lambda r=r: _low_mantissa_share(r)))
         if r.numel() == 0:
             continue
         # float8 / half / float32 → float32 for the arithmetic; float64 stays float64
@@ -209,16 +263,18 @@ def compare(ref: list, cand: list, atol: float, rtol: float,
         lim = limits.get(real) or REL_L2_LIMITS[real]
         rt = max(rtol, lim.min_rtol)
         diff = (xf - rf).abs()
-        bad_mask = ~(diff <= atol + rt * rf.abs())  # NaN in the reference counts as a mismatch
+        ref_abs = rf.abs()
+        bad_mask = ~(diff <= atol + rt * ref_abs)  # NaN in the reference counts as a mismatch
         c.max_abs = max(c.max_abs, float(torch.nan_to_num(diff, nan=float("inf")).max()))
-        c.max_rel = max(c.max_rel, float(torch.nan_to_num(diff / rf.abs().clamp_min(1e-6), nan=float("inf")).max()))
+        c.max_rel = max(c.max_rel, float(torch.nan_to_num(diff / ref_abs.clamp_min(1e-6), nan=float("inf")).max()))
+        del ref_abs
         err = float(torch.linalg.vector_norm(diff, dtype=torch.float64))  # ||out - ref||_2
-        norm = float(torch.linalg.vector_norm(rf, dtype=torch.float64))  # ||ref||_2
+        norm = _fact(leaf, "norm", lambda rf=rf: float(torch.linalg.vector_norm(rf, dtype=torch.float64)))  # ||ref||_2
         sq_err, sq_ref = sq_err + err ** 2, sq_ref + norm ** 2
         leaf_l2 = err / norm if norm > 0 else (0.0 if err == 0 else float("inf"))
         if not math.isnan(leaf_l2):  # NaN: the reference has NaN/Inf, which allclose reports
             c.leaf_rel_l2[real] = max(c.leaf_rel_l2.get(real, 0.0), leaf_l2)
-        n_bad = int(bad_mask.sum())
+        n_bad = int(bad_mask.sum()) if bool(bad_mask.any()) else 0
         if n_bad:
             fail("wrong_output", f"{where}: {n_bad} of {x.numel()} values differ beyond atol={atol:g}, rtol={rt:g} "
                  f"(max abs diff {c.max_abs:.3g}, max rel diff {c.max_rel:.3g})")

@@ -41,7 +41,7 @@ from ...tasks.shapes import apply_overrides, cpu_overrides, odd_sizes, perturbat
 from ..shared import kernelwork, memplan
 from ..shared.protocol import CandidateJob, ProtocolError, TimingSettings, WorkerDied, WorkerTimeout
 from ..shared.transfer import shm_root
-from . import admission, draws, judge, kernelcache, retry
+from . import admission, batch, draws, judge, kernelcache, retry
 from . import feedback as feedback_mod
 from .baselines import BaselineCache
 from .codepolicy import static
@@ -58,7 +58,7 @@ from .trusted import TrustedSide
 _UNREADABLE = (TypeError, ValueError, KeyError, AttributeError, IndexError)  # reading a malformed report
 CPU_UNTIMED = ("speedup_ci, peak_fraction: null on a CPU: the interpreter's time says nothing of a GPU kernel's "
                "speed (timing needs --device cuda)")
-_NOT_REUSED = {"harness_error", "no_worker", "timeout", "protocol_error", "worker_crash"}  # may go otherwise next time
+_NOT_REUSED = batch.NOT_REUSED  # may go otherwise next time
 
 
 class Evaluator:
@@ -111,6 +111,7 @@ class Evaluator:
         self._verdicts_lock = threading.Lock()
         self._draws: dict[tuple, Draw] = {}  # the judged inputs of each task, drawn once per evaluator
         self._draw_count = 0
+        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvk-ahead")  # a batch's references
 
     def _capacity(self, device: str) -> int:
         """What evaluations on ``device`` may be promised: its free memory as a reference
@@ -140,6 +141,9 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
+        ahead = getattr(self, "_ahead", None)
+        if ahead is not None:
+            ahead.shutdown(wait=True, cancel_futures=True)
         self.pool.close()
         sandbox.remove_tree(self.tmp_root)
 
@@ -202,23 +206,40 @@ class Evaluator:
     def evaluate_many(self, items: list[tuple[Task, str]],
                       progress: Optional[Callable[[int, EvalResult], None]] = None,
                       fresh: bool = False) -> list[EvalResult]:
-        """Evaluate concurrently (one thread per slot); results in input order."""
+        """Evaluate concurrently (one thread per slot); results in input order. The same
+        source given more than once for a task is judged once (``batch.py``: its duplicates
+        get a copy of the verdict, marked ``reused``), unless ``fresh`` asks every item judged."""
         results: list[Optional[EvalResult]] = [None] * len(items)
+        t0 = time.monotonic()
+        leaders = {i: [] for i in range(len(items))} if fresh else batch.group(items)
 
         def one(i: int) -> None:
             results[i] = self.evaluate(*items[i], fresh=fresh)
             if progress is not None:
                 progress(i, results[i])
+            for d in leaders[i]:  # duplicates: the verdict copied, or judged anew after a transient failure
+                results[d] = (batch.copy_for_duplicate(results[i], t0) if batch.reusable(results[i])
+                              else self.evaluate(*items[d], fresh=fresh))
+                if progress is not None:
+                    progress(d, results[d])
 
+        stop = threading.Event()  # the references prepared ahead stop with the batch
+        prepare = getattr(self, "_ahead", None)  # absent in an evaluator made without processes (tests)
+        ahead = (prepare.submit(self._prepare_tasks, [items[i] for i in leaders], stop)
+                 if prepare is not None and len(items) > 1 and self._prepares_ahead() else None)
         ex = ThreadPoolExecutor(max_workers=max(1, self.n_workers))
-        futures = [ex.submit(one, i) for i in range(len(items))]
+        futures = [ex.submit(one, i) for i in leaders]
         pending = set(futures)
         try:
             while pending:  # a timed wait: a Ctrl-C the kernel delivered to another thread is taken here
                 _, pending = wait(pending, timeout=0.25)
         except KeyboardInterrupt:
+            stop.set()
             ex.shutdown(wait=False, cancel_futures=True)  # nothing new starts; the caller closes the evaluator
             raise
+        stop.set()
+        if ahead is not None:
+            wait([ahead])
         ex.shutdown()
         for f in futures:
             f.result()
@@ -281,11 +302,10 @@ class Evaluator:
                   rep: static.StaticReport, res: EvalResult, alone: bool) -> bool:
         """A fresh worker, the task's memory admission (or the whole device, ``alone``), then
         the judging. True when other evaluations could hold memory of the device meanwhile."""
-        cfg = self.cfg
         clock = _Clock(res.phase_seconds)
-        slots = getattr(self.pool, "slots", None) or []
-        if slots and len({s.split(":")[0] for s in slots}) == 1:  # asked before a worker waits on it
-            self.trusted.sizes(variant, slots[0])
+        device = self._one_device()
+        if device is not None:  # asked before a worker waits on it
+            self.trusted.sizes(variant, device)
             clock.mark("sizes")
         try:
             slot, w = self.pool.acquire()
@@ -301,12 +321,7 @@ class Evaluator:
         try:
             sizes = self.trusted.sizes(variant, w.device)
             params = sizes.param_bytes if sizes else 0
-            if sizes is None or alone:
-                need = None
-            elif self.on_gpu:
-                need = memplan.bound(sizes.input_bytes, sizes.output_bytes, param_bytes=params) + (cfg.l2_flush_mb << 20)
-            else:
-                need = memplan.bound(sizes.input_bytes, sizes.output_bytes, fixed=64 << 20, param_bytes=params)
+            need = None if alone else self._need(sizes)
             ledger = self.memory(w.device)
             with ledger.hold(need) as granted:  # until the worker is gone
                 clock.mark("admission")
@@ -322,6 +337,70 @@ class Evaluator:
             if w is not None:  # admission itself failed
                 self.pool.release(slot, w)
 
+    def _need(self, sizes: Optional[memplan.Sizes]) -> Optional[int]:
+        """The device bytes an evaluation of a task of these sizes is admitted with (None: unknown)."""
+        if sizes is None:
+            return None
+        if self.on_gpu:
+            return (memplan.bound(sizes.input_bytes, sizes.output_bytes, param_bytes=sizes.param_bytes)
+                    + (self.cfg.l2_flush_mb << 20))
+        return memplan.bound(sizes.input_bytes, sizes.output_bytes, fixed=64 << 20, param_bytes=sizes.param_bytes)
+
+    def _one_device(self) -> Optional[str]:
+        """The device of every slot when they are all of one kind (one GPU, or the CPU), else None."""
+        slots = getattr(self.pool, "slots", None) or []
+        return slots[0] if slots and len({s.split(":")[0] for s in slots}) == 1 else None
+
+    def _prepare_tasks(self, items: list[tuple[Task, Optional[str]]], stop: threading.Event) -> None:
+        """Ahead of a batch's candidates, one task at a time in their order: each task's sizes,
+        its reference entry for this evaluator's draw (``_draw``, salt 0: the very entry its
+        candidates will be judged against) and, where candidates are timed, its clean
+        baseline, on the reference processes while candidates of earlier tasks run, inside
+        the task's memory admission. A candidate sends its job only once its task's baseline
+        is done (``_judge`` asks for it first and waits for the one in progress), so a
+        baseline is timed before its task's candidates are loaded, as when each asked for it.
+        Skipped: a task none of whose candidates passes the static checks, and one that runs
+        alone (of unknown size, or larger than the device's ledger); a failing reference is
+        left to the task's candidates to meet."""
+        device = self._one_device()
+        if device is None:
+            return
+        policy = self.cfg.code_policy != "off" and not self.cfg.self_check
+        sources: dict[str, list] = {}
+        for task, source in items:
+            sources.setdefault(task.hash, []).append(source)
+
+        def runs(source: Optional[str]) -> bool:  # gets past the static checks (a task none of whose does: nothing to do)
+            if source is None or self.cfg.self_check:
+                return True
+            try:
+                rep = static.check(source, policy=policy)
+            except Exception:  # noqa: BLE001 - its evaluation meets it
+                return True
+            return rep.ok and not set(rep.flags) & set(static.HARD_STATIC_FLAGS)
+
+        done: set[str] = set()
+        for task, _ in items:
+            if stop.is_set() or task.hash in done:
+                continue
+            done.add(task.hash)
+            if not any(runs(src) for src in sources[task.hash]):
+                continue
+            try:
+                overrides, variant, perturb = _variant(task.source, not self.on_gpu and self.cfg.cpu_small_shapes,
+                                                       self.cfg.perturb_shapes)
+                drawn = self._draw(task, variant, perturb, 0)
+                need = self._need(self.trusted.sizes(variant, device))
+                ledger = self.memory(device)
+                if need is None or ledger.grant_for(need) >= ledger.capacity or stop.is_set():
+                    continue  # a task that runs alone is left to its candidates' turn
+                with ledger.hold(need):
+                    ref = self.trusted.reference(task, variant, overrides, drawn, device)
+                    if "error" not in ref and self._wants_baseline() and not stop.is_set():
+                        self.trusted.baseline(task, variant, overrides, list(drawn.trial_seeds), device)
+            except Exception:  # noqa: BLE001 - its candidates meet the same failure and report it
+                continue
+
     def _let_go(self, slot: str, w: WorkerProcess, kernels, source: str) -> None:
         """Keep what the worker built for this source (``kernels``, or None), then kill it."""
         try:
@@ -335,7 +414,9 @@ class Evaluator:
 
     def _judge(self, task: Task, variant: str, source: str, overrides: dict, drawn: Draw, w: WorkerProcess,
                res: EvalResult, rep: static.StaticReport, clock: _Clock, memory_bytes: int, learn_sizes: bool) -> None:
-        """Reference, baseline, then the candidate's own check and timing, inside its admission."""
+        """Reference, baseline, then the candidate's own check and timing, inside its admission.
+        The baseline is timed before the candidate's code is loaded: no work of the candidate
+        is on the device while the figure it is held to is measured."""
         cfg = self.cfg
         try:
             ref = self.trusted.reference(task, variant, overrides, drawn, w.device)
@@ -350,7 +431,7 @@ class Evaluator:
             if learn_sizes:
                 self.trusted.learn_sizes(variant, w.device, ref)
             base = (self.trusted.baseline(task, variant, overrides, list(drawn.trial_seeds), w.device)
-                    if (self.on_gpu and cfg.timing) else None)
+                    if self._wants_baseline() else None)
             clock.mark("baseline")
             job = CandidateJob(task_source=variant, candidate_source=source, trials=len(drawn.trial_seeds),
                                init_seed=cfg.seed, device=w.device, out_meta=ref.get("out_meta") or [],
@@ -358,7 +439,7 @@ class Evaluator:
                                timed_checks=len(drawn.timed_checks),
                                input_bytes=int(ref.get("input_bytes") or 0),
                                output_bytes=int(ref.get("output_bytes") or 0), memory_bytes=memory_bytes,
-                               timing=self.timing_settings)
+                               ref_init_work=ref.get("ref_init_work"), timing=self.timing_settings)
             self._run(Conversation(self, w, res, drawn, ref, clock), job, rep, base)
         except WorkerTimeout as e:
             res.error_kind = "timeout"
@@ -373,6 +454,16 @@ class Evaluator:
             if res.stage == "perturbation":
                 judge.flag(res, [("shape_hardcoding", "the worker crashed at perturbed sizes (out-of-bounds access?)")])
                 res.stage = "correctness"
+
+    def _prepares_ahead(self) -> bool:
+        """Whether a batch prepares its tasks' references ahead (``_prepare_tasks``): on a GPU,
+        where a reference process works on the device while candidate workers wait for it;
+        on the CPU both share the same cores, and doing the work earlier saves nothing."""
+        return self.on_gpu
+
+    def _wants_baseline(self) -> bool:
+        """Whether candidates are timed here, and so need the reference's clean baseline."""
+        return self.on_gpu and self.cfg.timing
 
     def _run(self, talk: Conversation, job: CandidateJob, rep: static.StaticReport, base: Optional[dict]) -> None:
         """The candidate's checks, then (GPU, all correct) its timing; the verdict's facts into
@@ -419,7 +510,7 @@ class Evaluator:
 
 def _verdict_key(task: Task, source: str) -> tuple[str, str]:
     """(task hash, source hash): what ``eval.reuse_verdicts`` knows a verdict by."""
-    return task.hash, hashlib.sha256(source.encode()).hexdigest()
+    return batch.verdict_key(task, source)
 
 
 class _Clock:

@@ -8,8 +8,9 @@ nothing else of ours runs on that GPU while a speedup is measured. The exclusive
 does not wait for checks to finish: it stops (SIGSTOP) every process registered on the
 shared side, times, and resumes them, so a long correctness phase costs the timer nothing
 and stopped processes add no host load while it times. Their work already queued on the
-GPU drains during the timer's warm-up. A shared holder without a process to stop is
-waited for. A waiting timer blocks new shared entries (writer preference), so timing is
+GPU drains during the timer's warm-up. A timer hands the GPU back as soon as its timed
+calls end, staying on as a shared holder for its profile and outputs. A shared holder
+without a process to stop is waited for. A waiting timer blocks new shared entries (writer preference), so timing is
 never starved by a stream of checks.
 
 Does not cover: other processes on the same GPU that this harness does not drive (run one
@@ -80,8 +81,11 @@ class DeviceGate:
                 self._cond.notify_all()
 
     @contextlib.contextmanager
-    def exclusive(self):
-        """Time alone: shared holders' processes are stopped until the block ends."""
+    def exclusive(self, then_share: Optional[Stoppable] = None):
+        """Time alone: shared holders' processes are stopped until the block ends.
+        ``then_share``: the timing process, which becomes a shared holder as the block ends,
+        in the same step (a timer waiting next stops it at once), until ``leave``: what it
+        does after its timed calls (its profile, its outputs) runs beside other checks."""
         with self._cond:
             self._waiting += 1
             try:
@@ -100,6 +104,8 @@ class DeviceGate:
                 for h in self._stopped:
                     h.thaw()
                 self._stopped = []
+                if then_share is not None:
+                    self._holders.append(then_share)
                 self._exclusive = False
                 self._cond.notify_all()
 

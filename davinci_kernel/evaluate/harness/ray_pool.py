@@ -69,10 +69,18 @@ class RayEvaluator:
     def evaluate_many(self, items: list[tuple[Task, str]],
                       progress: Optional[Callable[[int, EvalResult], None]] = None,
                       fresh: bool = False) -> list[EvalResult]:
+        """The local evaluator's contract: the same source given more than once for a task
+        is judged once (``batch.py``), unless ``fresh``."""
+        import time
+
+        from . import batch
+
         ray = self.ray
         results: list[Optional[EvalResult]] = [None] * len(items)
+        t0 = time.monotonic()
+        leaders = {i: [] for i in range(len(items))} if fresh else batch.group(items)
         pending = {}
-        queue = list(range(len(items)))
+        queue = list(leaders)
         idle = list(self.actors)
         while queue or pending:
             while queue and idle:
@@ -86,6 +94,13 @@ class RayEvaluator:
                 results[i] = EvalResult.from_dict(ray.get(ref))
                 if progress is not None:
                     progress(i, results[i])
+                if not batch.reusable(results[i]):  # a transient failure: its duplicates are judged each
+                    queue += leaders.pop(i, [])
+                    continue
+                for d in leaders.get(i, []):
+                    results[d] = batch.copy_for_duplicate(results[i], t0)
+                    if progress is not None:
+                        progress(d, results[d])
         return results  # type: ignore[return-value]
 
     def evaluate(self, task: Task, source: str, fresh: bool = False) -> EvalResult:

@@ -54,6 +54,8 @@ class ReferenceCache:
             "podd": read_reference(home, leaves["podd"]) if "podd" in leaves else None,
             "odd_used": result.get("odd_used") if "podd" in leaves else None,
             "ref_work": result.get("ref_work"), "ref_moves": bool(result.get("ref_moves")), "ref_mutates": bool(result.get("ref_mutates")),
+            "ref_init_work": _work(result.get("ref_init_work")),
+            "perturb_init_work": _work(result.get("perturb_init_work")) if "pref" in leaves else None,
             "ref_aliases": bool(result.get("ref_aliases")),
             "ref_nondeterministic": bool(result.get("ref_nondeterministic")),
             "input_bytes": result.get("input_bytes"), "output_bytes": result.get("output_bytes"),
@@ -63,6 +65,11 @@ class ReferenceCache:
         }
 
     def put(self, key: tuple, entry: dict) -> None:
+        from .correctness import REFERENCE_FACTS
+
+        for leaves in [*(entry.get("refs") or []), entry.get("pref"), entry.get("podd"), *(entry.get("vrefs") or [])]:
+            for x in leaves or []:  # compared with every candidate of the task: their own facts once
+                REFERENCE_FACTS.remember(x["values"] if isinstance(x, dict) and "values" in x else x)
         with self._lock:
             self._entries[key] = entry
             while len(self._entries) > self.max_entries:
@@ -92,6 +99,11 @@ def _precision(home: str, result: dict) -> dict:
         else:
             out["poracle"] = got.get("poracle")
     return out
+
+
+def _work(x) -> Optional[float]:
+    """A construction's work as the reference process measured it, or None."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else None
 
 
 def _num(key: str) -> int:

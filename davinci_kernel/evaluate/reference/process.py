@@ -48,7 +48,7 @@ def compute_reference(job: ReferenceJob) -> dict:
                            f"GiB and their clone, outputs {sizes.output_bytes / gib:.1f} GiB), more than the "
                            f"{room / gib:.1f} GiB this {dev.type.upper()} has")
     init = rt.init_args(mod, job.init_seed, dev)
-    model = rt.build(mod, "Model", init, job.init_seed, dev)
+    model, out["ref_init_work"] = _built(mod, init, job.init_seed, dev)
     if sizes is None:
         out["param_bytes"] = memplan.model_bytes(C.torch, model)
     writer = rt.OutputWriter(job.out_dir)
@@ -210,7 +210,10 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
                 out.setdefault("notes", []).append(f"{key} {overrides} skipped: larger than the task")
                 continue
             pinit = rt.init_args(pmod, job.init_seed, dev)
-            pmodel = rt.build(pmod, "Model", pinit, job.init_seed, dev)
+            if key == "pref":  # its construction work there too: each candidate's is weighed against it
+                pmodel, init_work = _built(pmod, pinit, job.init_seed, dev)
+            else:
+                pmodel, init_work = rt.build(pmod, "Model", pinit, job.init_seed, dev), None
             pin = rt.gen_inputs(pmod, job.perturb_seed, dev)
             rt.seed_call(job.perturb_call_seed)
             if key == "pref":  # the reference's work at the perturbed size: the candidate's is weighed there too
@@ -227,8 +230,21 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
             out.setdefault("notes", []).append(f"{key} {overrides} skipped: {type(e).__name__}")
             continue
         out["leaves"][key] = writer.write(y, job.sample_seed)
+        if init_work is not None:
+            out["perturb_init_work"] = init_work
         return overrides
     return None
+
+
+def _built(mod, init, init_seed: int, dev) -> tuple:
+    """(the problem's Model, the torch work its construction did or None), measured as a
+    candidate worker measures a construction (``audit.construction``): the work a
+    candidate's own construction is weighed against, once per task and size here rather
+    than in every worker."""
+    from ..shared.audit import construction
+
+    model, work = construction(rt.C.torch, lambda: rt.build(mod, "Model", init, init_seed, dev), dev.type)
+    return model, (float(work) if isinstance(work, (int, float)) and not isinstance(work, bool) else None)
 
 
 def _within(other: int, task: int) -> bool:

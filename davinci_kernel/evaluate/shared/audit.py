@@ -61,6 +61,17 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, 
     return out, a
 
 
+def construction(torch, make, device_type: str):
+    """(what ``make()`` built, the torch work its construction did as ``audited_call``
+    reports it), under the profiler a candidate's call gets on this kind of device (every
+    thread on the CPU, kineto with CUDA activities on a GPU): one measure of a model's
+    construction for a candidate worker and the reference process alike."""
+    box: list = []
+    _, a = audited_call(torch, lambda: box.append(make()), [], all_threads=device_type == "cpu",
+                        gpu=device_type != "cpu", strict=True)
+    return box[0], a.get("work")
+
+
 def _profiler(torch, all_threads: bool):
     prof = torch.autograd.profiler
     if all_threads:

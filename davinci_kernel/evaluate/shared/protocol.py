@@ -246,6 +246,9 @@ class CandidateJob(_Job):
     input_bytes: int = 0  # one input set, as the reference process measured it (memory plan; 0: measure)
     output_bytes: int = 0  # one call's outputs, likewise
     memory_bytes: int = 0  # device bytes the harness admitted this evaluation with (0: no limit but the free memory)
+    # the problem's Model's construction work, measured once per task by the reference process
+    # (``audit.construction``); None: the worker measures it itself
+    ref_init_work: Optional[float] = None
     timing: TimingSettings = field(default_factory=TimingSettings)
 
 
