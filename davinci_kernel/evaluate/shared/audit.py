@@ -13,7 +13,9 @@ In a candidate's process all of this is the candidate's own claim: it can switch
 off or feed it numbers; the harness uses it only to reject (no custom kernel, low
 coverage, monkey_patch, host_work), never to accept; the launch wrapper also records each
 audited call's launches (kernel, grid, arguments: ``launch_kinds``), from which the judge
-estimates its custom kernels' work (kernelwork.py); on a GPU the call runs under kineto with CUDA
+estimates its custom kernels' work (kernelwork.py), and where they wrote (``launch_flow``:
+each tensor argument's storage and bytes, the output's, torch's later reads; each launch
+runs inside a ``dvk::launch`` range so the profiler's op inputs can be ordered around it); on a GPU the call runs under kineto with CUDA
 activities too, and the raw kernel table goes to the harness (profile.py). Also counted:
 elements read one by one to Python (``.item()``) and bytes copied device to host.
 """

@@ -4,13 +4,16 @@
 Covers, harness side, on the candidate's source (never on its names): ``analyze`` reads the
 candidate's kernels (its ``@triton.jit`` functions, ``tritonjit.py``; whether each CUDA
 ``__global__`` kernel computes, ``cudawork.py``), and ``custom_work`` weighs one call's
-recorded launches, each by ``tritonlaunch.launch_work`` (the abstract interpretation of one
-launch). A CUDA kernel that computes makes the figure unknown: its work is not estimated.
+recorded launches, each by ``tritonlaunch.launch_detail`` (the abstract interpretation of one
+launch), crediting only stores into tensors that reach the call's output (``reached``: the
+worker's flow record walked back from the output). A CUDA kernel that computes makes the
+figure unknown: its work is not estimated.
 
 Does not cover: which kernels are the candidate's (``profile.is_custom``), the torch side
 (``opwork.py``), trust in the recorded launches (the worker's; the GPU's activity records
-cap their counts, judge.py). The judge caps a call's custom work at the reference's work, and
-on a GPU the kernel's real time bounds it too.
+cap their counts, judge.py). The judge caps each launch at the reference's work per output
+element it stored, a call's custom work at the reference's work, and on a GPU the kernel's
+real time bounds it too.
 """
 
 from __future__ import annotations
