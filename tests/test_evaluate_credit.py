@@ -68,18 +68,29 @@ import triton.language as tl
 
 
 @triton.jit
-def k(x_ptr, y_ptr, flag, BLOCK: tl.constexpr):
+def k(x_ptr, flag_ptr, y_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     v = tl.exp(tl.load(x_ptr + offs))
     for i in range(0, 100):
         tl.store(y_ptr + offs, v)
-    if flag > 0:
+    if tl.load(flag_ptr) > 0:
         for j in range(0, 1000):
-            v = v * 2.0
+            v = tl.sqrt(v) + v
     tl.store(y_ptr + offs, v)
 '''
-    work, _ = launch_work(kernelwork.analyze(src), "k", 1, dict(x_ptr=T(8), y_ptr=T(8), BLOCK=8))
-    assert work == 8  # the exp once; the unknown branch's loop is the dearer side
+    work, _ = launch_work(kernelwork.analyze(src), "k", 1, dict(x_ptr=T(8), flag_ptr=T(1), y_ptr=T(8), BLOCK=8))
+    assert work == 8  # the exp once; a branch on read data counts its cheaper side
+
+
+def test_an_index_guard_counts_its_body():
+    """``if row < n_rows:`` around the whole body (program ids, aranges, arguments only) is a
+    guard: the body counts, as past an early return (red team, round three: work read as 0)."""
+    f = _facts("legit/softmax_if_guard.py")
+    for rows, cols in ((8, 256), (7, 131), (1, 1)):
+        block = 1 << max(0, (cols - 1).bit_length())
+        w, _ = launch_work(f, "softmax_kernel", rows, dict(x_ptr=T(rows * cols), y_ptr=T(rows * cols), n_rows=rows,
+                                                           n_cols=cols, stride=cols, BLOCK=block))
+        assert w == rows * 5 * block  # max, subtract, exp, sum, divide per program
 
 
 def test_cuda_sources_say_whether_they_compute():
@@ -189,7 +200,7 @@ def test_a_reference_that_only_moves_data_is_known():
 
 # --------------------------------------------------------------------------- the fixtures, end to end
 HONEST = ["matmul_mask_epilogue", "matmul_bitwise_epilogues", "diag_scale_triton", "transpose_triton",
-          "concat_triton"]
+          "concat_triton", "softmax_if_guard", "linear_gelu_two_kernels"]
 
 
 @pytest.mark.parametrize("name", HONEST)
@@ -288,3 +299,136 @@ def test_fused_ops_weigh_what_their_decompositions_do():
             n += max((v.numel() for v in vals if isinstance(v, torch.Tensor)), default=0) * 2 >= x.numel()
         assert opwork.FUSED_WEIGHTS[name] == n, (name, n)
     assert all(opwork.FUSED_WEIGHTS[a] == opwork.FUSED_WEIGHTS[b] for a, b in outer.items())
+
+
+# --------------------------------------------------------------------------- work that reaches the output
+_CHAIN = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, s_ptr, y_ptr, n, a, b, iters, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    s = tl.load(s_ptr)
+    for _i in range(iters):
+        x = EXPR
+    tl.store(y_ptr + offs, x, mask=offs < n)
+'''
+
+
+@pytest.mark.parametrize("expr,ops", [("x * 2.0 * 0.5", 0), ("x + 1.0 - 1.0", 0), ("(x - 3.0) + 3.0", 0),
+                                      ("-(-x)", 0), ("x / 4.0 * 4.0", 0), ("x * a * b", 0), ("x * 0.0 + x", 0),
+                                      ("x * 1.001", 1), ("x * 1.0000001", 0), ("x * s", 1), ("x * s + a", 2), ("3.0 - x", 2),
+                                      ("tl.exp(x) * 0.0 + x", 0), ("tl.sqrt(x * x + 1.0)", 3 * 97)])
+def test_arithmetic_that_cancels_or_repeats_an_affine_map_earns_little(expr, ops):
+    """A chain of multiplies and adds by invariant coefficients is one affine map (a multiply
+    and an add per element at most, however often a loop repeats it); one that composes to
+    the identity earns nothing; real work on a carried value counts every trip. Odd sizes."""
+    f = kernelwork.analyze(_CHAIN.replace("EXPR", expr))
+    n, block = 1000, 256  # 4 programs, the last one part masked
+    w, _ = launch_work(f, "k", 4, dict(x_ptr=T(n), s_ptr=T(1), y_ptr=T(n), n=n, a=2.0, b=0.5, iters=97, BLOCK=block))
+    assert w == 4 * block * ops
+
+
+def test_a_constexpr_is_recorded_by_value_and_an_unrecorded_argument_is_unknown():
+    tl = pytest.importorskip("triton.language")
+    from davinci_kernel.evaluate.shared.audit import UNKNOWN, _arg
+
+    assert _arg(tl.constexpr(0)) == 0 and _arg(tl.constexpr(2.5)) == 2.5
+    assert _arg(object()) == UNKNOWN and _arg("s") == UNKNOWN
+    f = _facts("cheats/work_unrecorded_constexpr.py")
+    base = dict(x_ptr=T(999), y_ptr=T(999), n=999, BLOCK=1024)
+    assert launch_work(f, "copy_kernel", 1, {**base, "ITERS": 0})[0] == 0  # recorded: no trip
+    assert launch_work(f, "copy_kernel", 1, {**base, "ITERS": ["?"]})[0] == 1024  # unknown: one trip, never 100000
+    assert launch_work(f, "copy_kernel", 1, base)[0] == 1024 * 100000  # not passed: the source default holds
+    assert kernelwork._clean_args({"ITERS": ["?"], "junk": {}})["junk"] == ["?"]
+
+
+_TWO = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def first(x_ptr, t_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(t_ptr + offs, tl.exp(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+
+@triton.jit
+def second(t_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.sqrt(tl.load(SRC + offs, mask=offs < n)), mask=offs < n)
+'''
+
+
+def _two(src: str, flow: dict, per_elem=None) -> float:
+    n = 777  # odd: 1 program of 1024, masked
+    f = kernelwork.analyze(_TWO.replace("SRC", src))
+    kinds = [["first", 1, dict(x_ptr=T(n), t_ptr=T(n), n=n, BLOCK=1024), 1],
+             ["second", 1, dict(t_ptr=T(n), x_ptr=T(n), y_ptr=T(n), n=n, BLOCK=1024), 1]]
+    return kernelwork.custom_work(kinds, f, False, flow=flow, per_elem=per_elem)
+
+
+def _flow(out, reads=(), t=(1, 0, 3108)):
+    """Storages: 0 the input, 1 the temporary, 2 the output (777 float32 values each)."""
+    x, y = [0, 0, 3108], [2, 0, 3108]
+    return {"launches": [[0, {"x_ptr": x, "t_ptr": list(t)}], [1, {"t_ptr": list(t), "x_ptr": x, "y_ptr": y}]],
+            "out": out, "reads": [list(r) for r in reads]}
+
+
+def test_only_stores_that_reach_the_output_are_credited():
+    out = [[2, 0, 3108]]
+    assert _two("t_ptr", _flow(out)) == 2 * 1024  # a pipeline through a temporary: both kernels
+    assert _two("x_ptr", _flow(out)) == 1024  # the temporary is not read by what reaches: only the second
+    assert _two("t_ptr", _flow([])) == 0  # nothing returned that a kernel wrote
+    assert _two("x_ptr", _flow([], reads=[(1, 1)])) == 1024  # torch read the temporary after the first launch
+    assert _two("x_ptr", _flow([], reads=[(1, 0)])) == 0  # ... before it: not what the kernel made
+    assert _two("t_ptr", {**_flow([]), "reads": None}) == 2 * 1024  # no op inputs recorded: every store
+    assert _two("t_ptr", None) == 2 * 1024  # no flow record at all: as the launches were recorded
+    # half the output's bytes returned: half the second kernel's credit; it reads all of the temporary
+    assert _two("t_ptr", _flow([[2, 0, 1554]])) == 512 + 1024
+    assert _two("t_ptr", _flow([[2, 1554, 3108], [2, 0, 1554]])) == 2 * 1024
+    assert _two("t_ptr", _flow(out), per_elem=0.25) == 2 * 1024 * 0.25  # capped per element stored (a block each)
+
+
+def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
+    """The worker's flow record: each launch's tensors as [storage, first byte, end byte], the
+    output's extents, the latest torch read of each launch storage; a scratch buffer inside
+    the output's own storage is told apart by its bytes."""
+    from davinci_kernel.evaluate.shared.audit import LaunchCounter, install_launch_counter
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    install_launch_counter()
+
+    @triton.jit
+    def twice(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+    def call(x):
+        big = torch.empty(2 * 37)
+        scratch = torch.empty(37)
+        twice[(1,)](x, scratch, 37, BLOCK=64)
+        s = scratch.sum()
+        twice[(1,)](x, big[37:], 37, BLOCK=64)
+        return big[:37] + s
+
+    LaunchCounter.log = []
+    try:
+        _, a = audited_call(torch, call, [torch.randn(37)], all_threads=True, strict=True)
+    finally:
+        log, LaunchCounter.log = LaunchCounter.log, None
+    flow = a["flow"]
+    (k0, e0), (k1, e1) = flow["launches"]
+    assert k0 == k1 == 0 and e0["x_ptr"] == e1["x_ptr"] == [0, 0, 148]
+    assert e0["y_ptr"][1:] == [0, 148] and e1["y_ptr"][1:] == [148, 296]
+    assert flow["out"] == []  # the output is torch's new tensor
+    reads = dict(map(tuple, flow["reads"]))
+    assert reads[e0["y_ptr"][0]] == 1 and reads[e1["y_ptr"][0]] == 2  # the sum after the first; the add after both
+    assert launch_kinds(log)[0][3] == 2

@@ -183,18 +183,24 @@ def _work_coverage(audits: list[dict], seen: list[dict], ref: dict, facts: Optio
     """The least share, over the audited calls (the task's size and the perturbed one), of the
     candidate's own executed work that its custom kernels did (``profile.work_share``): the
     kernels' work read from their source over the launches recorded (capped by the runs
-    the GPU recorded), the torch ops' work as run. A kernel for the task's size with torch
-    doing every other size covers nothing at the perturbed one."""
+    the GPU recorded), the torch ops' work as run. Only stores that reach the call's output
+    are credited (the worker's flow record), each launch at most the reference's work per
+    output element for each element it stored there (at the task's size). A kernel for the
+    task's size with torch doing every other size covers nothing at the perturbed one."""
     from ..shared import kernelwork, profile
 
     facts = facts or {"triton": {}, "cuda": {}}
     calls = [a for a in audits if isinstance(a.get("work"), (int, float)) and not isinstance(a.get("work"), bool)]
     names = [c["by_name"] for c in seen] if len(seen) == len(calls) else [None] * len(calls)
     moves = bool(ref.get("ref_moves"))
+    out_elems = _out_elems(ref)
+    ref_work = _num(ref.get("ref_work"))
+    per_elem = ref_work / out_elems if out_elems > 0 and ref_work > 0 else None  # at the task's size
     shares = []
     for a, by_name in zip(calls, names):
         task = a.get("task", True) is True
-        custom = kernelwork.custom_work(a.get("kernels"), facts, moves, by_name)
+        custom = kernelwork.custom_work(a.get("kernels"), facts, moves, by_name, flow=a.get("flow"),
+                                        per_elem=per_elem if task else None)
         shares.append(profile.work_share(custom, _num(a["work"]), ref.get("ref_work" if task else "perturb_work")))
     known = [s for s in shares if s is not None]
     return min(known) if known else None

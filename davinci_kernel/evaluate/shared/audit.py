@@ -13,7 +13,9 @@ In a candidate's process all of this is the candidate's own claim: it can switch
 off or feed it numbers; the harness uses it only to reject (no custom kernel, low
 coverage, monkey_patch, host_work), never to accept; the launch wrapper also records each
 audited call's launches (kernel, grid, arguments: ``launch_kinds``), from which the judge
-estimates its custom kernels' work (kernelwork.py); on a GPU the call runs under kineto with CUDA
+estimates its custom kernels' work (kernelwork.py), and where they wrote (``launch_flow``:
+each tensor argument's storage and bytes, the output's, torch's later reads; each launch
+runs inside a ``dvk::launch`` range so the profiler's op inputs can be ordered around it); on a GPU the call runs under kineto with CUDA
 activities too, and the raw kernel table goes to the harness (profile.py). Also counted:
 elements read one by one to Python (``.item()``) and bytes copied device to host.
 """
@@ -58,6 +60,12 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, 
     a["flops_by_dtype"] = flops_by_dtype(events, dtypes)  # the speed-of-light bound's compute term
     if raw is not None:
         a["table"] = kernel_table(raw)
+    if LaunchCounter.log is not None:  # a candidate's call: where its launches wrote
+        try:
+            a["flow"] = launch_flow(LaunchCounter.log, out, prof)
+        except Exception:  # noqa: BLE001 - a candidate's output: no flow, credit as recorded
+            a["flow"] = None
+        LaunchCounter.storages = {}
     return out, a
 
 
@@ -195,15 +203,25 @@ def _bytes(t) -> int:
 class LaunchCounter:
     count = 0
     names: dict = {}
-    log: list | None = None  # while a call is audited: [name, grid, {param: value}] of each launch
+    log: list | None = None  # while a call is audited: [name, grid, {param: value}, {param: extent}] of each launch
+    storages: dict = {}  # the audited call's launch storages: key → (id, data address, weak reference)
 
 
 LOG_CAP = 256  # launches recorded per audited call (the rest are counted only)
 KINDS_CAP = 32  # distinct launches reported per audited call
 
 
+UNKNOWN = ["?"]  # an argument passed but not recordable (the judge reads it as unknown, never as a default)
+
+
 def _arg(v):
-    """A launch argument as the judge reads it: a number, a tensor's element count, else None."""
+    """A launch argument as the judge reads it: a number (a ``tl.constexpr`` unwrapped), a
+    tensor's element count, else ``UNKNOWN``."""
+    if type(v).__name__ == "constexpr" and type(v).__module__.startswith("triton"):
+        try:
+            v = v.value
+        except Exception:  # noqa: BLE001 - a candidate's object
+            return UNKNOWN
     if isinstance(v, bool) or isinstance(v, (int, float)):
         return v
     numel = getattr(v, "numel", None)
@@ -211,20 +229,61 @@ def _arg(v):
         try:
             return ["t", int(numel())]
         except Exception:  # noqa: BLE001 - a candidate's object: no size
-            return None
-    return None
+            return UNKNOWN
+    return UNKNOWN
 
 
-def _record(fn, args: tuple, kwargs: dict) -> None:
-    """One launch into ``LaunchCounter.log``: its kernel, grid and arguments by parameter
-    name (a grid given as a function is read when Triton calls it)."""
+def _extent(v):
+    """(storage key, storage data address, first byte, end byte) of the bytes a tensor view
+    spans in its storage; None for anything else."""
+    try:
+        st = v.untyped_storage()
+        item = int(v.element_size())
+        lo = int(v.storage_offset()) * item
+        span = 0 if v.numel() == 0 else (1 + sum((int(n) - 1) * abs(int(d)) for n, d in zip(v.shape, v.stride())))
+        return int(st._cdata), int(st.data_ptr()), lo, lo + span * item, st
+    except Exception:  # noqa: BLE001 - not a tensor, or a candidate's object
+        return None
+
+
+def _storage_id(key: int, ptr: int, st) -> int:
+    """A small id for a storage within the audited call. A weak reference to each storage is
+    held until the call's record is made, so no storage seen in a launch can be freed and its
+    identity handed to a new one in the meantime (its memory may be reused: that is a new
+    storage with a new id)."""
+    table = LaunchCounter.storages
+    if key not in table:
+        try:
+            from torch.multiprocessing.reductions import StorageWeakRef
+
+            ref = StorageWeakRef(st)
+        except Exception:  # noqa: BLE001
+            ref = None
+        table[key] = (len(table), ptr, ref)
+    return table[key][0]
+
+
+def _record(fn, args: tuple, kwargs: dict) -> bool:
+    """One launch into ``LaunchCounter.log``: its kernel, grid, arguments by parameter name
+    (a grid given as a function is read when Triton calls it) and, for each tensor argument,
+    the storage it lives in and the bytes it spans there (``[storage id, first, end]``).
+    False where the log is off or full."""
     log = LaunchCounter.log
     if log is None or len(log) >= LOG_CAP:
-        return
+        return False
+    if not log:
+        LaunchCounter.storages = {}
     names = list(getattr(fn, "arg_names", None) or [])
-    bound = {n: _arg(v) for n, v in zip(names, args)}
-    bound.update({k: _arg(v) for k, v in kwargs.items() if k in names})
-    rec = [getattr(getattr(fn, "fn", None), "__name__", "kernel"), None, {k: v for k, v in bound.items() if v is not None}]
+    given = dict(zip(names, args))
+    given.update({k: v for k, v in kwargs.items() if k in names})
+    bound = {n: _arg(v) for n, v in given.items()}
+    extents = {}
+    for n, v in given.items():
+        if isinstance(bound.get(n), list) and bound[n][0] == "t":
+            ext = _extent(v)
+            if ext is not None:
+                extents[n] = [_storage_id(ext[0], ext[1], ext[4]), ext[2], ext[3]]
+    rec = [getattr(getattr(fn, "fn", None), "__name__", "kernel"), None, bound, extents]
     grid = kwargs.get("grid")
     if callable(grid):
         def read(meta, _grid=grid, _rec=rec):
@@ -236,23 +295,94 @@ def _record(fn, args: tuple, kwargs: dict) -> None:
     else:
         rec[1] = grid
     log.append(rec)
+    return True
+
+
+def _kind_key(name, grid, args) -> tuple:
+    g = grid if isinstance(grid, (tuple, list)) else (grid,)
+    programs = 1
+    for d in g:
+        programs *= int(d) if isinstance(d, int) and not isinstance(d, bool) else 1
+    return name, programs, tuple(sorted((k, str(v)) for k, v in args.items()))
 
 
 def launch_kinds(log: list) -> list:
     """The recorded launches of one call as [name, programs, args, launches], alike ones
     merged, at most ``KINDS_CAP`` of them."""
     kinds: dict = {}
-    for name, grid, args in log:
-        g = grid if isinstance(grid, (tuple, list)) else (grid,)
-        programs = 1
-        for d in g:
-            programs *= int(d) if isinstance(d, int) and not isinstance(d, bool) else 1
-        key = (name, programs, tuple(sorted((k, str(v)) for k, v in args.items())))
+    for rec in log:
+        name, grid, args = rec[:3]
+        key = _kind_key(name, grid, args)
         if key in kinds:
             kinds[key][3] += 1
         elif len(kinds) < KINDS_CAP:
-            kinds[key] = [name, programs, args, 1]
+            kinds[key] = [name, key[1], args, 1]
     return list(kinds.values())
+
+
+LAUNCH_LABEL = "dvk::launch"  # the record_function range around each recorded launch
+
+
+def launch_flow(log: list, out, prof) -> dict:
+    """Where one call's recorded launches wrote, for the judge's credit (``kernelwork``):
+    ``launches``: per recorded launch in order, [index into ``launch_kinds(log)`` (None where
+    capped), {tensor parameter: [storage id, first byte, end byte]}]; ``out``: the same
+    extents of the call's output tensors whose storage a launch saw; ``reads``: [storage id,
+    launches begun before] for each storage a torch op read outside any launch, the latest
+    read (None where this profiler records no op inputs)."""
+    index: dict = {}
+    for rec in log:
+        key = _kind_key(*rec[:3])
+        if key not in index and len(index) < KINDS_CAP:
+            index[key] = len(index)
+    launches = [[index.get(_kind_key(*rec[:3])), rec[3] if len(rec) > 3 else {}] for rec in log]
+    table = LaunchCounter.storages
+    outs = []
+    for leaf in _leaves(out):
+        ext = _extent(leaf)
+        if ext is not None and ext[0] in table:
+            outs.append([table[ext[0]][0], ext[2], ext[3]])
+    return {"launches": launches, "out": outs, "reads": _torch_reads(prof, {v[1]: v[0] for v in table.values()})}
+
+
+def _leaves(out, depth: int = 0) -> list:
+    if depth > 4:
+        return []
+    if isinstance(out, (tuple, list)):
+        return [x for o in list(out)[:64] for x in _leaves(o, depth + 1)]
+    if isinstance(out, dict):
+        return [x for o in list(out.values())[:64] for x in _leaves(o, depth + 1)]
+    return [out]
+
+
+def _torch_reads(prof, by_ptr: dict):
+    """[storage id, launches begun before the op] of the latest torch op (outside a launch's
+    range) reading each launch storage, from kineto's event tree (None without one)."""
+    try:
+        inner = getattr(prof, "profiler", None) or prof
+        roots = list(inner.kineto_results.experimental_event_tree())
+    except Exception:  # noqa: BLE001 - the legacy profiler: no op inputs
+        return None
+    import bisect
+
+    starts, ops, stack = [], [], list(roots)
+    while stack:
+        n = stack.pop()
+        if n.name == LAUNCH_LABEL:
+            starts.append(n.start_time_ns)
+            continue  # what a launch does inside (the interpreter's copies) is the launch's
+        stack.extend(getattr(n, "children", None) or [])
+        if n.name.startswith("aten::"):
+            ops.append(n)
+    starts.sort()
+    reads: dict = {}
+    for n in ops:
+        pos = bisect.bisect_right(starts, n.start_time_ns)
+        for t in getattr(getattr(n, "extra_fields", None), "inputs", None) or []:
+            sid = by_ptr.get(getattr(t, "storage_data_ptr", None))
+            if sid is not None and pos > reads.get(sid, -1):
+                reads[sid] = pos
+    return sorted([k, v] for k, v in reads.items())
 
 
 def install_launch_counter() -> None:
@@ -278,7 +408,11 @@ def install_launch_counter() -> None:
                 LaunchCounter.count += 1
                 name = getattr(getattr(self, "fn", None), "__name__", "kernel")
                 LaunchCounter.names[name] = LaunchCounter.names.get(name, 0) + 1
-                _record(self, args, kwargs)
+                if _record(self, args, kwargs):
+                    from torch.autograd.profiler import record_function
+
+                    with record_function(LAUNCH_LABEL):
+                        return _orig(self, *args, **kwargs)
             return _orig(self, *args, **kwargs)
 
         run._dvk_counted = True

@@ -4,13 +4,16 @@
 Covers, harness side, on the candidate's source (never on its names): ``analyze`` reads the
 candidate's kernels (its ``@triton.jit`` functions, ``tritonjit.py``; whether each CUDA
 ``__global__`` kernel computes, ``cudawork.py``), and ``custom_work`` weighs one call's
-recorded launches, each by ``tritonlaunch.launch_work`` (the abstract interpretation of one
-launch). A CUDA kernel that computes makes the figure unknown: its work is not estimated.
+recorded launches, each by ``tritonlaunch.launch_detail`` (the abstract interpretation of one
+launch), crediting only stores into tensors that reach the call's output (``reached``: the
+worker's flow record walked back from the output). A CUDA kernel that computes makes the
+figure unknown: its work is not estimated.
 
 Does not cover: which kernels are the candidate's (``profile.is_custom``), the torch side
 (``opwork.py``), trust in the recorded launches (the worker's; the GPU's activity records
-cap their counts, judge.py). The judge caps a call's custom work at the reference's work, and
-on a GPU the kernel's real time bounds it too.
+cap their counts, judge.py). The judge caps each launch at the reference's work per output
+element it stored, a call's custom work at the reference's work, and on a GPU the kernel's
+real time bounds it too.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Optional
 from ...pysource import parse as parse_source
 from .cudawork import cuda_computes
 from .tritonjit import jit_functions
-from .tritonlaunch import launch_work
+from .tritonlaunch import LaunchWork, launch_detail
 
 
 def analyze(source: str) -> dict:
@@ -40,6 +43,7 @@ def analyze(source: str) -> dict:
 
 
 _BIG = 2 ** 48  # launch figures beyond this are not believed (clamped)
+LOG_CAP = 256  # launches of one call read from a flow record (the worker records as many)
 
 
 def _clean_args(args) -> dict:
@@ -56,13 +60,25 @@ def _clean_args(args) -> dict:
         elif isinstance(v, list) and len(v) == 2 and v[0] == "t" and isinstance(v[1], int) \
                 and not isinstance(v[1], bool):
             out[k] = ["t", max(0, min(_BIG, v[1]))]
+        else:  # passed, not recorded (or unreadable): unknown, never the source's default
+            out[k] = ["?"]
     return out
 
 
-def custom_work(kinds, facts: dict, moves: bool, seen: Optional[dict] = None, cap: int = 32) -> Optional[float]:
+def custom_work(kinds, facts: dict, moves: bool, seen: Optional[dict] = None, cap: int = 32,
+                flow=None, per_elem: Optional[float] = None) -> Optional[float]:
     """The work one call's custom kernels did: each recorded launch (``kinds``: the worker's
-    [name, programs, args, launches] rows, untrusted) weighed by ``launch_work``, with the
+    [name, programs, args, launches] rows, untrusted) weighed by ``launch_detail``, with the
     elements copy kernels moved added only where the reference only moves data (``moves``).
+
+    ``flow`` (the worker's ``audit.launch_flow``, untrusted): where each launch wrote. Then
+    only stores into tensors that reach the call's output are credited (``reached``): the
+    output's own bytes, a buffer a later credited launch reads, or one a torch op reads
+    after the launch (torch's reads are known per storage, not per byte). ``per_elem``: the
+    reference's work per output element; a launch is credited at most that much per element
+    it stored into reaching tensors (a kernel cannot claim more work per element than the
+    problem does).
+
     ``seen``: the custom launches per kernel name the GPU's activity records show for the
     call; a kernel recorded more often than it ran is weighed by the runs. A CUDA kernel
     that computes (``cuda_computes``) makes the figure unknown (None): its work is not
@@ -72,23 +88,113 @@ def custom_work(kinds, facts: dict, moves: bool, seen: Optional[dict] = None, ca
     cuda = facts.get("cuda") or {}
     if any(cuda.values()) and (seen is None or any(cuda.get(n) for n in seen)):
         return None  # a CUDA kernel that computes may have run: its work is not estimated
-    per_name: dict[str, float] = {}
-    launches: dict[str, int] = {}
-    for row in kinds[:cap]:
+    rows: dict[int, tuple] = {}
+    for i, row in enumerate(kinds[:cap]):
         if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)):
             continue
         name, programs, args, n = row
         programs = max(1, min(_BIG, programs)) if isinstance(programs, int) and not isinstance(programs, bool) else 1
         n = max(0, min(_BIG, n)) if isinstance(n, int) and not isinstance(n, bool) else 0
-        try:
-            w, m = launch_work(facts, name, programs, _clean_args(args))
-        except Exception:  # noqa: BLE001 - a kernel this reading does not follow earns nothing
-            w, m = 0.0, 0.0
-        per_name[name] = per_name.get(name, 0.0) + (w + (m if moves else 0.0)) * n
-        launches[name] = launches.get(name, 0) + n
+        rows[i] = (name, programs, _clean_args(args), n)
+    per_name: dict[str, float] = {}
+    launches: dict[str, int] = {}
+
+    def credit(name: str, d, count: int = 1) -> None:
+        w = d.work if per_elem is None else min(d.work, d.stored * max(0.0, per_elem))
+        per_name[name] = per_name.get(name, 0.0) + (w + (d.moved if moves else 0.0)) * count
+        launches[name] = launches.get(name, 0) + count
+
+    order = _flow(flow)
+    if order is None:  # no flow recorded: every store is credited
+        for name, programs, args, n in rows.values():
+            credit(name, _detail(facts, name, programs, args, None), n)
+    else:
+        for name, d in reached(rows, facts, *order):
+            credit(name, d)
     if seen is not None:
         for name, n in launches.items():
             ran = float(seen.get(name, 0.0) or 0.0)
             if n > ran:
                 per_name[name] *= ran / n if n else 0.0
     return sum(per_name.values())
+
+
+def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional[dict]) -> list:
+    """(name, ``LaunchWork``) of each recorded launch, credited only for its stores into
+    tensors that reach the output, walked from the last launch back: the output's extents
+    reach; a credited store makes the tensors its value was read from reach (for the
+    launches before it); a storage a torch op read after a launch reaches for that launch
+    (all of it: torch's reads are per storage); without ``reads`` (no op inputs recorded)
+    every tensor a launch wrote reaches."""
+    live: dict[int, list] = {}
+    for sid, lo, hi in outs:
+        live.setdefault(sid, []).append((lo, hi))
+    out = []
+    for i in range(len(launches) - 1, -1, -1):
+        k, extents = launches[i]
+        if k not in rows:
+            continue
+        name, programs, args, _ = rows[k]
+        reach = {}
+        for p, (sid, lo, hi) in extents.items():
+            if reads is None or reads.get(sid, -1) > i:
+                reach[p] = 1.0
+            else:
+                reach[p] = _overlap(live.get(sid, []), lo, hi)
+        d = _detail(facts, name, programs, args, reach)
+        for p in d.reads:
+            if p in extents:
+                sid, lo, hi = extents[p]
+                live.setdefault(sid, []).append((lo, hi))
+        out.append((name, d))
+    return out
+
+
+def _overlap(spans: list, lo: int, hi: int) -> float:
+    """The share of bytes [lo, hi) that the union of ``spans`` covers."""
+    if hi <= lo:
+        return 0.0
+    covered, end = 0, lo
+    for a, b in sorted(spans):
+        a, b = max(a, end), min(b, hi)
+        if b > a:
+            covered += b - a
+            end = b
+    return covered / (hi - lo)
+
+
+def _detail(facts: dict, name: str, programs: int, args: dict, reach) -> LaunchWork:
+    try:
+        return launch_detail(facts, name, programs, args, reach)
+    except Exception:  # noqa: BLE001 - a kernel this reading does not follow earns nothing
+        return LaunchWork()
+
+
+def _flow(flow):
+    """The worker's flow record, checked (untrusted): (launches [[kind index, {param:
+    (storage, lo, hi)}]], output extents, {storage: launches begun before its last torch
+    read} or None); None where there is no record (credit as the launches were recorded)."""
+    if not isinstance(flow, dict):
+        return None
+
+    def ext(e):
+        ok = isinstance(e, list) and len(e) == 3 and all(isinstance(x, int) and not isinstance(x, bool) for x in e)
+        return (e[0], max(0, min(_BIG, e[1])), max(0, min(_BIG, e[2]))) if ok else None
+
+    launches = []
+    for rec in (flow.get("launches") if isinstance(flow.get("launches"), list) else [])[:LOG_CAP]:
+        if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[1], dict)):
+            continue
+        k = rec[0] if isinstance(rec[0], int) and not isinstance(rec[0], bool) else None
+        launches.append((k, {p: e for p, e in ((p, ext(e)) for p, e in rec[1].items() if isinstance(p, str))
+                             if e is not None}))
+    outs = [e for e in (ext(x) for x in (flow.get("out") if isinstance(flow.get("out"), list) else [])[:256])
+            if e is not None]
+    raw = flow.get("reads")
+    reads = None
+    if isinstance(raw, list):
+        reads = {}
+        for r in raw[:4096]:
+            if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r):
+                reads[r[0]] = max(reads.get(r[0], -1), r[1])
+    return launches, outs, reads

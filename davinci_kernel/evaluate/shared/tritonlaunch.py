@@ -1,31 +1,46 @@
 """The work one launch of a Triton kernel does, by abstract interpretation of its Python AST.
 
-Covers ``launch_work``: for one launch (the launch grid and the arguments the worker's launch
-wrapper recorded: integers, constexprs, tensor sizes) it interprets the kernel's body over
-abstract values (``tritonvalues.V``) and counts, per program, the work that reaches memory:
-each arithmetic op, comparison or math call on values loaded from memory weighs its
-elements, ``tl.dot`` 2·M·N·K, a reduction its input's elements; loops multiply by their trip
-count (from known bounds; 1 where unknown), an ``if`` on an unknown condition counts the
-cheaper branch, and a ``return`` under a condition read from memory ends the count (an index
-guard does not); ``@triton.jit`` helpers are followed, block pointers and tensor descriptors
-read as their block shape. A grid larger than its tensors is credited only for the programs
-they can feed (``useful_programs``). Work is counted only when its result is stored (each op
-once, however often it is stored): arithmetic on indices and pointers (a gather's
-``idx * stride``) and values that only feed masks or addresses earn nothing. Arithmetic by an
-identity constant (``x * 1.0``, ``x + 0``) earns nothing. A kernel that only loads and stores
-earns no compute work (``moved`` counts the elements it stored from memory: credit only where
-the reference itself only moves data).
+Covers ``launch_work`` and ``launch_detail``: for one launch (the launch grid and the
+arguments the worker's launch wrapper recorded: integers, constexprs, tensor sizes; a
+parameter passed but not recordable is unknown, never its source default) it interprets the
+kernel's body over abstract values (``tritonvalues.V``) and counts, per program, the work
+that reaches memory: each arithmetic op, comparison or math call on values loaded from
+memory weighs its elements, ``tl.dot`` 2·M·N·K, a reduction its input's elements; loops
+multiply by their trip count (from known bounds; 1 where unknown) the ops on values that
+vary from one trip to the next; an op on values that do not vary in a loop (a recomputed
+unchanged value) counts once. An ``if`` on a condition read from memory counts the cheaper
+branch; one on an index condition (program ids, aranges, arguments: a guard) counts the
+larger; a ``return`` under a condition read from memory ends the count (an index guard does
+not); ``@triton.jit`` helpers are followed, block pointers and tensor descriptors read as
+their block shape. A grid larger than its tensors is credited only for the programs they can
+feed (``useful_programs``).
+
+Work is counted only when its result is stored (each op once, however often it is stored),
+and only the ops on the stored value's dependency path: arithmetic on indices and pointers (a
+gather's ``idx * stride``) and values that only feed masks or addresses earn nothing. A chain
+of multiplies and adds by invariant coefficients (constants, or values that do not vary in
+the loop around them) is one affine map: it costs at most a multiply and an add per element,
+however long the chain or the loop that repeats it (``x = x * 2.0; x = x * 0.5`` looped K
+times), nothing where it composes to the identity (``x * 1.0``, ``x * 2 * 0.5``, ``x + 1 -
+1``), and a value multiplied by zero no longer depends on what made it. With ``reach`` (the
+share of each tensor parameter's bytes that reaches the call's output, ``kernelwork``) only
+stores into reaching tensors are credited, and ``LaunchWork.reads`` names the tensors those
+stored values were read from. A kernel that only loads and stores earns no compute work
+(``moved`` counts the elements it stored from memory: credit only where the reference
+itself only moves data).
 
 Does not cover finding the kernels in a source (``tritonjit.py``), CUDA kernels
 (``cudawork.py``), nor summing a call's launches (``kernelwork.custom_work``). Limits:
-pointless arithmetic on loaded values (``x * s`` with ``s`` an argument equal to 1, a loop
-that recomputes) earns work; the judge caps a call's custom work at the reference's work.
+cancellation between loaded values (``(y + s) - s``) and arithmetic by a loaded value that
+happens to be 1 still earn their ops; the judge caps each launch's credited work at the
+reference's work per output element times the elements it stored into reaching tensors.
 """
 
 from __future__ import annotations
 
 import ast
 import math
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from .tritonjit import dotted
@@ -33,37 +48,68 @@ from .tritonvalues import V, arith, bcast, compare, identity, numel
 
 MAX_DEPTH = 8  # nested @triton.jit helper calls followed
 _UNKNOWN_LOOP = 1  # trip count of a loop whose bounds are not known
+_EPS = 1e-6  # an affine chain this close to the identity is the identity
 
 
 class _Launch:
-    """One launch's abstract run: counters over every program (``programs`` x per program)."""
+    """One launch's abstract run: counters over every program (``programs`` x per program).
+    ``reach``: tensor parameter → share of its bytes that reaches the output (None: every
+    store is credited)."""
 
-    def __init__(self, funcs: dict, programs: int):
-        self.funcs, self.programs = funcs, max(1, int(programs))
+    def __init__(self, funcs: dict, programs: int, reach: Optional[dict] = None):
+        self.funcs, self.programs, self.reach = funcs, max(1, int(programs)), reach
         self.mult = 1.0  # trip counts of the loops around the current statement
-        self.counted: set = set()
+        self.counted: dict = {}  # op id → share already credited
         self.work = 0.0  # per program
         self.moved = 0.0
         self.stored = 0.0  # elements stored, per program
+        self.reached = 0.0  # distinct elements stored into reaching tensors, per program (weighed by reach)
+        self.reads: set = set()  # tensor parameters read by the credited stores
         self.next_id = 0
+
+    def at(self, born: float) -> float:
+        """The trips an op runs that was made from values varying at ``born``."""
+        return min(self.mult, max(1.0, born))  # 0 inside a loop of no trips
+
+    def state(self) -> tuple:
+        return self.work, self.moved, self.stored, self.reached, dict(self.counted), set(self.reads)
+
+    def restore(self, st: tuple) -> None:
+        self.work, self.moved, self.stored, self.reached, counted, reads = st
+        self.counted, self.reads = dict(counted), set(reads)
 
     # ops --------------------------------------------------------------
     def op(self, work: float, *parts: V, shape=(), data: int = 2) -> V:
         ops: dict = {}
+        src: frozenset = frozenset()
         for p in parts:
             ops.update(p.ops)
+            src |= p.src
+        born = max((p.born for p in parts), default=0.0)
         self.next_id += 1
-        ops[self.next_id] = work * self.mult
-        return V(shape=shape, data=data, ops=ops)
+        ops[self.next_id] = work * self.at(born)
+        return V(shape=shape, data=data, ops=ops, src=src, born=born)
 
-    def store(self, value: V, elems: int) -> None:
+    def share(self, bases) -> float:
+        if self.reach is None:
+            return 1.0
+        return max((float(self.reach.get(b, 0.0)) for b in bases), default=0.0)
+
+    def store(self, value: V, elems: int, ptr: Optional[V] = None, mask: Optional[V] = None) -> None:
+        ptr, mask = ptr or V(), mask or V()
         self.stored += elems * self.mult
+        f = self.share(ptr.bases)
+        if f <= 0:
+            return
+        self.reached += elems * self.at(max(ptr.born, mask.born)) * f  # an address that does not vary: once
         if value.data == 1:
-            self.moved += elems * self.mult
+            self.moved += elems * self.mult * f
         for k, w in value.ops.items():
-            if k not in self.counted:
-                self.counted.add(k)
-                self.work += w
+            prev = self.counted.get(k, 0.0)
+            if f > prev:
+                self.counted[k] = f
+                self.work += w * (f - prev)
+        self.reads |= value.src | ptr.src | mask.src
 
     # statements -------------------------------------------------------
     def run(self, fn: ast.FunctionDef, env: dict, depth: int = 0) -> V:
@@ -99,6 +145,10 @@ class _Launch:
             self.block(st.body, env, ret, depth)
 
     def loop(self, st, env: dict, ret: list, depth: int) -> None:
+        """The body once, its ops weighed by the trips in which their values vary: the loop
+        variable and the names the body assigns (carried values) vary; a carried value keeps
+        its value before the loop as the root of an affine chain (``x = x * s`` repeated is
+        one multiply by ``s`` to the trips)."""
         trips = _UNKNOWN_LOOP
         if isinstance(st, ast.For):
             it = st.iter
@@ -109,35 +159,47 @@ class _Launch:
                 if args and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
                     lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
                     trips = max(0, len(range(lo, hi, step or 1)))
-            self.bind(st.target, V(), env)
         saved = self.mult
         self.mult *= trips
+        if isinstance(st, ast.For):
+            self.bind(st.target, V(born=self.mult), env)
+        for name in _assigned(st.body) & set(env):
+            v = env[name]
+            aff = v.aff if v.aff is not None else ((v, 1.0, 0.0, frozenset(), {}, v.born) if v.data else None)
+            env[name] = replace(v, born=self.mult, aff=aff)
         try:
             self.block(st.body, env, ret, depth)
         finally:
             self.mult = saved
+            for name, v in list(env.items()):
+                if isinstance(v, V) and v.born > saved:
+                    aff = v.aff[:5] + (min(v.aff[5], saved),) if v.aff is not None else None
+                    env[name] = replace(v, born=saved, aff=aff)
 
     def branch(self, st: ast.If, env: dict, ret: list, depth: int) -> None:
-        """A known condition takes its branch; an unknown one counts the cheaper branch. A
-        branch that returns on a condition read from memory ends the kernel there (the
-        cheaper path: the rest counts nothing); one that returns on an index condition (a
-        program past the end) lets the rest count."""
+        """A known condition takes its branch. An unknown one on data read from memory counts
+        the cheaper branch; an index condition (program ids, aranges, arguments: a guard such
+        as ``if row < n_rows:``) counts the larger. A branch that returns on a condition read
+        from memory ends the kernel there (the cheaper path: the rest counts nothing); one
+        that returns on an index condition (a program past the end) lets the rest count."""
         test = self.expr(st.test, env, depth)
         if test.const is not None and test.data == 0:
             self.block(st.body if test.const else st.orelse, env, ret, depth)
             return
-        work, moved, counted = self.work, self.moved, set(self.counted)
+        before = self.state()
         env_a, env_b = dict(env), dict(env)
         ret_a: list = []
         ret_b: list = []
         self.block(st.body, env_a, ret_a, depth)
-        wa, ma = self.work - work, self.moved - moved
-        self.work, self.moved, self.counted = work, moved, counted
+        a = self.state()
+        self.restore(before)
         self.block(st.orelse, env_b, ret_b, depth)
-        wb, mb = self.work - work, self.moved - moved
-        self.work, self.moved = work + min(wa, wb), moved + min(ma, mb)  # the cheaper branch
-        env.update(env_a)
-        env.update(env_b)
+        b = self.state()
+        larger = (a[0], a[1]) >= (b[0], b[1])
+        take_a = larger if not test.data else not larger
+        self.restore(a if take_a else b)
+        env.update(env_b if take_a else env_a)
+        env.update(env_a if take_a else env_b)  # the values of the branch counted
         if (ret_a or ret_b) and test.data:
             ret.append(V())
 
@@ -147,7 +209,7 @@ class _Launch:
         elif isinstance(target, (ast.Tuple, ast.List)):
             items = v.const if isinstance(v.const, tuple) and len(v.const) == len(target.elts) else None
             for i, t in enumerate(target.elts):
-                self.bind(t, V(const=items[i]) if items else V(shape=v.shape, data=v.data, ops=dict(v.ops)), env)
+                self.bind(t, V(const=items[i]) if items else replace(v, ops=dict(v.ops), aff=None), env)
 
     # expressions ------------------------------------------------------
     def expr(self, e, env: dict, depth: int) -> V:
@@ -171,6 +233,8 @@ class _Launch:
                                     ast.Invert: lambda x: ~x}[type(e.op)](v.const))
                 except (KeyError, TypeError):
                     return V()
+            if isinstance(e.op, ast.USub) and v.data:  # -x: a multiply by -1
+                return self.binop(ast.Mult(), v, V(const=-1.0))
             return self.elementwise([v], 0.0 if isinstance(e.op, ast.UAdd) else 1.0)
         if isinstance(e, ast.Compare):
             vals = [self.expr(e.left, env, depth)] + [self.expr(c, env, depth) for c in e.comparators]
@@ -190,7 +254,7 @@ class _Launch:
         if isinstance(e, ast.Attribute):
             base = self.expr(e.value, env, depth)
             if e.attr == "T" and base.shape:
-                return V(shape=tuple(reversed(base.shape)), data=base.data, ptr=base.ptr, ops=dict(base.ops))
+                return replace(base, shape=tuple(reversed(base.shape)), ops=dict(base.ops), aff=None)
             return V()
         if isinstance(e, ast.Call):
             return self.call(e, env, depth)
@@ -204,24 +268,76 @@ class _Launch:
                 return V()
         shape = bcast(a.shape, b.shape)
         if a.ptr or b.ptr:  # address arithmetic: an index, whatever it was computed from
-            return V(shape=shape, ptr=True)
+            return V(shape=shape, ptr=True, bases=a.bases | b.bases, src=a.src | b.src, born=max(a.born, b.born))
         if identity(op, a, b):
             data = a if a.data else b
-            return V(shape=shape, data=data.data, ops=dict(data.ops))
-        return self.elementwise([a, b], 1.0)
+            return replace(data, shape=shape, ops=dict(data.ops), born=max(a.born, b.born))
+        v = self.affine(op, a, b, shape)
+        return v if v is not None else self.elementwise([a, b], 1.0)
+
+    def coefficient(self, c: V):
+        """(known number or None, whether ``c`` may scale or shift an affine chain): a number,
+        or inside a loop a value that does not vary there."""
+        if c.ptr:
+            return None, False
+        if c.data == 0 and isinstance(c.const, (int, float)) and not isinstance(c.const, bool):
+            return float(c.const), True
+        return None, self.mult > 1 and max(1.0, c.born) < self.mult
+
+    def affine(self, op, a: V, b: V, shape) -> Optional[V]:
+        """``x`` times, plus, minus or over an invariant coefficient (``tritonvalues.V.aff``):
+        the chain from its root costs a multiply and an add per element at most, nothing
+        where it composes to the identity; times zero it is a constant."""
+        if not isinstance(op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            return None
+        for x, c, right in ((a, b, True), (b, a, False)):
+            k, ok = self.coefficient(c)
+            if not x.data or not ok or (isinstance(op, ast.Div) and not right):
+                continue
+            root, a0, b0, kinds, cops, cb = x.aff or (x, 1.0, 0.0, frozenset(), {}, x.born)
+            if isinstance(op, (ast.Mult, ast.Div)):
+                if k is not None and isinstance(op, ast.Div):
+                    if k == 0:
+                        return None
+                    k = 1.0 / k
+                a1 = a0 * k if k is not None and a0 is not None else None
+                b1 = (b0 * k if k is not None else (0.0 if b0 == 0.0 else None)) if b0 is not None else None
+                kinds = kinds | {"mul"}
+            elif right or isinstance(op, ast.Add):  # x + c, c + x, x - c
+                a1 = a0
+                b1 = b0 + (k if isinstance(op, ast.Add) else -k) if k is not None and b0 is not None else None
+                kinds = kinds | {"add"}
+            else:  # c - x
+                a1 = -a0 if a0 is not None else None
+                b1 = k - b0 if k is not None and b0 is not None else None
+                kinds = kinds | {"mul", "add"}
+            cops, cb = {**cops, **c.ops}, max(cb, c.born)
+            born = max(x.born, c.born)
+            if a1 == 0.0 and b1 is not None:  # 0·x + b: no longer x
+                return V(shape=shape, const=b1, born=born)
+            if a1 is not None and b1 is not None and abs(a1 - 1.0) <= _EPS and abs(b1) <= _EPS:
+                return replace(root, shape=shape, ops={**root.ops, **cops}, born=born, aff=None)
+            n = ("mul" in kinds and a1 != 1.0) + ("add" in kinds and b1 != 0.0)
+            self.next_id += 1
+            ops = {**root.ops, **cops, self.next_id: float(numel(shape) * n) * self.at(cb)}
+            return V(shape=shape, data=2, ops=ops, src=x.src | c.src, born=born, aff=(root, a1, b1, kinds, cops, cb))
+        return None
 
     def elementwise(self, vals: list, weight: float) -> V:
         """An elementwise op: work where it reads memory's data, else an index."""
         shape = bcast(*[v.shape for v in vals])
+        born = max((v.born for v in vals), default=0.0)
+        src: frozenset = frozenset().union(*[v.src for v in vals])
         if any(v.ptr for v in vals):
-            return V(shape=shape, ptr=True)
+            return V(shape=shape, ptr=True, bases=frozenset().union(*[v.bases for v in vals if v.ptr]), src=src,
+                     born=born)
         if not any(v.data for v in vals):
-            return V(shape=shape)
+            return V(shape=shape, src=src, born=born)
         if weight == 0.0:  # a select or a plain pass: data moves on, no op
             ops: dict = {}
             for v in vals:
                 ops.update(v.ops)
-            return V(shape=shape, data=max(v.data for v in vals), ops=ops)
+            return V(shape=shape, data=max(v.data for v in vals), ops=ops, src=src, born=born)
         return self.op(weight * numel(shape), *vals, shape=shape)
 
     def subscript(self, v: V, sl) -> V:
@@ -232,7 +348,7 @@ class _Launch:
                     return V(const=v.const[sl.value])
                 except IndexError:
                     return V()
-            return V(shape=None if v.shape is None else (), data=v.data, ptr=v.ptr, ops=dict(v.ops))
+            return replace(v, shape=None if v.shape is None else (), const=None, ops=dict(v.ops), aff=None)
         dims, shape = list(v.shape), []
         for it in items:
             if isinstance(it, ast.Constant) and it.value is None:
@@ -241,7 +357,12 @@ class _Launch:
                 shape.append(dims.pop(0))
             elif dims:
                 dims.pop(0)
-        return V(shape=tuple(shape + dims), data=v.data, ptr=v.ptr, ops=dict(v.ops))
+        return replace(v, shape=tuple(shape + dims), ops=dict(v.ops), aff=None)
+
+    def load(self, ptr: V, mask: Optional[V] = None, shape="same") -> V:
+        mask = mask or V()
+        return V(shape=ptr.shape if shape == "same" else shape, data=1, src=ptr.bases | ptr.src | mask.src,
+                 born=max(ptr.born, mask.born))
 
     def call(self, e: ast.Call, env: dict, depth: int) -> V:
         name = dotted(e.func)
@@ -260,11 +381,13 @@ class _Launch:
             blk = (kw.get("block_shape") or (args[4] if last == "make_block_ptr" and len(args) > 4 else
                                             args[3] if len(args) > 3 else V())).const
             ok = isinstance(blk, tuple) and all(isinstance(d, int) for d in blk)
-            return V(shape=tuple(blk) if ok else None, ptr=True)
+            base = kw.get("base") or (args[0] if args else V())
+            return V(shape=tuple(blk) if ok else None, ptr=True, bases=base.bases, src=base.src, born=base.born)
         if last in ("load_tensor_descriptor", "_experimental_descriptor_load") and args:
-            return V(shape=args[0].shape, data=1)
+            born = max([a.born for a in args[1:]], default=0.0)
+            return self.load(replace(args[0], born=max(args[0].born, born)))
         if last in ("store_tensor_descriptor", "_experimental_descriptor_store") and len(args) >= 3:
-            self.store(args[2], numel(args[2].shape))
+            self.store(args[2], numel(args[2].shape), replace(args[0], born=max(args[0].born, args[1].born)))
             return V()
         if last == "arange" and len(args) >= 2 and all(isinstance(a.const, int) for a in args[:2]):
             return V(shape=(args[1].const - args[0].const,))
@@ -275,16 +398,17 @@ class _Launch:
             return V(shape=tuple(shp) if isinstance(shp, tuple) and all(isinstance(d, int) for d in shp) else
                      ((shp,) if isinstance(shp, int) else None))
         if last == "load" and args:
-            return V(shape=args[0].shape, data=1)
+            return self.load(args[0], kw.get("mask") or (args[1] if len(args) > 1 else None))
         if last == "store" and len(args) >= 2:
-            self.store(args[1], numel(bcast(args[0].shape, args[1].shape)))
+            self.store(args[1], numel(bcast(args[0].shape, args[1].shape)), args[0],
+                       kw.get("mask") or (args[2] if len(args) > 2 else None))
             return V()
         if last in ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_and", "atomic_or",
                     "atomic_xor", "atomic_cas") and len(args) >= 2:
             val = args[1] if last != "atomic_cas" or len(args) < 3 else args[2]
             v = self.op(numel(bcast(args[0].shape, val.shape)), val, shape=val.shape) if val.data else val
-            self.store(v, numel(val.shape))
-            return V(shape=args[0].shape, data=1)
+            self.store(v, numel(val.shape), args[0], kw.get("mask"))
+            return self.load(args[0], kw.get("mask"))
         if last == "dot" and len(args) >= 2:
             return self.dot(args[0], args[1], args[2] if len(args) > 2 else kw.get("acc"))
         if last in _REDUCTIONS and args:
@@ -312,14 +436,15 @@ class _Launch:
         args = [self.expr(a, env, depth) for a in e.args]
         kw = {k.arg: self.expr(k.value, env, depth) for k in e.keywords if k.arg}
         if last in ("to", "cast"):
-            return V(shape=v.shape, data=v.data, ptr=v.ptr, ops=dict(v.ops))
+            return replace(v, ops=dict(v.ops))
+        born = max([a.born for a in args] + [v.born])
         if v.ptr and last == "load":  # a tensor descriptor's tile
-            return V(shape=v.shape, data=1)
+            return self.load(replace(v, born=born))
         if v.ptr and last == "store" and len(args) >= 2:
-            self.store(args[1], numel(args[1].shape))
+            self.store(args[1], numel(args[1].shape), replace(v, born=born))
             return V()
         if v.ptr:  # any other method of an address (advance, ...): still an address
-            return V(shape=v.shape, ptr=True)
+            return V(shape=v.shape, ptr=True, bases=v.bases, src=v.src, born=born)
         if last in _REDUCTIONS:
             axis = (args[0] if args else kw.get("axis", V())).const
             return self.reduce(v, axis, bool((kw.get("keep_dims") or V()).const))
@@ -343,7 +468,7 @@ class _Launch:
             work = 2.0 * numel(a.shape) * b.shape[-1]
         parts = [a, b] + ([acc] if acc is not None else [])
         if not (a.data or b.data):
-            return V(shape=shape)
+            return V(shape=shape, born=max(p.born for p in parts))
         return self.op(work, *parts, shape=shape)
 
     def reduce(self, v: V, axis, keep: bool) -> V:
@@ -356,7 +481,7 @@ class _Launch:
         else:
             shape = ()
         if v.ptr or not v.data:
-            return V(shape=shape)
+            return V(shape=shape, born=v.born)
         return self.op(float(numel(v.shape)), v, shape=shape)
 
     def reshape(self, last: str, args: list, kw: dict) -> V:
@@ -377,7 +502,7 @@ class _Launch:
             shape = tuple(args[1].const)
         elif last == "broadcast" and len(args) > 1:
             shape = bcast(shape, args[1].shape)
-        return V(shape=shape, data=v.data, ptr=v.ptr, ops=dict(v.ops))
+        return replace(v, shape=shape, const=None, ops=dict(v.ops), aff=None)
 
 
 _REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod", "associative_scan",
@@ -407,29 +532,60 @@ def _defaults(fn: ast.FunctionDef) -> dict:
     return out
 
 
-def launch_work(facts: dict, name: str, programs: int, args: dict) -> tuple[float, float]:
-    """(compute work, elements moved) of one launch of Triton kernel ``name``: ``programs``
-    program instances, ``args`` the recorded arguments by parameter name (a number, or
-    ``["t", numel]`` for a tensor). (0, 0) for a kernel the source does not define."""
+@dataclass(frozen=True)
+class LaunchWork:
+    """What one launch did, over its useful programs: compute ``work``; elements ``moved``
+    (stored straight from memory); ``stored`` (distinct elements stored into reaching
+    tensors, weighed by how much of each reaches); ``reads`` (the tensor parameters whose
+    data the credited stores were computed from)."""
+    work: float = 0.0
+    moved: float = 0.0
+    stored: float = 0.0
+    reads: frozenset = frozenset()
+
+
+UNKNOWN = ["?"]  # a recorded argument the worker passed but could not record
+
+
+def launch_detail(facts: dict, name: str, programs: int, args: dict, reach: Optional[dict] = None) -> LaunchWork:
+    """One launch of Triton kernel ``name``: ``programs`` program instances, ``args`` the
+    recorded arguments by parameter name (a number, ``["t", numel]`` for a tensor,
+    ``["?"]`` for one passed but not recordable: unknown, never the source's default),
+    ``reach`` the share of each tensor parameter that reaches the output (None: all).
+    Empty for a kernel the source does not define."""
     funcs = facts.get("triton") or {}
     fn = funcs.get(name)
     if fn is None:
-        return 0.0, 0.0
+        return LaunchWork()
     env = _defaults(fn)
     for pname, val in (args or {}).items():
         if isinstance(val, list) and len(val) == 2 and val[0] == "t":
-            env[pname] = V(shape=(), ptr=True)
+            env[pname] = V(shape=(), ptr=True, bases=frozenset({pname}))
         elif isinstance(val, (int, float, bool)):
             env[pname] = V(const=val)
-    for a in fn.args.args:  # parameters not recorded: pointers by name, else unknown scalars
-        env.setdefault(a.arg, V(ptr=a.arg.endswith("ptr")))
-    run = _Launch(funcs, programs)
+        else:  # passed, not recorded: unknown
+            env[pname] = V(ptr=pname.endswith("ptr"), bases=frozenset({pname}) if pname.endswith("ptr") else frozenset())
+    for a in fn.args.args:  # parameters not passed, without a default: pointers by name, else unknown scalars
+        env.setdefault(a.arg, V(ptr=a.arg.endswith("ptr"), bases=frozenset({a.arg}) if a.arg.endswith("ptr")
+                                else frozenset()))
+    run = _Launch(funcs, programs, reach)
     try:
         run.run(fn, env)
     except RecursionError:
-        return 0.0, 0.0
+        return LaunchWork()
     programs = useful_programs(run.programs, args, run.stored)
-    return run.work * programs, run.moved * programs
+    return LaunchWork(run.work * programs, run.moved * programs, run.reached * programs, frozenset(run.reads))
+
+
+def launch_work(facts: dict, name: str, programs: int, args: dict, reach: Optional[dict] = None) -> tuple[float, float]:
+    """(compute work, elements moved) of one launch (``launch_detail``)."""
+    d = launch_detail(facts, name, programs, args, reach)
+    return d.work, d.moved
+
+
+def _assigned(body) -> set:
+    """The names a loop body assigns (its carried values among them)."""
+    return {n.id for st in body for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def useful_programs(programs: int, args: dict, stored: float) -> int:

@@ -1,6 +1,8 @@
 """The abstract values a Triton launch is interpreted over (``tritonlaunch.py``) and the
 arithmetic on them that needs no interpreter: a value's shape, known constant, whether it
-holds data read from memory or an address, the ops that made it; broadcasting, element
+holds data read from memory or an address, the ops that made it, which tensor parameters it
+points into or was read from, the loop depth at which it varies, and the affine map (``a·x +
+b`` with invariant coefficients) that links it to an earlier value; broadcasting, element
 counts, constant folding, and which ops are identities (``x * 1``, ``x + 0``: no work).
 
 Does not cover how statements, calls or launches are interpreted (``tritonlaunch.py``).
@@ -18,12 +20,24 @@ from typing import Optional
 class V:
     """An abstract value: a tensor's shape (``()`` a scalar, None unknown), a known Python
     value, whether it holds data read from memory (``data``: 1 loaded, 2 computed from
-    loaded values), whether it is an address, and the ops (id → work) that made it."""
+    loaded values), whether it is an address, and the ops (id → work) that made it.
+
+    ``bases``: the tensor parameters an address points into; ``src``: the tensor parameters
+    whose loaded data the value (or an address) was computed from. ``born``: the trip
+    product of the loops in which the value varies (0: the same in every iteration), so an op
+    on values that do not vary in a loop counts once, not once per trip. ``aff``: the value is
+    ``a·root + b`` with ``a``, ``b`` invariant (numbers where known, else None): ``(root, a,
+    b, kinds, coefficient ops, born of the chain)``; a chain of such ops costs at most a
+    multiply and an add per element, and one that composes to the identity costs nothing."""
     shape: Optional[tuple] = ()
     const: object = None
     data: int = 0
     ptr: bool = False
     ops: dict = field(default_factory=dict)
+    bases: frozenset = frozenset()
+    src: frozenset = frozenset()
+    born: float = 0.0
+    aff: Optional[tuple] = None
 
 
 def numel(shape) -> int:
