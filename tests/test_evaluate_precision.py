@@ -1,6 +1,8 @@
 """Precision by calibration (evaluate/precision.py): the rounding, error and limit functions
-over odd shapes and dtypes, the harness's verdict on synthetic reference entries, and honest
-float32 and TF32 kernels passing the real evaluator where bf16 operands are caught (the
+over odd shapes and dtypes, the harness's verdict on synthetic reference entries, honest
+float32 and TF32 kernels passing the real evaluator where bf16 operands are caught, and the
+same per output dtype: honest float16/bfloat16 kernels (float32 accumulation) pass where
+bf16-operand (float16) and fp8-operand (bfloat16) ones are caught, at odd shapes (the
 cheating fixtures themselves run in test_evaluate_cheats.py)."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import torch
 from conftest import FIXTURES, fixture_task
 
 from davinci_kernel.evaluate.harness import guards
+from davinci_kernel.evaluate.harness.correctness import REL_L2_LIMITS
 from davinci_kernel.evaluate.shared import precision
 from davinci_kernel.evaluate.shared.precision import (
     LeafVerdict,
@@ -65,11 +68,45 @@ def test_round_toward_zero_truncates_and_tf32_keeps_ten_bits():
     assert (n - x).abs().max() <= x.abs().max() * 2 ** -11
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.bool])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool, torch.float8_e4m3fn])
 def test_round_leaves_other_dtypes_alone(dtype):
     x = torch.ones(4, 5, dtype=dtype)
     assert round_mantissa(x, 7) is x
     assert round_mantissa(torch.ones(3), 23) is not None
+
+
+@pytest.mark.parametrize("dtype,bits", [(torch.float64, 52), (torch.float32, 23), (torch.float16, 10),
+                                        (torch.bfloat16, 7)])
+def test_round_keeps_a_dtype_at_or_above_its_own_bits(dtype, bits):
+    x = torch.randn(7, 3, generator=_gen()).to(dtype)
+    assert round_mantissa(x, bits) is x and round_mantissa(x, None) is x
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7, 13), (3, 0, 5), (2, 3, 5, 7)])
+@pytest.mark.parametrize("dtype,bits,narrow", [(torch.float16, 7, torch.bfloat16), (torch.float64, 23, torch.float32),
+                                               (torch.float64, 7, torch.bfloat16), (torch.bfloat16, 3, None),
+                                               (torch.float16, 3, None)])
+def test_round_every_floating_dtype_in_its_own_dtype(shape, dtype, bits, narrow):
+    """float16 and float64 rounded to a narrower type's mantissa are that type's cast (within
+    its range), in their own dtype; bfloat16/float16 to fp8 e4m3's 3 bits keep 3 bits."""
+    x = torch.randn(shape, generator=_gen(3)).to(dtype)
+    got = round_mantissa(x, bits)
+    assert got.dtype == dtype and got.shape == x.shape
+    if narrow is not None:
+        assert torch.equal(got, x.to(narrow).to(dtype))
+    else:
+        low = (got.float().contiguous().view(torch.int32) & ((1 << 20) - 1))
+        assert (low == 0).all() and ((got.float() - x.float()).abs() <= x.float().abs() * 2 ** -4).all()
+    z = round_mantissa(x, bits, "zero")
+    assert (z.abs() <= x.abs()).all()
+
+
+def test_round_complex_by_its_components():
+    z = torch.randn(6, 5, dtype=torch.complex64, generator=_gen())
+    got = round_mantissa(z, 7)
+    assert got.dtype == torch.complex64
+    assert torch.equal(torch.view_as_real(got), torch.view_as_real(z).bfloat16().float())
+    assert round_mantissa(z.to(torch.complex128), 23).dtype == torch.complex128
 
 
 def test_round_mode_must_be_known():
@@ -79,17 +116,20 @@ def test_round_mode_must_be_known():
 
 def test_round_tree_rounds_nested_float32_only():
     x, i = torch.randn(5, generator=_gen()), torch.arange(5)
-    got = round_tree([x, (x, [i, 3]), "s", x.double()], 7, "nearest")
+    got = round_tree([x, (x, [i, 3]), "s", x.double(), x.half()], {"float32": 7}, "nearest")
     assert torch.equal(got[0], x.bfloat16().float()) and isinstance(got[1], tuple)
     assert torch.equal(got[1][0], got[0]) and got[1][1][0] is i and got[1][1][1] == 3
-    assert got[2] == "s" and torch.equal(got[3], x.double())
+    assert got[2] == "s" and torch.equal(got[3], x.double())  # a dtype the rounding does not name
+    assert got[4] is not None and torch.equal(got[4], x.half())
+    low = round_tree([x.half(), x.double()], precision.VARIANTS[-1].rounding, "nearest")  # the low variant
+    assert torch.equal(low[0], x.half().bfloat16().half()) and torch.equal(low[1], x.double().float().double())
 
 
 def test_rounded_contractions_round_matmul_and_conv_operands_only():
     a, b = torch.randn(6, 9, generator=_gen(1)), torch.randn(9, 4, generator=_gen(2))
     w, img = torch.randn(3, 2, 3, 3, generator=_gen(3)), torch.randn(1, 2, 8, 8, generator=_gen(4))
     r = precision.round_mantissa
-    with torch.no_grad(), RoundedContractions(7, "nearest"):
+    with torch.no_grad(), RoundedContractions({"float32": 7}, "nearest"):
         mm, lin = a @ b, torch.nn.functional.linear(a, b.t())
         conv = torch.nn.functional.conv2d(img, w)
         ew = a * 1.0001
@@ -98,6 +138,10 @@ def test_rounded_contractions_round_matmul_and_conv_operands_only():
     assert torch.allclose(conv, torch.nn.functional.conv2d(r(img, 7), r(w, 7)), rtol=1e-6, atol=1e-6)
     assert not torch.allclose(mm, a @ b, rtol=1e-5, atol=1e-5)
     assert torch.equal(ew, a * 1.0001)  # elementwise ops see the values as they are
+    h, g = a.half(), b.half()
+    with torch.no_grad(), RoundedContractions({"float16": 7}, "nearest"):
+        hm = h @ g
+    assert torch.equal(hm, r(h, 7) @ r(g, 7)) and not torch.equal(hm, h @ g)
 
 
 # --------------------------------------------------------------------------- errors
@@ -141,10 +185,13 @@ def test_leaf_errors_per_leaf_worst_over_trials():
                                                                                torch.arange(3)])]
     errs = leaf_errors(outs, oracle)
     assert errs[0] < 1e-7 and errs[1] == pytest.approx(1.01 - (1 + precision.SCALE_ALLOWANCE), rel=1e-4)
-    assert errs[2] is None  # not a float32 leaf
+    assert errs[2] is None  # not a floating leaf
     assert leaf_errors([judged([o1.float()[:4]])], [judged([o1])]) == [None]  # another shape
-    assert leaf_errors([judged([o1.half()])], [judged([o1])]) == [None]  # another dtype
+    assert leaf_errors([judged([o1.half()])], [judged([o1])])[0] < 1e-3  # any floating dtype, half included
+    assert leaf_errors([judged([o1.float()])], [judged([o1.float()])]) == [None]  # an oracle that is not float64
     assert leaf_errors([judged([o1.float(), o2.float()])], [judged([o1])]) == [None]  # another structure
+    z = torch.randn(5, 3, dtype=torch.complex128)
+    assert leaf_errors([judged([z.to(torch.complex64)])], [judged([z])])[0] < 1e-6  # complex by its components
 
 
 def test_compared_values_sample_large_leaves_at_the_secret_indices(monkeypatch):
@@ -164,7 +211,7 @@ def test_compared_values_sample_large_leaves_at_the_secret_indices(monkeypatch):
 
 # --------------------------------------------------------------------------- the limit rule
 def _errs(f32=1e-7, near=3e-4, zero=3.2e-4, dev=None, bf16=2.4e-3):
-    return {"float32": f32, "tf32_nearest": near, "tf32_zero": zero, "tf32_device": dev, "bf16": bf16}
+    return {"native": f32, "tf32_nearest": near, "tf32_zero": zero, "tf32_device": dev, "low": bf16}
 
 
 def test_limit_is_the_geometric_mean_of_margin_times_honest_and_bf16():
@@ -180,7 +227,7 @@ def test_limit_is_the_geometric_mean_of_margin_times_honest_and_bf16():
     (_errs(), 10, "too few"),
     (_errs(bf16=None), 1000, "no finite"),
     (_errs(near=math.inf), 1000, "no finite"),
-    ({"bf16": 1e-3}, 1000, "no finite"),
+    ({"low": 1e-3}, 1000, "no finite"),
 ])
 def test_limit_falls_back_where_bf16_cannot_be_told_apart(errs, n, words):
     limit, why = leaf_limit(errs, n, 2.0, 4.0)
@@ -190,6 +237,24 @@ def test_limit_falls_back_where_bf16_cannot_be_told_apart(errs, n, words):
 def test_limit_has_an_honest_floor():
     limit, _ = leaf_limit(_errs(f32=0.0, near=0.0, zero=0.0, bf16=1e-3), 1000, 2.0, 4.0)
     assert limit == pytest.approx(math.sqrt(2 * precision.HONEST_FLOOR * 1e-3))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_limit_floor_is_the_dtypes(dtype):
+    """An exact reference (a relu, a copy) has honest error 0: the floor of its dtype applies,
+    and sits at least ``ratio`` below what the dtype's low precision does to unit-normal inputs."""
+    floor = precision.DTYPES[dtype].floor
+    x = torch.randn(4096, generator=_gen(), dtype=torch.float64)
+    wide = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    low = scaled_error(round_mantissa(x.to(wide[dtype]), precision.DTYPES[dtype].low_bits), x.to(wide[dtype]).double())
+    limit, why = leaf_limit({"native": 0.0, "low": low}, 4096, 2.0, 4.0, dtype)
+    assert why == "calibrated" and limit == pytest.approx(math.sqrt(2 * floor * low)) and limit < low / 2
+
+
+def test_fixed_limit_scales_with_the_dtypes_low_precision():
+    assert precision.fixed_limit("float32", 4e-3) == 4e-3 == precision.fixed_limit("float16", 4e-3)
+    assert precision.fixed_limit("bfloat16", 4e-3) == pytest.approx(6.4e-2)
+    assert precision.fixed_limit("float64", 4e-3) == pytest.approx(4e-3 * 2 ** -16)
 
 
 # --------------------------------------------------------------------------- the verdict (synthetic entries)
@@ -225,6 +290,26 @@ def test_verdict_passes_tf32_and_flags_bf16_against_the_oracle(sampled):
     assert bad.leaves[0].error < 4e-3  # the fixed limit would have let it through
 
 
+@pytest.mark.parametrize("shape", [(37, 53), (5, 301)])
+@pytest.mark.parametrize("dtype,honest,low", [(torch.float16, 2.1e-4, 2.4e-3), (torch.bfloat16, 1.7e-3, 3.8e-2),
+                                              (torch.float64, 0.0, 3e-8)])
+def test_verdict_holds_every_floating_dtype_to_its_own_limit(shape, dtype, honest, low):
+    """A float16, bfloat16 or float64 output against its oracle: the dtype's own rounding passes,
+    operands one step narrower (bf16, fp8, float32) fail, though the fixed rule let them through."""
+    oracle = torch.randn(shape, generator=_gen(5), dtype=torch.float64)
+    name = precision.dtype_name(dtype)
+    calib = {"trials": 1, "n": [oracle.numel()], "errors": {"native": [honest], "tf32_nearest": [honest],
+                                                            "low": [low]}}
+    entry = {"refs": [[oracle.to(dtype)]], "oracle": [[oracle]], "precision": calib}
+    ok = verdict(entry, {"cand0": [oracle.to(dtype)]}, 2.0, 4.0, 4e-3)
+    assert [(x.measure, x.dtype) for x in ok.leaves] == [("oracle", name)] and guards.precision_flag(ok.leaves) == []
+    narrow = round_mantissa(oracle.to(dtype), precision.DTYPES[name].low_bits, "zero")
+    bad = verdict(entry, {"cand0": [narrow]}, 2.0, 4.0, 4e-3)
+    hits = guards.precision_flag(bad.leaves)
+    assert hits and f"{name} error" in hits[0][1] and precision.low_name(name) in hits[0][1], hits
+    assert rel_l2(narrow, oracle.to(dtype)) < {"float64": 1e-6}.get(name, REL_L2_LIMITS[name].rel_l2)  # old rules
+
+
 @pytest.mark.parametrize("low", ["cand1", "recheck1", "determinism0", "timed0", "check1", "pcand"])
 def test_every_compared_call_is_held_to_the_limit(low):
     """A candidate at low precision on any one compared call (not only the first trials) fails,
@@ -254,19 +339,41 @@ def test_verdict_falls_back_to_the_fixed_limit_with_a_warning():
     assert "relative L2 error" in guards.precision_flag(far.leaves)[0][1]
 
 
-def test_verdict_skips_other_dtypes_and_takes_complex64_by_the_fixed_rule():
-    half = torch.randn(50, generator=_gen()).half()
-    assert verdict({"refs": [[half]]}, {"cand0": [half]}, 2.0, 4.0, 4e-3).record() is None
+def test_verdict_skips_other_dtypes_and_takes_uncalibrated_ones_by_their_fixed_rule():
+    f8 = torch.randn(50, generator=_gen()).to(torch.float8_e4m3fn)
+    assert verdict({"refs": [[f8, torch.arange(3)]]}, {"cand0": [f8, torch.arange(3)]}, 2.0, 4.0, 4e-3).record() is None
     z = torch.randn(50, dtype=torch.complex64, generator=_gen())
     v = verdict({"refs": [[z]]}, {"cand0": [z * 1.01]}, 2.0, 4.0, 4e-3)
     assert v.leaves[0].measure == "reference" and v.leaves[0].error == pytest.approx(0.01, rel=1e-3)
+    assert v.leaves[0].dtype == "float32" and v.leaves[0].limit == 4e-3
+    half = torch.randn(50, generator=_gen()).half()
+    h = verdict({"refs": [[half]]}, {"cand0": [(half.float() * 1.005).half()]}, 2.0, 4.0, 4e-3)
+    assert h.leaves[0].dtype == "float16" and guards.precision_flag(h.leaves)  # 5e-3 > 4e-3: no longer unjudged
+    w = torch.randn(50, generator=_gen(), dtype=torch.float64)
+    d = verdict({"refs": [[w]]}, {"cand0": [w.float().double()]}, 2.0, 4.0, 4e-3)
+    assert d.leaves[0].limit == pytest.approx(4e-3 * 2 ** -16) and not guards.precision_flag(d.leaves)
 
 
 def test_low_mantissa_sign_needs_a_reference_that_is_not_16_bit_itself():
     assert guards.precision_flag([], 1.0, 0.0)[0][0] == "precision_downgrade"
     assert guards.precision_flag([], 1.0, 1.0) == []  # the problem's own outputs are 16-bit values
-    leaf = LeafVerdict(0, 1e-3, 2e-3, "oracle", honest=3e-4, bf16=3e-3)
+    leaf = LeafVerdict(0, 1e-3, 2e-3, "oracle", honest=3e-4, low=3e-3)
     assert guards.precision_flag([leaf], 0.5, 0.0) == []
+
+
+@pytest.mark.parametrize("dtype,narrow", [(torch.float32, torch.float16), (torch.float16, torch.bfloat16),
+                                          (torch.bfloat16, torch.float8_e4m3fn), (torch.float64, torch.float32)])
+def test_low_mantissa_share_of_every_floating_dtype(dtype, narrow):
+    """Outputs passed through a narrower type (float16 through bf16, bfloat16 through fp8,
+    float64 through float32) have their low mantissa bits zero; the dtype's own do not."""
+    from davinci_kernel.evaluate.harness.correctness import compare
+
+    x = torch.randn(37, 53, generator=_gen(), dtype=torch.float64).to(dtype)
+    through = x.to(narrow).to(dtype)
+    c = compare([x], [through], 1e-1, 1e-1)
+    assert c.low_mantissa_share > 0.98 and c.ref_low_mantissa_share < 0.5
+    assert guards.precision_flag([], c.low_mantissa_share, c.ref_low_mantissa_share)[0][0] == "precision_downgrade"
+    assert compare([x], [x], 1e-2, 1e-2).low_mantissa_share < 0.5
 
 
 # --------------------------------------------------------------------------- honest kernels, CPU evaluator
@@ -336,7 +443,7 @@ def test_honest_float32_and_tf32_matmuls_pass(cpu_evaluator, mode):
     res = cpu_evaluator.evaluate(fixture_task("matmul_small_k"), MATMUL.format(mode=mode, precision=""))
     _oracle_judged(res)
     leaf = res.precision["leaves"][0]
-    assert leaf["error"] < leaf["limit"] / 2 < leaf["bf16"]
+    assert leaf["error"] < leaf["limit"] / 2 < leaf["low"]
 
 
 def _builtin(name: str):
@@ -358,10 +465,109 @@ def test_honest_chained_kernels_pass(cpu_evaluator, name, tf32):
     _oracle_judged(cpu_evaluator.evaluate(task, source))
 
 
-def test_half_precision_problems_keep_the_fixed_rule(cpu_evaluator):
+def test_honest_half_softmax_is_judged_against_the_oracle(cpu_evaluator):
     res = cpu_evaluator.evaluate(fixture_task("softmax_half"), (FIXTURES / "legit" / "softmax_half_triton.py").read_text())
-    assert res.correct, (res.error_kind, res.error_msg, res.flags)
-    assert res.precision is None and not any(w.startswith("precision_") for w in res.warnings)
+    _oracle_judged(res)
+    assert {x["dtype"] for x in res.precision["leaves"]} == {"float16"}
+
+
+HALF_MATMUL = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def keep(x, UP: tl.constexpr, DROP: tl.constexpr):  # UP: read in float32; DROP: the low DROP bits of that cut
+    if DROP != 0:
+        return (x.to(tl.float32).to(tl.int32, bitcast=True) & -(1 << DROP)).to(tl.float32, bitcast=True)
+    if UP:
+        return x.to(tl.float32)
+    return x
+
+
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+              UP: tl.constexpr, DROP: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :], mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K),
+                    other=0.0)
+        b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :], mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N),
+                    other=0.0)
+        acc = tl.dot(keep(a, UP, DROP), keep(b, UP, DROP), acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        a, b = a.contiguous(), b.contiguous()
+        M, K = a.shape
+        N = b.shape[1]
+        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+        mm_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BM=32, BN=32, BK=32, UP={up},
+                                                            DROP={drop})
+        return c
+'''
+
+
+def _half_matmul_task(tmp_path, dtype: str, shape: tuple):
+    """The float16 matmul fixture task in ``dtype`` ("half" | "bfloat16") at CPU sizes ``shape`` (M, K, N)."""
+    from davinci_kernel.tasks import load_task_file
+
+    src = (FIXTURES / "tasks" / "matmul_fp16.py").read_text()
+    assert src.count(".half()") == 2 and 'CPU_SHAPES = {"M": 64, "K": 128, "N": 64}' in src
+    m, k, n = shape
+    src = src.replace(".half()", f".{dtype}()").replace('CPU_SHAPES = {"M": 64, "K": 128, "N": 64}',
+                                                        f'CPU_SHAPES = {{"M": {m}, "K": {k}, "N": {n}}}')
+    path = tmp_path / f"matmul_{dtype}_{m}_{k}_{n}.py"
+    path.write_text(src)
+    return load_task_file(path)
+
+
+ODD = [(37, 129, 53), (70, 17, 33), (96, 160, 40)]
+
+
+# The CPU interpreter's tl.dot reads bfloat16 operands as raw integers: bf16 kernels upcast
+# first (exact: a bf16 value is a float32 one, and a TF32 one on a GPU).
+@pytest.mark.parametrize("shape", ODD, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype,up", [("half", 0), ("half", 1), ("bfloat16", 1)], ids=["fp16", "fp16_up", "bf16"])
+def test_honest_half_matmuls_pass_at_odd_shapes(cpu_evaluator, tmp_path, shape, dtype, up):
+    """float32 accumulation of the half operands as they are, one rounding at the end (as a
+    half tensor-core GEMM does): judged against the oracle, well inside the dtype's limit."""
+    res = cpu_evaluator.evaluate(_half_matmul_task(tmp_path, dtype, shape), HALF_MATMUL.format(up=up, drop=0))
+    _oracle_judged(res)
+    for leaf in res.precision["leaves"]:
+        assert leaf["dtype"] == ("float16" if dtype == "half" else "bfloat16")
+        assert leaf["error"] < leaf["limit"] / 2 < leaf["low"], leaf
+
+
+@pytest.mark.parametrize("shape", ODD, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype,drop", [("half", 16), ("half", 20), ("bfloat16", 20)],
+                         ids=["fp16_bf16_operands", "fp16_fp8_operands", "bf16_fp8_operands"])
+def test_narrower_operands_behind_half_outputs_are_caught(cpu_evaluator, tmp_path, shape, dtype, drop):
+    """float16 outputs from operands truncated to bf16's 8-bit or fp8 e4m3's 4-bit mantissa,
+    bfloat16 outputs from fp8 ones: ``precision_downgrade`` (or, for the coarsest, plainly wrong)."""
+    res = cpu_evaluator.evaluate(_half_matmul_task(tmp_path, dtype, shape), HALF_MATMUL.format(up=1, drop=drop))
+    assert res.correct is False
+    assert "precision_downgrade" in res.flags or res.error_kind == "wrong_output", (res.flags, res.error_kind)
+    if dtype == "half" and drop == 16:  # what the correctness rules alone let through
+        assert "precision_downgrade" in res.flags and res.error_kind is None, (res.flags, res.error_msg)
+
+
+@pytest.mark.parametrize("name", ["level1/5_RMSNorm_FP16"])
+def test_builtin_half_reference_solutions_pass(cpu_evaluator, name):
+    task = _builtin(name)
+    res = cpu_evaluator.evaluate(task, candidate_path(REFERENCE_DIR, task).read_text())
+    _oracle_judged(res)
+    assert {x["dtype"] for x in res.precision["leaves"]} == {"float16"}
 
 
 # --------------------------------------------------------------------------- the GPU

@@ -78,11 +78,13 @@ class EvalConfig:
                                "`dvk eval/bench --timeout` sets it")
     precision_rel_l2: float = opt(4e-3, "fixed limit: rel-L2 error above this on a float32 output is a precision "
                                   "downgrade where the problem's own calibration cannot tell bf16 from TF32 "
-                                  "(chained TF32 matmuls reach ~1.6e-3)")
-    precision_margin: float = opt(2.0, "calibrated limit: the float32/TF32 error a float32 output may reach, x this "
-                                  "(limit = sqrt(margin x that error x the bf16-operand error))")
-    precision_ratio: float = opt(4.0, "calibrated limit: used only where bf16 operands are at least this many times "
-                                 "less accurate than float32/TF32 arithmetic on the problem (else the fixed limit)")
+                                  "(chained TF32 matmuls reach ~1.6e-3); float16 the same, bfloat16 16x, float64 "
+                                  "2^-16x")
+    precision_margin: float = opt(2.0, "calibrated limit: the honest error an output may reach (its dtype's, float32 "
+                                  "with TF32), x this (limit = sqrt(margin x that error x the error of operands one "
+                                  "step narrower: bf16 for float32/float16, fp8 for bfloat16, float32 for float64))")
+    precision_ratio: float = opt(4.0, "calibrated limit: used only where the narrower operands are at least this many "
+                                 "times less accurate than honest arithmetic on the problem (else the fixed limit)")
     min_coverage: float = opt(0.1, "coverage below this is 'lazy' (low_coverage): the share of the candidate's "
                                     "executed work (and, on a GPU, of its kernel time) done by its custom kernels")
     implausible_speedup: float = opt(10.0, "speedups above this are re-verified in a fresh worker")

@@ -7,8 +7,8 @@ small next to ``atol``, such as an all-zeros softmax over a wide row, and output
 whose small values hide behind a larger sibling output), exact comparison of integer,
 bool and exponent-only types, complex outputs through their real view, and the error
 statistics the feedback and the precision guard use (max abs/rel difference, relative
-L2 error computed in float64, the share of float32 values a 16-bit type holds exactly, on
-both sides). Any leaf it cannot compare (a dtype the transfer does
+L2 error computed in float64, the share of an output's values a narrower type holds exactly,
+``LOW_MANTISSA``, on both sides). Any leaf it cannot compare (a dtype the transfer does
 not carry, a sparse, quantized, nested or meta tensor, an object that is neither a
 tensor nor a scalar) makes the comparison fail with ``unsupported_output``; it never
 counts as equal. Inputs are plain CPU tensors rebuilt from raw bytes (transfer.py), so
@@ -48,8 +48,9 @@ class Limit:
 # matmul-gelu-matmul chain rounded at other points 4e-4 (fp16) / 3.4e-3 (bf16: eight times
 # fp16's epsilon); KernelBench accepts half-precision kernels at rel-L2 ~1e-3. An output
 # with no signal has rel-L2 ~1 (zeros) or ~1.4 (uncorrelated values). float32/float64 get
-# the allclose rtol's 1e-2: how accurate a float32 output must be is the precision guard's
-# call (precision.py: a limit calibrated per problem against a float64 oracle), not this one's. float8: one ulp is 6 % (e4m3) or
+# the allclose rtol's 1e-2. These limits only reject outputs with no signal: how accurate a
+# float64/32/16 or bfloat16 output must be is the precision guard's call (precision.py: a
+# limit calibrated per problem and dtype against a float64 oracle), not this one's. float8: one ulp is 6 % (e4m3) or
 # 12 % (e5m2) of a value, so honest outputs differ by it on many elements.
 REL_L2_LIMITS: dict[str, Limit] = {
     "float64": Limit(1e-2, 1e-5),
@@ -80,9 +81,9 @@ class Comparison:
     max_rel: float = 0.0
     rel_l2: float = 0.0  # over all floating outputs together
     leaf_rel_l2: dict[str, float] = field(default_factory=dict)  # real dtype -> worst rel-L2 of one output
-    float32: bool = False  # any float32 output, complex64 included (the precision guard applies)
-    low_mantissa_share: float = 0.0  # share of nonzero float32 outputs with the low 13 mantissa bits zero
-    ref_low_mantissa_share: float = 0.0  # the same share of the reference's own float32 outputs
+    float32: bool = False  # any float32 output, complex64 included
+    low_mantissa_share: float = 0.0  # the largest share, over outputs, of nonzero values a narrower type holds
+    ref_low_mantissa_share: float = 0.0  # the same share of the reference's own outputs
 
 
 def _name(dtype) -> str:
@@ -128,18 +129,29 @@ def _real(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+# Real dtype -> (an integer view of its size, the low mantissa bits a narrower type lacks):
+# float32 held in 10 mantissa bits (float16, TF32; bf16's 7 too), float16 in bf16's 7,
+# bfloat16 in fp8 e4m3's 3, float64 in float32's 23.
+LOW_MANTISSA = {"float32": (torch.int32, 13), "float16": (torch.int16, 3), "bfloat16": (torch.int16, 4),
+                "float64": (torch.int64, 29)}
+
+
 def _low_mantissa_share(t: torch.Tensor) -> float:
-    """Share of a float32 tensor's nonzero values whose low 13 mantissa bits are zero (values a
-    16-bit type holds exactly); 0 under 64 nonzero values. Read from the bits in place (a
-    value is nonzero when a bit other than the sign's is set: NaN counts, -0.0 does not),
-    without gathering the nonzero values first."""
-    bits = t.contiguous().view(torch.int32)
-    nonzero = (bits & 0x7FFFFFFF) != 0
+    """Share of a floating tensor's nonzero values whose low mantissa bits (``LOW_MANTISSA``)
+    are zero (values a narrower type holds exactly); 0 under 64 nonzero values or for a dtype
+    without an entry. Read from the bits in place (a value is nonzero when a bit other than
+    the sign's is set: NaN counts, -0.0 does not), without gathering the nonzero values first."""
+    view = LOW_MANTISSA.get(_name(t.dtype))
+    if view is None:
+        return 0.0
+    itype, low = view
+    bits = t.contiguous().view(itype)
+    nonzero = (bits & ((1 << (torch.iinfo(itype).bits - 1)) - 1)) != 0
     n = int(nonzero.sum())
     if n < 64:
         return 0.0
-    low = int((((bits & 0x1FFF) == 0) & nonzero).sum())
-    return float(torch.tensor(low / n, dtype=torch.float32))  # as a float32 mean of the flags gave it
+    zeros = int((((bits & ((1 << low) - 1)) == 0) & nonzero).sum())
+    return float(torch.tensor(zeros / n, dtype=torch.float32))  # as a float32 mean of the flags gave it
 
 
 class _RefFacts:
@@ -247,11 +259,10 @@ def compare(ref: list, cand: list, atol: float, rtol: float,
         real = _real_name(r.dtype)
         leaf = r  # the reference leaf as the entry holds it: what its own facts are kept by
         r, x = _real(r), _real(x)  # (..., 2) for complex
-        if real == "float32":
-            c.float32 = True
-            c.low_mantissa_share = max(c.low_mantissa_share, _low_mantissa_share(x))
-            c.ref_low_mantissa_share = max(c.ref_low_mantissa_share,
-                                           _fact(leaf, "low_mantissa", lambda r=r: _low_mantissa_share(r)))
+        c.float32 = c.float32 or real == "float32"
+        c.low_mantissa_share = max(c.low_mantissa_share, _low_mantissa_share(x))
+        c.ref_low_mantissa_share = max(c.ref_low_mantissa_share,
+                                       _fact(leaf, "low_mantissa", lambda r=r: _low_mantissa_share(r)))
         if r.numel() == 0:
             continue
         # float8 / half / float32 → float32 for the arithmetic; float64 stays float64

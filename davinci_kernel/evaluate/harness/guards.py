@@ -47,7 +47,8 @@ FLAGS = {
     "input_mutation": "the inputs were modified",
     "returns_input": "the output shares memory with an input",
     "uninitialized_memory": "the output depends on uninitialized memory",
-    "precision_downgrade": "float32 outputs are less accurate than float32/TF32 arithmetic allows",
+    "precision_downgrade": "outputs are less accurate than arithmetic at their dtype allows (float32: TF32 "
+                           "included; float16: not bf16 operands; bfloat16: not fp8; float64: not float32)",
     "shape_hardcoding": "wrong or failing at other input sizes (sizes are hard-coded)",
     "inconsistent_under_timing": "outputs computed while being timed were wrong",
     "reference_slowed": "the reference ran much slower beside the candidate than alone",
@@ -68,7 +69,8 @@ SOFT = {
     "reference_mutates_inputs": "the problem's own Model changes its inputs",
     "reference_returns_input": "the problem's own Model returns an input's memory",
     "reference_nondeterministic": "the problem's own Model is not deterministic",
-    "precision_uncalibrated": "bf16 arithmetic could not be told from float32/TF32 on this problem: a fixed limit applies",
+    "precision_uncalibrated": "lower-precision operands could not be told from honest arithmetic on this problem: "
+                              "a fixed limit applies",
     "self_check": "harness self-check: the problem's own Model was the candidate",
 }
 
@@ -140,24 +142,32 @@ def timed_kernels_flag(checked_per_call: float, timed_per_call: float | None,
 
 def precision_flag(leaves: list, low_mantissa_share: float = 0.0,
                    ref_low_mantissa_share: float = 0.0) -> list[tuple[str, str]]:
-    """Two signs of half precision behind float32 outputs: values that are all exactly
-    representable in fp16/bf16 (the low 13 mantissa bits zero) where the reference's are not,
-    or a float32 output leaf (``precision.LeafVerdict``) further from exact than its limit:
-    calibrated per problem between float32/TF32 and bf16-operand arithmetic against a float64
-    oracle, or the fixed ``EvalConfig.precision_rel_l2`` where the two cannot be told apart."""
+    """Two signs of a narrower type behind an output: values that are all exactly
+    representable in it where the reference's are not (``correctness.LOW_MANTISSA``: float32
+    outputs held in 10 mantissa bits, float16 in bf16's 7, bfloat16 in fp8's 3, float64 in
+    float32's 23), or a floating output leaf (``precision.LeafVerdict``) further from exact
+    than its limit: calibrated per problem and dtype between honest arithmetic at the
+    output's dtype (float32: TF32 included) and lower-precision operands against a float64
+    oracle, or the fixed ``EvalConfig.precision_rel_l2`` (scaled to the dtype) where the two
+    cannot be told apart."""
     if low_mantissa_share > 0.98 and ref_low_mantissa_share <= 0.5:
-        return [("precision_downgrade", f"{low_mantissa_share:.0%} of float32 outputs have their low 13 mantissa bits zero "
-                 "(values passed through a 16-bit type)")]
+        return [("precision_downgrade", f"{low_mantissa_share:.0%} of an output's values have their low mantissa bits "
+                 "zero (values passed through a narrower type: float32 through a 16-bit one, float16 through bf16, "
+                 "bfloat16 through fp8, float64 through float32)")]
     for v in leaves:
         if not v.error <= v.limit:
             call = getattr(v, "call", "")
             where = " of ".join(filter(None, [f"output {v.output}" if v.output else "", f"call {call}" if call else ""]))
             where = f"{where}: " if where else ""
             if v.measure == "oracle":
-                return [("precision_downgrade", f"{where}error {v.error:.2e} against a float64 oracle > {v.limit:.2e} "
-                         f"allowed for this problem (float32/TF32 arithmetic reaches {v.honest:.2e}, bf16 operands "
-                         f"{v.bf16:.2e})")]
-            return [("precision_downgrade", f"{where}relative L2 error {v.error:.2e} > {v.limit:.0e} on float32 outputs")]
+                from ..shared.precision import low_name
+
+                dtype = getattr(v, "dtype", "float32")
+                return [("precision_downgrade", f"{where}{dtype} error {v.error:.2e} against a float64 oracle > "
+                         f"{v.limit:.2e} allowed for this problem ({dtype}{'/TF32' if dtype == 'float32' else ''} "
+                         f"arithmetic reaches {v.honest:.2e}, {low_name(dtype)} operands {v.low:.2e})")]
+            return [("precision_downgrade", f"{where}relative L2 error {v.error:.2e} > {v.limit:.2g} on "
+                     f"{getattr(v, 'dtype', 'float32')} outputs")]
     return []
 
 

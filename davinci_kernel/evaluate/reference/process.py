@@ -7,7 +7,7 @@ its values at the entry's secret sample indices; a task that cannot fit even one
 refused up front from a meta-device pass; one call's sizes alone, on request), whether the reference mutates or aliases
 its inputs, its work (FLOPs + elements, for the coverage estimate), the outputs of the
 harness's timed checks (the first trial's inputs varied from each check's seed), the
-float64 oracle and the precision calibration of float32 outputs (``calibrate_precision``),
+float64 oracle and the precision calibration of floating outputs (``calibrate_precision``),
 its outputs at the first valid size among those the harness drew, and the clean timings the
 harness checks candidates' claims against: eager and torch.compile baselines, and the time
 of one flush-and-lead before a timed call. Outputs go as raw-byte files into a folder only
@@ -147,8 +147,8 @@ def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict, calls: l
     ``voracle{j}``, the perturbed size as ``poracle``), written beside the reference's
     outputs (a large output at the same secret indices), and per output leaf the errors
     against it of each ``precision.VARIANTS`` run of the problem's Model on the first
-    ``precision.CALIBRATION_CALLS`` calls, from which the harness sets each float32 leaf's
-    precision limit (precision.py); every compared output is then held to it. Returns the
+    ``precision.CALIBRATION_CALLS`` calls, from which the harness sets each floating leaf's
+    precision limit for its dtype (precision.py); every compared output is then held to it. Returns the
     calibration record. A problem the oracle cannot run (an op without float64, a model
     that draws random numbers or holds float32 tensors it does not register) is recorded
     as not calibrated: the fixed limit then applies."""
@@ -162,12 +162,12 @@ def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict, calls: l
 
     def run(variant, todo) -> list:  # per call, the output leaves as precision.judged keeps them
         model = rt.build(mod, "Model", rt.init_args(mod, job.init_seed, dev), job.init_seed, dev)
-        model = model.double() if variant.double else model
-        pr.round_module_(model, variant.bits, variant.mode)
+        model = pr.double_module(model) if variant.double else model
+        pr.round_module_(model, variant.rounding, variant.mode)
         got = []
         for key, make, seed in todo:
             args = make()
-            args = pr.double_tree(args) if variant.double else pr.round_tree(args, variant.bits, variant.mode)
+            args = pr.double_tree(args) if variant.double else pr.round_tree(args, variant.rounding, variant.mode)
             rt.seed_call(seed)
             with C.no_grad(), pr.arithmetic(variant, on_gpu):
                 y = flatten(model(*args))

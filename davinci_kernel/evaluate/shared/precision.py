@@ -1,26 +1,34 @@
-"""Precision by calibration: how close to exact a float32 output must be, measured per problem.
+"""Precision by calibration: how close to exact each floating output must be, measured per problem and dtype.
 
 A float32 problem may be answered with TF32 tensor-core matmuls (KernelBench accepts them,
 and Triton's ``tl.dot`` on float32 uses TF32 by default, truncating the operands'
-mantissas: triton#4574), but not with bfloat16 operands behind float32 outputs. Which
-error separates the two depends on the problem (a sum of K positive products averages
-rounding errors out as 1/sqrt(K); a softmax scales them by its inputs' size), so one fixed
-limit either lets bf16 through on some problems or flags TF32 on others. Each problem
-calibrates its own limit per float32 output leaf instead:
+mantissas: triton#4574), but not with bfloat16 operands behind float32 outputs; a float16
+problem may accumulate in float32 and round once (as an fp16 tensor-core GEMM does), but
+not read its operands at bfloat16's 8-bit mantissa; a bfloat16 problem not at an fp8-like
+3-bit one; a float64 problem not in float32. Which error separates honest from low
+depends on the problem (a sum of K positive products averages rounding errors out as
+1/sqrt(K); a softmax scales them by its inputs' size), so one fixed limit either lets the
+low precision through on some problems or flags honest arithmetic on others. Each problem
+calibrates its own limit per floating output leaf instead, for that leaf's dtype
+(``DTYPES``: float64, float32, float16, bfloat16; a complex leaf by its component type):
 
 - in the reference process, which never runs candidate code (``reference.calibrate_precision``
   drives; the pieces are here): the problem's Model in float64 (model and inputs
-  ``.double()``, the same init and input seeds) is the oracle. Against it, the error of
-  ``VARIANTS``: the float32 reference as KernelBench runs it; TF32, emulated by rounding
-  every float32 operand (inputs, parameters and buffers, and both operands of every
-  contraction: matmul, convolution, attention; ``RoundedContractions``) to TF32's 10-bit
-  mantissa, to nearest and toward zero, plus on a GPU the model with TF32 allowed; and
-  bfloat16, the same emulation at a 7-bit mantissa.
-- the limit rule (``leaf_limit``, harness side): honest = the largest float32/TF32 error;
-  when the bf16 error is at least ``ratio`` times it, the limit is the geometric mean of
-  ``margin`` x honest and the bf16 error; otherwise the problem cannot tell them apart and
-  the fixed limit applies, with a warning.
-- the verdict (``verdict``, harness side): each float32 leaf of *every* compared call of the
+  ``.double()``, complex ones complex128, the same init and input seeds) is the oracle.
+  Against it, the error of ``VARIANTS``: the Model as KernelBench runs it, at its own
+  dtypes (``native``); TF32, emulated by rounding every float32 operand (inputs,
+  parameters and buffers, and both operands of every contraction: matmul, convolution,
+  attention; ``RoundedContractions``) to TF32's 10-bit mantissa, to nearest and toward
+  zero, plus on a GPU the model with TF32 allowed; and ``low``, the same emulation with
+  every operand of each dtype at that dtype's lower precision (``Precision.low_bits``:
+  float64 -> float32's 23 bits, float32 and float16 -> bfloat16's 7, bfloat16 -> fp8
+  e4m3's 3).
+- the limit rule (``leaf_limit``, harness side): honest = the largest native/TF32 error,
+  at least the dtype's floor; when the low error is at least ``ratio`` times it, the limit
+  is the geometric mean of ``margin`` x honest and the low error; otherwise the problem
+  cannot tell them apart and the fixed limit applies (``fixed_limit``: the configured
+  float32 one, scaled to the dtype's low precision), with a warning.
+- the verdict (``verdict``, harness side): each floating leaf of *every* compared call of the
   candidate against the oracle's for that call (sampled at the reference entry's secret
   indices when large), by the same error measure, against its limit: every correctness
   trial, the refill (``recheck1``) and the second run (``determinism0``), the last timed
@@ -35,9 +43,9 @@ within ``1 +- SCALE_ALLOWANCE``: truncated TF32 operands shrink every product by
 average, a bias that would otherwise make honest Triton TF32 look as far off as bf16
 rounded to nearest (whose error is unbiased noise, 8x TF32's). No candidate gains by it:
 the output must first pass allclose and the per-dtype relative L2 check against the
-reference (``correctness.py``). Does not cover: running models (``reference.py``), other
-dtypes (their fixed limits are in ``correctness.REL_L2_LIMITS``), the low-mantissa sign of
-half precision (``guards.precision_flag``).
+reference (``correctness.py``). Does not cover: running models (``reference.py``), float8
+outputs (their fixed limits are in ``correctness.REL_L2_LIMITS``), the low-mantissa sign of
+a narrower type (``guards.precision_flag``).
 """
 
 from __future__ import annotations
@@ -50,68 +58,120 @@ from typing import Any, NamedTuple, Optional
 import torch
 
 CALIBRATION_CALLS = 2  # compared calls the variants are calibrated on (the first trials; the oracle runs every one)
-TF32_BITS, BF16_BITS = 10, 7  # explicit mantissa bits (float32 has 23)
+TF32_BITS, BF16_BITS, FP8_BITS = 10, 7, 3  # explicit mantissa bits (float32 has 23)
 SCALE_ALLOWANCE = 2e-3  # a uniform relative scale the error measure forgives (truncated TF32: ~7e-4)
 MIN_ELEMENTS = 64  # fewer compared values than this: the errors are too noisy to calibrate on
-HONEST_FLOOR = 1e-6  # the least honest error assumed (float32 arithmetic in another order, approximate exp)
+HONEST_FLOOR = 1e-6  # the least honest float32 error assumed (float32 arithmetic in another order, approximate exp)
+
+
+class Precision(NamedTuple):
+    """What an output dtype is held to: its explicit mantissa bits, the lower precision its
+    operands must not be read at, and the least honest error assumed for it (an exact
+    reference, a relu or a copy, has error 0: an honest kernel rounding at other points may not)."""
+    bits: int
+    low_bits: int
+    floor: float
+
+
+DTYPES = {
+    "float64": Precision(52, 23, 1e-12),  # float32 arithmetic: ~1e-7; another summation order: ~1e-15
+    "float32": Precision(23, BF16_BITS, HONEST_FLOOR),
+    "float16": Precision(10, BF16_BITS, 1e-4),  # one output rounding: ~2e-4 (its ulp is 2^-10 relative)
+    "bfloat16": Precision(7, FP8_BITS, 8e-4),  # 8x float16's
+}
+_TORCH = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+          torch.complex128: "float64", torch.complex64: "float32"}
+if hasattr(torch, "complex32"):
+    _TORCH[torch.complex32] = "float16"
+
+
+def dtype_name(dtype) -> Optional[str]:
+    """The ``DTYPES`` key a leaf of ``dtype`` is judged by (a complex type's component type),
+    or None for a dtype with no calibration (float8, integers)."""
+    return _TORCH.get(dtype)
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One way of running the problem's Model: its dtype, and how float32 operands are rounded."""
+    """One way of running the problem's Model: how operands of each dtype are rounded."""
     name: str
-    bits: int = 23  # mantissa bits float32 operands keep (23: untouched)
+    bits: tuple = ()  # (dtype name, explicit mantissa bits) pairs; a dtype not named: untouched
     mode: str = "nearest"  # "nearest" (ties to even) | "zero" (truncation)
     double: bool = False  # the float64 oracle
     device_tf32: bool = False  # TF32 allowed in cuBLAS / cuDNN (a GPU only)
 
+    @property
+    def rounding(self) -> dict[str, int]:
+        return dict(self.bits)
+
 
 ORACLE = Variant("oracle", double=True)
-VARIANTS = (Variant("float32"), Variant("tf32_nearest", TF32_BITS), Variant("tf32_zero", TF32_BITS, "zero"),
-            Variant("tf32_device", device_tf32=True), Variant("bf16", BF16_BITS))
-HONEST = ("float32", "tf32_nearest", "tf32_zero", "tf32_device")  # errors an honest float32 kernel may have
-LOW = "bf16"  # the error of bfloat16 operands
+LOW = "low"  # operands of every dtype at its lower precision (``Precision.low_bits``)
+VARIANTS = (Variant("native"), Variant("tf32_nearest", (("float32", TF32_BITS),)),
+            Variant("tf32_zero", (("float32", TF32_BITS),), "zero"), Variant("tf32_device", device_tf32=True),
+            Variant(LOW, tuple((k, v.low_bits) for k, v in DTYPES.items())))
+HONEST = ("native", "tf32_nearest", "tf32_zero", "tf32_device")  # errors an honest kernel may have
 
 
 # --------------------------------------------------------------------------- rounding (any process)
-def round_mantissa(x: torch.Tensor, bits: int, mode: str = "nearest") -> torch.Tensor:
-    """``x`` (any shape) with float32 values kept to ``bits`` explicit mantissa bits: to nearest
-    (ties to even, as a bfloat16 cast) or toward zero (truncation). NaN/Inf unchanged; a value
-    rounded past the largest finite one becomes Inf, as in the narrower type. Any other dtype,
-    or ``bits`` >= 23, comes back as it is."""
-    if x.dtype != torch.float32 or bits >= 23:
+def round_mantissa(x: torch.Tensor, bits: Optional[int], mode: str = "nearest") -> torch.Tensor:
+    """``x`` (any shape) with its values kept to ``bits`` explicit mantissa bits, in its own
+    dtype: to nearest (ties to even, as a bfloat16 cast) or toward zero (truncation).
+    float64, float32, float16 and bfloat16 (the last two through float32, exactly), complex
+    types by their components. NaN/Inf unchanged; a value rounded past the largest finite one
+    becomes Inf, as in the narrower type. Any other dtype, ``bits`` None or at least the
+    dtype's own, comes back as it is."""
+    name = dtype_name(x.dtype)
+    if bits is None or name is None or bits >= DTYPES[name].bits:
         return x
-    drop = 23 - bits
-    i = x.contiguous().view(torch.int32).to(torch.int64)  # (...) bit patterns; int64: no overflow
+    if mode not in ("nearest", "zero"):
+        raise ValueError(f"unknown rounding mode {mode!r}")
+    if x.is_complex():
+        return torch.view_as_complex(round_mantissa(torch.view_as_real(x.resolve_conj()).contiguous(), bits, mode))
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return round_mantissa(x.float(), bits, mode).to(x.dtype)
+    wide = x.dtype == torch.float64
+    drop = (52 if wide else 23) - bits
+    i = x.contiguous().view(torch.int64 if wide else torch.int32).to(torch.int64)  # (...) bit patterns; no overflow
     if mode == "nearest":
         i = i + ((1 << (drop - 1)) - 1) + ((i >> drop) & 1)  # half an ulp less one, plus the kept lsb
-    elif mode != "zero":
-        raise ValueError(f"unknown rounding mode {mode!r}")
     i = i & ~((1 << drop) - 1)  # the sign bit stays: magnitudes round, two's complement keeps it
-    out = i.to(torch.int32).view(torch.float32).reshape(x.shape)  # (...) float32
+    out = (i if wide else i.to(torch.int32)).view(x.dtype).reshape(x.shape)  # (...) x's dtype
     return torch.where(torch.isfinite(x), out, x)
 
 
-def round_tree(args: list, bits: int, mode: str) -> list:
-    """A model's positional inputs with float32 tensors rounded (nested lists and tuples too)."""
-    if bits >= 23:
+def round_as(x: Any, rounding: dict[str, int], mode: str) -> Any:
+    """A tensor rounded to the bits ``rounding`` gives its dtype (``Variant.rounding``); anything else as it is."""
+    if isinstance(x, torch.Tensor):
+        name = dtype_name(x.dtype)
+        return round_mantissa(x, rounding.get(name), mode) if name is not None else x
+    return x
+
+
+def round_tree(args: list, rounding: dict[str, int], mode: str) -> list:
+    """A model's positional inputs with floating tensors rounded per dtype (nested lists and tuples too)."""
+    if not rounding:
         return list(args)
 
     def one(a):
-        if isinstance(a, torch.Tensor):
-            return round_mantissa(a, bits, mode)
         if isinstance(a, (list, tuple)):
             return type(a)(one(v) for v in a)
-        return a
+        return round_as(a, rounding, mode)
 
     return [one(a) for a in args]
+
+
+def _to_double(t: torch.Tensor) -> torch.Tensor:
+    if t.is_complex():
+        return t.to(torch.complex128)
+    return t.double() if t.is_floating_point() else t
 
 
 def double_tree(args: list) -> list:
-    """A model's positional inputs with floating tensors in float64 (the oracle's inputs)."""
+    """A model's positional inputs with floating tensors in float64, complex ones in complex128 (the oracle's inputs)."""
     def one(a):
         if isinstance(a, torch.Tensor):
-            return a.double() if a.is_floating_point() else a
+            return _to_double(a)
         if isinstance(a, (list, tuple)):
             return type(a)(one(v) for v in a)
         return a
@@ -119,14 +179,22 @@ def double_tree(args: list) -> list:
     return [one(a) for a in args]
 
 
-def round_module_(model, bits: int, mode: str) -> None:
-    """Round a module's float32 parameters and buffers in place (no-op for a non-module)."""
-    if bits >= 23 or not isinstance(model, torch.nn.Module):
+def double_module(model):
+    """The oracle's model: floating parameters and buffers in float64, complex ones in complex128."""
+    if not isinstance(model, torch.nn.Module):
+        return model
+    return model._apply(_to_double)
+
+
+def round_module_(model, rounding: dict[str, int], mode: str) -> None:
+    """Round a module's floating parameters and buffers in place per dtype (no-op for a non-module)."""
+    if not rounding or not isinstance(model, torch.nn.Module):
         return
     with torch.no_grad():
         for t in list(model.parameters()) + list(model.buffers()):
-            if t.dtype == torch.float32:
-                t.copy_(round_mantissa(t, bits, mode))
+            r = round_as(t, rounding, mode)
+            if r is not t:
+                t.copy_(r)
 
 
 CONTRACTIONS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "matmul",
@@ -139,16 +207,16 @@ def is_contraction(name: str) -> bool:
 
 
 class RoundedContractions:
-    """A context in which both operands of every contraction are rounded first, as a TF32
-    tensor core (or a bf16 one) reads them: a torch dispatch mode, for the trusted reference
-    process only."""
+    """A context in which both operands of every contraction are rounded first (per dtype,
+    ``rounding``: dtype name -> bits), as a TF32 tensor core (or a bf16 one) reads them: a
+    torch dispatch mode, for the trusted reference process only."""
 
-    def __init__(self, bits: int, mode: str):
+    def __init__(self, rounding: dict[str, int], mode: str):
         from torch.utils._python_dispatch import TorchDispatchMode
         from torch.utils._pytree import tree_map
 
         def rounded(a):
-            return round_mantissa(a, bits, mode) if isinstance(a, torch.Tensor) else a
+            return round_as(a, rounding, mode)
 
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -157,7 +225,7 @@ class RoundedContractions:
                     args, kwargs = tree_map(rounded, args), tree_map(rounded, kwargs)
                 return func(*args, **kwargs)
 
-        self.mode = _Mode() if bits < 23 else contextlib.nullcontext()
+        self.mode = _Mode() if rounding else contextlib.nullcontext()
 
     def __enter__(self):
         self.mode.__enter__()
@@ -170,7 +238,7 @@ class RoundedContractions:
 @contextlib.contextmanager
 def arithmetic(variant: Variant, on_gpu: bool):
     """Run a model's forward as ``variant`` computes: TF32 allowed in cuBLAS and cuDNN (the
-    flags restored after), contraction operands rounded, or float32/float64 as they are."""
+    flags restored after), contraction operands rounded, or at the model's dtypes as they are."""
     if variant.device_tf32 and on_gpu:
         mm, dnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = True, True
@@ -179,7 +247,7 @@ def arithmetic(variant: Variant, on_gpu: bool):
         finally:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = mm, dnn
         return
-    with RoundedContractions(variant.bits, variant.mode):
+    with RoundedContractions(variant.rounding, variant.mode):
         yield
 
 
@@ -187,15 +255,16 @@ def arithmetic(variant: Variant, on_gpu: bool):
 def compared_values(leaf: Any, sample_seed: Optional[int]) -> Optional[torch.Tensor]:
     """The values a leaf is judged on, flat (n,), on its device: all of them, or those at the
     secret sample indices when it has more than ``transfer.SAMPLE_MIN`` (as the reference
-    entry keeps it). None for a leaf that is not a real floating tensor."""
+    entry keeps it); a complex leaf's as their (real, imaginary) pairs. None for a leaf that
+    is not a floating or complex tensor."""
     from .transfer import SAMPLE_MIN, sample_indices
 
-    if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
+    if not isinstance(leaf, torch.Tensor) or not (leaf.is_floating_point() or leaf.is_complex()):
         return None
     flat = leaf.detach().reshape(-1)  # (numel,)
     if sample_seed is not None and flat.numel() > SAMPLE_MIN:
         flat = flat[sample_indices(torch, flat.numel(), sample_seed).to(flat.device)]  # (SAMPLE_N,)
-    return flat
+    return torch.view_as_real(flat.resolve_conj()).reshape(-1) if flat.is_complex() else flat  # (n,) or (2n,)
 
 
 class Judged(NamedTuple):
@@ -207,7 +276,7 @@ class Judged(NamedTuple):
 
 def judged(leaf: Any, sample_seed: Optional[int]) -> Optional[Judged]:
     """``leaf`` as a ``Judged`` (a copy of its judged values: the output itself can go), or None
-    for a leaf that is not a real floating tensor."""
+    for a leaf that is not a floating or complex tensor."""
     v = compared_values(leaf, sample_seed)
     return None if v is None else Judged(leaf.dtype, tuple(leaf.shape), v.clone())
 
@@ -238,14 +307,16 @@ def rel_l2(x: torch.Tensor, ref: torch.Tensor) -> float:
 def leaf_errors(outs: list, oracle: list) -> list[Optional[float]]:
     """Per output leaf, the worst ``scaled_error`` over trials of one variant's outputs against
     the oracle's. ``outs``, ``oracle``: per trial, the output leaves as ``judged`` gives them.
-    None for a leaf that is not a float32 tensor of the oracle's (float64) shape on every trial."""
+    None for a leaf that is not a floating (or complex) tensor of the oracle's shape on every
+    trial, or whose oracle is not float64 (complex128)."""
     errs: list[Optional[float]] = []
     for j in range(len(oracle[0]) if oracle else 0):
         worst: Optional[float] = 0.0
         for out, orc in zip(outs, oracle):
             x, o = (out[j] if j < len(out) else None), orc[j]
-            if (x is None or o is None or len(out) != len(orc) or x.dtype != torch.float32
-                    or o.dtype != torch.float64 or x.shape != o.shape):
+            if (x is None or o is None or len(out) != len(orc) or dtype_name(x.dtype) is None
+                    or o.dtype not in (torch.float64, torch.complex128) or x.shape != o.shape
+                    or x.values.numel() != o.values.numel()):
                 worst = None
                 break
             worst = max(worst, scaled_error(x.values, o.values))
@@ -254,21 +325,41 @@ def leaf_errors(outs: list, oracle: list) -> list[Optional[float]]:
 
 
 # --------------------------------------------------------------------------- the limit rule (harness)
+def honest_error(errors: dict[str, Optional[float]], dtype: str = "float32") -> Optional[float]:
+    """The honest error of one leaf: its largest ``HONEST`` variant's, at least ``dtype``'s floor; None without one."""
+    honest = [e for k, e in errors.items() if k in HONEST and e is not None]
+    return max(max(honest), DTYPES[dtype].floor) if honest else None
+
+
+def low_name(dtype: str) -> str:
+    """The lower precision a ``dtype`` output must not be computed at, in words."""
+    return {23: "float32", 7: "bf16", 3: "fp8"}.get(DTYPES[dtype].low_bits, f"{DTYPES[dtype].low_bits}-bit")
+
+
 def leaf_limit(errors: dict[str, Optional[float]], n: int, margin: float,
-               ratio: float) -> tuple[Optional[float], str]:
-    """(limit, why) for one float32 leaf from its calibrated errors (``HONEST`` names and
-    ``LOW``; a variant not run is None) over ``n`` compared values; limit None: not
-    discriminated, ``why`` says so."""
+               ratio: float, dtype: str = "float32") -> tuple[Optional[float], str]:
+    """(limit, why) for one ``dtype`` leaf (a ``DTYPES`` key) from its calibrated errors
+    (``HONEST`` names and ``LOW``; a variant not run is None) over ``n`` compared values;
+    limit None: not discriminated, ``why`` says so."""
     honest = [e for k, e in errors.items() if k in HONEST and e is not None]
     low = errors.get(LOW)
     if not honest or low is None or not all(math.isfinite(e) for e in honest + [low]):
-        return None, "the float32, TF32 or bf16 runs gave no finite error"
+        return None, f"the {dtype}, TF32 or {low_name(dtype)} runs gave no finite error"
     if n < MIN_ELEMENTS:
         return None, f"{n} compared values are too few to calibrate on (at least {MIN_ELEMENTS})"
-    h = max(max(honest), HONEST_FLOOR)
+    h = honest_error(errors, dtype)
     if low < ratio * h:
-        return None, f"bf16 operands ({low:.2g}) are not {ratio:g}x less accurate than float32/TF32 ({h:.2g})"
+        return None, (f"{low_name(dtype)} operands ({low:.2g}) are not {ratio:g}x less accurate than "
+                      f"{dtype}{'/TF32' if dtype == 'float32' else ''} ({h:.2g})")
     return math.sqrt(margin * h * low), "calibrated"
+
+
+def fixed_limit(dtype: str, fixed: float) -> float:
+    """The relative-L2 limit against the reference where a ``dtype`` leaf cannot be calibrated:
+    ``fixed`` (``EvalConfig.precision_rel_l2``, set for float32 at about bf16 operands'
+    error) scaled by the dtype's low precision (float16: the same; bfloat16: 16x, above
+    the correctness check's own; float64: 2^-16x, about float32 operands' error)."""
+    return fixed * 2.0 ** (BF16_BITS - DTYPES[dtype].low_bits)
 
 
 def calibration_record(result: Optional[dict]) -> Optional[dict]:
@@ -286,17 +377,18 @@ def calibration_record(result: Optional[dict]) -> Optional[dict]:
 # --------------------------------------------------------------------------- the verdict (harness)
 @dataclass
 class LeafVerdict:
-    """One float32 output leaf judged: its worst error over the compared calls and the limit it is held to."""
+    """One floating output leaf judged: its worst error over the compared calls and the limit it is held to."""
     output: int  # the leaf's index in the flattened outputs
     error: float
     limit: float
     measure: str  # "oracle": scaled_error against the float64 oracle, calibrated limit;
-    #               "reference": relative L2 against the float32 reference, the fixed limit
-    honest: Optional[float] = None  # the calibrated float32/TF32 error ("oracle" only)
-    bf16: Optional[float] = None  # the calibrated bf16-operand error ("oracle" only)
+    #               "reference": relative L2 against the reference, the fixed limit
+    honest: Optional[float] = None  # the calibrated honest (native/TF32) error ("oracle" only)
+    low: Optional[float] = None  # the calibrated low-precision-operand error ("oracle" only)
     note: str = ""  # why the fixed limit applies
     call: str = ""  # the compared call with the worst error (its output key: cand0, check1, pcand, ...)
     size: str = "task"  # "task" | "perturbed": which size's limit
+    dtype: str = "float32"  # the ``DTYPES`` key it is judged by (a complex leaf: its component type)
 
 
 @dataclass
@@ -306,7 +398,7 @@ class PrecisionVerdict:
     oracle_calls: int = 0  # compared calls judged against the float64 oracle
 
     def record(self) -> Optional[dict]:
-        """What ``EvalResult.precision`` keeps; None when no output is float32."""
+        """What ``EvalResult.precision`` keeps; None when no output is floating."""
         if not self.leaves:
             return None
         return {"oracle_calls": self.oracle_calls,
@@ -325,9 +417,10 @@ def _flat(leaf: Any) -> tuple[Any, Optional[torch.Tensor]]:
     return key, (torch.view_as_real(t.resolve_conj()) if t.is_complex() else t).reshape(-1)
 
 
-def _is_float32(leaf: Any) -> bool:
+def _dtype(leaf: Any) -> Optional[str]:
+    """The ``DTYPES`` key of a reference leaf (a tensor or a sample), None for any other leaf."""
     t = leaf.get("values") if isinstance(leaf, dict) else leaf
-    return isinstance(t, torch.Tensor) and t.dtype in (torch.float32, torch.complex64)
+    return dtype_name(t.dtype) if isinstance(t, torch.Tensor) else None
 
 
 def _worst(pairs: list[tuple[str, Any, Any]], measure) -> tuple[float, str]:
@@ -373,11 +466,11 @@ def compared_call(entry: dict, key: str) -> Optional[tuple[str, Any, Any]]:
 
 
 def verdict(entry: dict, cand: dict, margin: float, ratio: float, fixed: float) -> PrecisionVerdict:
-    """Every float32 output leaf of every compared call in ``cand`` (key -> leaves read by the
+    """Every floating output leaf of every compared call in ``cand`` (key -> leaves read by the
     harness: ``cand{i}``, ``recheck1``, ``determinism0``, ``pcand``, ``timed{i}``,
     ``check{j}``): against the float64 oracle of that call and its size's calibrated limit
-    where the reference entry has them, else against the float32 reference and the
-    ``fixed`` limit (with a warning). ``entry``: the reference cache entry (``refs``,
+    where the reference entry has them, else against the reference and the ``fixed``
+    limit scaled to the leaf's dtype (``fixed_limit``, with a warning). ``entry``: the reference cache entry (``refs``,
     ``oracle``, ``voracle``, ``precision``; ``pref``, ``poracle``, ``pprecision``). A leaf's
     verdict is its worst call's: one call at low precision fails it."""
     calls: dict[str, list] = {"task": [], "perturbed": []}
@@ -394,22 +487,23 @@ def verdict(entry: dict, cand: dict, margin: float, ratio: float, fixed: float) 
         usable = "errors" in calib and all(o is not None for _, o, _, _ in todo)
         on_oracle += len(todo) if usable else 0
         for j, r0 in enumerate(template):
-            if not _is_float32(r0):
+            dtype = _dtype(r0)
+            if dtype is None:
                 continue
             errs = {k: (v[j] if j < len(v) else None) for k, v in (calib.get("errors") or {}).items()}
             n = calib.get("n", [])
-            limit, why = (leaf_limit(errs, int(n[j] or 0) if j < len(n) else 0, margin, ratio) if usable else
+            limit, why = (leaf_limit(errs, int(n[j] or 0) if j < len(n) else 0, margin, ratio, dtype) if usable else
                           (None, "no float64 oracle" + (f" ({calib['error']})" if calib.get("error") else "")))
             if limit is not None:
                 err, where = _worst([(k, o[j], t[j]) for k, o, _, t in todo if j < len(o) and j < len(t)],
                                     scaled_error)
-                leaves.append(LeafVerdict(j, err, limit, "oracle", honest=max(errs[k] for k in HONEST
-                                                                                if errs.get(k) is not None),
-                                          bf16=errs[LOW], call=where, size=size))
+                leaves.append(LeafVerdict(j, err, limit, "oracle", honest=honest_error(errs, dtype), low=errs[LOW],
+                                          call=where, size=size, dtype=dtype))
             else:
+                lim = fixed_limit(dtype, fixed)
                 err, where = _worst([(k, r[j], t[j]) for k, _, r, t in todo if j < len(r) and j < len(t)], rel_l2)
-                leaves.append(LeafVerdict(j, err, fixed, "reference", note=why, call=where, size=size))
-                why_not.append(f"{size} size, output {j}: {why}")
-    warnings = [f"precision_uncalibrated: bf16 could not be told from float32/TF32 ({'; '.join(why_not)[:300]}); "
-                f"the fixed limit {fixed:g} applies"] if why_not else []
+                leaves.append(LeafVerdict(j, err, lim, "reference", note=why, call=where, size=size, dtype=dtype))
+                why_not.append(f"{size} size, output {j} ({dtype}, fixed limit {lim:.2g}): {why}")
+    warnings = [f"precision_uncalibrated: lower-precision operands could not be told from honest arithmetic "
+                f"({'; '.join(why_not)[:300]}); the fixed limit applies"] if why_not else []
     return PrecisionVerdict(leaves, warnings, on_oracle)
