@@ -259,7 +259,11 @@ def _storage_id(key: int, ptr: int, st) -> int:
             ref = StorageWeakRef(st)
         except Exception:  # noqa: BLE001
             ref = None
-        table[key] = (len(table), ptr, ref)
+        try:
+            nbytes = int(st.nbytes())
+        except Exception:  # noqa: BLE001
+            nbytes = 0
+        table[key] = (len(table), ptr, ref, nbytes)
     return table[key][0]
 
 
@@ -329,7 +333,9 @@ def launch_flow(log: list, out, prof) -> dict:
     capped), {tensor parameter: [storage id, first byte, end byte]}]; ``out``: the same
     extents of the call's output tensors whose storage a launch saw; ``reads``: [storage id,
     launches begun before] for each storage a torch op read outside any launch, the latest
-    read (None where this profiler records no op inputs)."""
+    read (None where this profiler records no op inputs); ``access``: every torch read and
+    write of a launch storage in time order (``torch_access``); ``nbytes``: [storage id,
+    bytes] of each launch storage."""
     index: dict = {}
     for rec in log:
         key = _kind_key(*rec[:3])
@@ -342,7 +348,11 @@ def launch_flow(log: list, out, prof) -> dict:
         ext = _extent(leaf)
         if ext is not None and ext[0] in table:
             outs.append([table[ext[0]][0], ext[2], ext[3]])
-    return {"launches": launches, "out": outs, "reads": _torch_reads(prof, {v[1]: v[0] for v in table.values()})}
+    by_ptr = {v[1]: v[0] for v in table.values()}
+    acc = torch_access(prof, by_ptr)
+    reads = None if acc is None else _torch_reads_of(acc)
+    return {"launches": launches, "out": outs, "reads": reads, "access": acc,
+            "nbytes": [[v[0], v[3]] for v in table.values() if len(v) > 3]}
 
 
 def _leaves(out, depth: int = 0) -> list:
@@ -355,9 +365,36 @@ def _leaves(out, depth: int = 0) -> list:
     return [out]
 
 
-def _torch_reads(prof, by_ptr: dict):
-    """[storage id, launches begun before the op] of the latest torch op (outside a launch's
-    range) reading each launch storage, from kineto's event tree (None without one)."""
+def _torch_reads_of(acc: list) -> list:
+    """[storage id, launches begun before the op] of the latest torch read of each launch
+    storage (``torch_access``)."""
+    reads: dict = {}
+    for sid, pos, kind, _ in acc:
+        if kind == READ and pos > reads.get(sid, -1):
+            reads[sid] = pos
+    return sorted([k, v] for k, v in reads.items())
+
+
+READ, WRITE = 0, 1
+ACCESS_CAP = 4096  # torch accesses of launch storages recorded per call
+# ops that pass their input's data on (a copy, a conversion, a read to the host): reads,
+# though they compute nothing; every other ``opwork.no_work`` op only handles metadata
+DATA_MOVES = {"clone", "copy_", "_to_copy", "to", "contiguous", "lift_fresh_copy", "_local_scalar_dense", "item"}
+# in-place ops that replace every element they are given without reading them
+OVERWRITES = {"copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_",
+              "geometric_", "log_normal_", "cauchy_", "set_"}
+
+
+def torch_access(prof, by_ptr: dict):
+    """The torch ops (outside a launch's range) that touched each launch storage, in time
+    order: [storage id, launches begun before the op, READ or WRITE, bytes the tensor
+    spans]. A read is an op that computes on, copies or hands over the data; an op that only
+    handles metadata (a view, ``select``, ``detach``, ``as_strided``: ``opwork.no_work``
+    outside ``DATA_MOVES``) reads nothing itself, its callees are looked at instead (a
+    ``reshape`` that copies). A write replaces the bytes a tensor spans without reading
+    them: the target of ``copy_``, ``fill_``, ``zero_``, the random fills, an ``out=``
+    argument (by the op's schema). An in-place op that reads its target (``add_``) reads
+    it. None without kineto's event tree (the profiler records no op inputs)."""
     try:
         inner = getattr(prof, "profiler", None) or prof
         roots = list(inner.kineto_results.experimental_event_tree())
@@ -365,24 +402,69 @@ def _torch_reads(prof, by_ptr: dict):
         return None
     import bisect
 
+    from .opwork import no_work
+
     starts, ops, stack = [], [], list(roots)
     while stack:
         n = stack.pop()
         if n.name == LAUNCH_LABEL:
             starts.append(n.start_time_ns)
             continue  # what a launch does inside (the interpreter's copies) is the launch's
+        name = n.name[6:] if n.name.startswith("aten::") else None
+        if name is not None and not (no_work(name) and name not in DATA_MOVES and name not in OVERWRITES):
+            ops.append(n)  # its inputs are what it touched: its callees are its own business
+            continue
         stack.extend(getattr(n, "children", None) or [])
-        if n.name.startswith("aten::"):
-            ops.append(n)
     starts.sort()
-    reads: dict = {}
+    ops.sort(key=lambda n: n.start_time_ns)
+    out: list = []
     for n in ops:
         pos = bisect.bisect_right(starts, n.start_time_ns)
-        for t in getattr(getattr(n, "extra_fields", None), "inputs", None) or []:
+        name = n.name[6:]
+        inputs = list(getattr(getattr(n, "extra_fields", None), "inputs", None) or [])
+        written = _written(name, inputs)
+        for j, t in enumerate(inputs):
             sid = by_ptr.get(getattr(t, "storage_data_ptr", None))
-            if sid is not None and pos > reads.get(sid, -1):
-                reads[sid] = pos
-    return sorted([k, v] for k, v in reads.items())
+            if sid is not None and len(out) < ACCESS_CAP:
+                out.append([sid, pos, WRITE if j in written else READ, _span(t)])
+    return out
+
+
+def _span(t) -> int:
+    """Bytes a profiled tensor spans in its storage (from its sizes and strides)."""
+    try:
+        sizes, strides = list(t.sizes), list(t.strides)
+        item = int(getattr(t.dtype, "itemsize", 4) or 4)
+        if any(int(d) == 0 for d in sizes):
+            return 0
+        return (1 + sum((int(d) - 1) * abs(int(s)) for d, s in zip(sizes, strides))) * item
+    except Exception:  # noqa: BLE001 - no sizes: nothing known replaced
+        return 0
+
+
+_OUT_ARGS: dict = {}
+
+
+def _written(name: str, inputs: list) -> set:
+    """Positions of the inputs op ``name`` replaces without reading: the first of an
+    ``OVERWRITES`` op; any tensor in an ``out=`` argument's place (an op's schema of that
+    many arguments marks it written and keyword-only)."""
+    if name in OVERWRITES:
+        return {0}
+    key = (name, len(inputs))
+    if key not in _OUT_ARGS:
+        pos: set = set()
+        try:
+            import torch
+
+            for s in torch._C._jit_get_schemas_for_operator("aten::" + name):
+                if len(s.arguments) == len(inputs):
+                    pos |= {j for j, a in enumerate(s.arguments)
+                            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write}
+        except Exception:  # noqa: BLE001 - no schema: nothing written
+            pass
+        _OUT_ARGS[key] = pos
+    return {j for j in _OUT_ARGS[key] if hasattr(inputs[j], "storage_data_ptr")}
 
 
 def install_launch_counter() -> None:

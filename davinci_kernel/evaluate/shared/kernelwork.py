@@ -119,16 +119,27 @@ def custom_work(kinds, facts: dict, moves: bool, seen: Optional[dict] = None, ca
     return sum(per_name.values())
 
 
-def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional[dict]) -> list:
+def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional[dict],
+            access: Optional[list] = None, nbytes: Optional[dict] = None) -> list:
     """(name, ``LaunchWork``) of each recorded launch, credited only for its stores into
     tensors that reach the output, walked from the last launch back: the output's extents
     reach; a credited store makes the tensors its value was read from reach (for the
     launches before it); a storage a torch op read after a launch reaches for that launch
     (all of it: torch's reads are per storage); without ``reads`` (no op inputs recorded)
-    every tensor a launch wrote reaches."""
+    every tensor a launch wrote reaches.
+
+    ``access`` (the worker's ``audit.torch_access``: torch reads and writes of each launch
+    storage in order): bytes a torch write replaced after a launch no longer reach for it,
+    unless a torch read came first. Torch's record has no offsets: a write spanning the
+    whole storage replaces all of it, a smaller one is taken to replace as many of the
+    launch's bytes as it spans."""
     live: dict[int, list] = {}
     for sid, lo, hi in outs:
-        live.setdefault(sid, []).append((lo, hi))
+        live.setdefault(sid, []).append((lo, hi, _END))
+    nbytes = nbytes or {}
+    by_sid: dict[int, list] = {}
+    for sid, pos, kind, span in access or ():
+        by_sid.setdefault(sid, []).append((pos, kind, span))
     out = []
     for i in range(len(launches) - 1, -1, -1):
         k, extents = launches[i]
@@ -137,17 +148,57 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
         name, programs, args, _ = rows[k]
         reach = {}
         for p, (sid, lo, hi) in extents.items():
-            if reads is None or reads.get(sid, -1) > i:
+            if reads is None:
                 reach[p] = 1.0
+            elif access is None:
+                reach[p] = 1.0 if reads.get(sid, -1) > i else _overlap([s[:2] for s in live.get(sid, [])], lo, hi)
             else:
-                reach[p] = _overlap(live.get(sid, []), lo, hi)
+                reach[p] = _reach(by_sid.get(sid, []), live.get(sid, []), i, lo, hi, nbytes.get(sid, 0))
         d = _detail(facts, name, programs, args, reach)
         for p in d.reads:
             if p in extents:
                 sid, lo, hi = extents[p]
-                live.setdefault(sid, []).append((lo, hi))
+                live.setdefault(sid, []).append((lo, hi, i))
         out.append((name, d))
     return out
+
+
+_END = 1 << 62  # the output is read after every launch
+
+
+def _reach(acc: list, live: list, i: int, lo: int, hi: int, size: int) -> float:
+    """The share of launch ``i``'s bytes [lo, hi) of one storage that something reads before
+    a torch write replaced them: a torch read after the launch (``acc``: (launches begun
+    before, READ/WRITE, span) in order), or a later launch or the output (``live``: (lo,
+    hi, launch index)); replaced as ``reached`` says."""
+    n = max(1, hi - lo)
+
+    def gone(until: int) -> float:
+        """Share replaced by torch writes after launch ``i`` among ops begun before launch
+        ``until`` (all of them at ``_END``)."""
+        w = 0.0
+        for pos, kind, span in acc:
+            if pos <= i or pos > until:
+                continue
+            if kind == 1:
+                w += 1.0 if size and span >= size else min(1.0, span / n)
+        return min(1.0, w)
+
+    share, w = 0.0, 0.0
+    for pos, kind, span in acc:  # torch reads, each before the writes that follow it
+        if pos <= i:
+            continue
+        if kind == 1:
+            w = min(1.0, w + (1.0 if size and span >= size else min(1.0, span / n)))
+        else:
+            share = max(share, 1.0 - w)
+    if not live:
+        return share
+    if gone(_END) == 0.0:  # nothing replaced: every later reader's bytes
+        return max(share, _overlap([s[:2] for s in live], lo, hi))
+    for j in {s[2] for s in live}:
+        share = max(share, _overlap([s[:2] for s in live if s[2] == j], lo, hi) * (1.0 - gone(j)))
+    return share
 
 
 def _overlap(spans: list, lo: int, hi: int) -> float:
@@ -173,7 +224,7 @@ def _detail(facts: dict, name: str, programs: int, args: dict, reach) -> LaunchW
 def _flow(flow):
     """The worker's flow record, checked (untrusted): (launches [[kind index, {param:
     (storage, lo, hi)}]], output extents, {storage: launches begun before its last torch
-    read} or None); None where there is no record (credit as the launches were recorded)."""
+    read} or None, torch's reads and writes in order or None, {storage: bytes}); None where there is no record (credit as the launches were recorded)."""
     if not isinstance(flow, dict):
         return None
 
@@ -197,4 +248,15 @@ def _flow(flow):
         for r in raw[:4096]:
             if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r):
                 reads[r[0]] = max(reads.get(r[0], -1), r[1])
-    return launches, outs, reads
+    access = None
+    if reads is not None and isinstance(flow.get("access"), list):
+        access = []
+        for r in flow["access"][:4096]:
+            if isinstance(r, list) and len(r) == 4 and all(isinstance(x, int) and not isinstance(x, bool) for x in r) \
+                    and r[2] in (0, 1):
+                access.append((r[0], r[1], r[2], max(0, min(_BIG, r[3]))))
+    nbytes = {}
+    for r in (flow.get("nbytes") if isinstance(flow.get("nbytes"), list) else [])[:LOG_CAP * 8]:
+        if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r):
+            nbytes[r[0]] = max(0, min(_BIG, r[1]))
+    return launches, outs, reads, access, nbytes
