@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from .tritonjit import dotted
-from .tritonvalues import V, arith, bcast, compare, identity, numel
+from .tritonvalues import V, arith, bcast, compare, identity, numel, range_arith, range_compare, value_range
 
 MAX_DEPTH = 8  # nested @triton.jit helper calls followed
 _UNKNOWN_LOOP = 1  # trip count of a loop whose bounds are not known
@@ -150,19 +150,24 @@ class _Launch:
         its value before the loop as the root of an affine chain (``x = x * s`` repeated is
         one multiply by ``s`` to the trips)."""
         trips = _UNKNOWN_LOOP
+        rng = None
         if isinstance(st, ast.For):
             it = st.iter
             if isinstance(it, ast.Call) and dotted(it.func).split(".")[-1] in ("range", "static_range"):
                 args = [self.expr(a, env, depth).const for a in it.args]
+                known = None not in args
                 if len(args) > 1 and args[0] is None:  # a start from the program id: a persistent loop
                     args[0] = 0
                 if args and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
                     lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
                     trips = max(0, len(range(lo, hi, step or 1)))
+                    if trips and step and known:
+                        ends = (lo, lo + (trips - 1) * step)
+                        rng = (min(ends), max(ends))
         saved = self.mult
         self.mult *= trips
         if isinstance(st, ast.For):
-            self.bind(st.target, V(born=self.mult), env)
+            self.bind(st.target, V(born=self.mult, rng=rng), env)
         for name in _assigned(st.body) & set(env):
             v = env[name]
             aff = v.aff if v.aff is not None else ((v, 1.0, 0.0, frozenset(), {}, v.born) if v.data else None)
@@ -185,6 +190,9 @@ class _Launch:
         test = self.expr(st.test, env, depth)
         if test.const is not None and test.data == 0:
             self.block(st.body if test.const else st.orelse, env, ret, depth)
+            return
+        if test.data == 0 and not test.ptr and test.rng in ((0, 0), (1, 1)):  # an index condition decided
+            self.block(st.body if test.rng == (1, 1) else st.orelse, env, ret, depth)
             return
         before = self.state()
         env_a, env_b = dict(env), dict(env)
@@ -243,7 +251,15 @@ class _Launch:
                     return V(const=compare(e.ops[0], vals[0].const, vals[1].const))
                 except TypeError:
                     return V()
-            return self.elementwise(vals, 1.0)
+            v = self.elementwise(vals, 1.0)
+            if not v.ptr and not v.data:  # an index condition: decided where the ranges tell
+                known = [range_compare(o, value_range(x), value_range(y))
+                         for o, x, y in zip(e.ops, vals, vals[1:])]
+                if all(k is True for k in known):
+                    v = replace(v, rng=(1, 1))
+                elif any(k is False for k in known):
+                    v = replace(v, rng=(0, 0))
+            return v
         if isinstance(e, ast.IfExp):
             c = self.expr(e.test, env, depth).const
             if c is not None:
@@ -273,7 +289,10 @@ class _Launch:
             data = a if a.data else b
             return replace(data, shape=shape, ops=dict(data.ops), born=max(a.born, b.born))
         v = self.affine(op, a, b, shape)
-        return v if v is not None else self.elementwise([a, b], 1.0)
+        v = v if v is not None else self.elementwise([a, b], 1.0)
+        if not v.ptr and not v.data:
+            v = replace(v, rng=range_arith(op, value_range(a), value_range(b)))
+        return v
 
     def coefficient(self, c: V):
         """(known number or None, whether ``c`` may scale or shift an affine chain): a number,
@@ -373,8 +392,8 @@ class _Launch:
         kw = {k.arg: self.expr(k.value, env, depth) for k in e.keywords if k.arg}
         if last in self.funcs and depth < MAX_DEPTH and "." not in name:
             return self.helper(self.funcs[last], args, kw, depth)
-        if last == "program_id":
-            return V()
+        if last == "program_id":  # one of the grid's programs
+            return V(rng=(0, self.programs - 1))
         if last == "num_programs":  # the whole grid (exact for a 1-D one)
             return V(const=self.programs)
         if last in ("make_block_ptr", "make_tensor_descriptor"):  # a tile's address: its block shape
@@ -390,7 +409,7 @@ class _Launch:
             self.store(args[2], numel(args[2].shape), replace(args[0], born=max(args[0].born, args[1].born)))
             return V()
         if last == "arange" and len(args) >= 2 and all(isinstance(a.const, int) for a in args[:2]):
-            return V(shape=(args[1].const - args[0].const,))
+            return V(shape=(args[1].const - args[0].const,), rng=(args[0].const, args[1].const - 1))
         if last in ("zeros", "full", "zeros_like", "full_like", "ones", "rand", "randn", "randint"):
             shp = (args[0] if args else kw.get("shape", V())).const
             if last.endswith("_like") and args:

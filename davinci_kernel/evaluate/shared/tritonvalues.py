@@ -28,7 +28,9 @@ class V:
     on values that do not vary in a loop counts once, not once per trip. ``aff``: the value is
     ``a·root + b`` with ``a``, ``b`` invariant (numbers where known, else None): ``(root, a,
     b, kinds, coefficient ops, born of the chain)``; a chain of such ops costs at most a
-    multiply and an add per element, and one that composes to the identity costs nothing."""
+    multiply and an add per element, and one that composes to the identity costs nothing.
+    ``rng``: (least, greatest) an index value can take (program ids, aranges, loop
+    variables and integer arithmetic on them), None where not known."""
     shape: Optional[tuple] = ()
     const: object = None
     data: int = 0
@@ -38,6 +40,45 @@ class V:
     src: frozenset = frozenset()
     born: float = 0.0
     aff: Optional[tuple] = None
+    rng: Optional[tuple] = None
+
+
+def value_range(v: V) -> Optional[tuple]:
+    """(least, greatest) an index value takes: a known integer, or its ``rng``."""
+    if v.ptr or v.data:
+        return None
+    if isinstance(v.const, int) and not isinstance(v.const, bool):
+        return v.const, v.const
+    return v.rng
+
+
+def range_arith(op, a: Optional[tuple], b: Optional[tuple]) -> Optional[tuple]:
+    """The range of ``a op b`` over integer ranges (None where not followed)."""
+    if a is None or b is None:
+        return None
+    if isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+        f = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y}[type(op)]
+        c = [f(x, y) for x in a for y in b]
+        return min(c), max(c)
+    if isinstance(op, ast.FloorDiv) and b[0] == b[1] and b[0] > 0:
+        return a[0] // b[0], a[1] // b[0]
+    if isinstance(op, ast.Mod) and b[0] == b[1] and b[0] > 0 and a[0] >= 0:
+        return (a[0], a[1]) if a[1] < b[0] else (0, b[0] - 1)
+    return None
+
+
+def range_compare(op, a: Optional[tuple], b: Optional[tuple]) -> Optional[bool]:
+    """Whether ``a op b`` holds for every value of the ranges (True), for none (False), or
+    either (None)."""
+    if a is None or b is None:
+        return None
+    (alo, ahi), (blo, bhi) = a, b
+    tests = {ast.Lt: (ahi < blo, alo >= bhi), ast.LtE: (ahi <= blo, alo > bhi), ast.Gt: (alo > bhi, ahi <= blo),
+             ast.GtE: (alo >= bhi, ahi < blo), ast.Eq: (alo == ahi == blo == bhi, ahi < blo or alo > bhi),
+             ast.NotEq: (ahi < blo or alo > bhi, alo == ahi == blo == bhi)}.get(type(op))
+    if tests is None:
+        return None
+    return True if tests[0] else False if tests[1] else None
 
 
 def numel(shape) -> int:
