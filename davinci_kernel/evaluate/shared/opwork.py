@@ -123,6 +123,7 @@ squeeze_ unsqueeze_ transpose_ t_ detach_ as_strided_ bartlett_window blackman_w
 kaiser_window fft_fftfreq fft_rfftfreq tril_indices triu_indices _new_zeros_with_same_feature_meta
 _cudnn_init_dropout_state _use_cudnn_ctc_loss _use_miopen_ctc_loss _validate_compressed_sparse_indices
 _nested_get_jagged_dummy _philox_key_fold_in _philox_key_split _resize_output_ unsafe_split unsafe_split_with_sizes
+_nnpack_available _use_cudnn_rnn_flatten_weight is_vulkan_available
 """.split())
 # Ops torch carries no pointwise/reduction tag for that still work element by element (copies,
 # scatters, sampling, statistics, small losses): weighed by their elements.
@@ -284,7 +285,8 @@ def op_work(e, strict: bool = False) -> float:
     (``element_op``), is no matrix product's front end (``COMPOSITE_OPS``) and has neither
     its own profiler FLOPs nor a formula is ``UNCOUNTED``, whatever it calls (a Cholesky
     calls only ``tril``; its LAPACK work is never dispatched), as is any op outside
-    ``aten``."""
+    ``aten``. An op with its own FLOP count or formula is weighed by it under ``strict``;
+    its callees are not looked at (a CPU conv's ``_slow_conv2d_forward``, rated all)."""
     shapes = [s for s in (getattr(e, "input_shapes", None) or []) if s]
     lists = [s for s in (getattr(e, "structured_input_shapes", None) or []) if s and isinstance(s[0], list)]
     sizes = [1, broadcast_numel(shapes)] + [_numel(s) for s in shapes] + [sum(_numel(t) for t in lst) for lst in lists]
@@ -294,6 +296,8 @@ def op_work(e, strict: bool = False) -> float:
                                                         or float(getattr(e, "flops", 0) or 0) or formula)):
         return UNCOUNTED
     own = max(max(sizes) * ELEMENT_WEIGHTS.get(name[6:].strip("_"), 1.0), _flops(e), formula)
+    if strict and (formula or float(getattr(e, "flops", 0) or 0)):
+        return own  # weighed by its count: what it calls is how it does it (a CPU conv's slow path)
     children = [c for c in getattr(e, "cpu_children", None) or []
                 if getattr(c, "name", "").startswith("aten::") and not no_work(c.name[6:])]
     return max(own, sum(op_work(c, strict) for c in children))
