@@ -369,13 +369,13 @@ def _torch_reads_of(acc: list) -> list:
     """[storage id, launches begun before the op] of the latest torch read of each launch
     storage (``torch_access``)."""
     reads: dict = {}
-    for sid, pos, kind, _ in acc:
-        if kind == READ and pos > reads.get(sid, -1):
+    for sid, pos, kind, *_ in acc:
+        if kind != WRITE and pos > reads.get(sid, -1):
             reads[sid] = pos
     return sorted([k, v] for k, v in reads.items())
 
 
-READ, WRITE = 0, 1
+READ, WRITE, UPDATE = 0, 1, 2  # UPDATE: an in-place op that reads its target and writes it
 ACCESS_CAP = 4096  # torch accesses of launch storages recorded per call
 # ops that pass their input's data on (a copy, a conversion, a read to the host): reads,
 # though they compute nothing; every other ``opwork.no_work`` op only handles metadata
@@ -387,14 +387,15 @@ OVERWRITES = {"copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bern
 
 def torch_access(prof, by_ptr: dict):
     """The torch ops (outside a launch's range) that touched each launch storage, in time
-    order: [storage id, launches begun before the op, READ or WRITE, bytes the tensor
-    spans]. A read is an op that computes on, copies or hands over the data; an op that only
-    handles metadata (a view, ``select``, ``detach``, ``as_strided``: ``opwork.no_work``
-    outside ``DATA_MOVES``) reads nothing itself, its callees are looked at instead (a
-    ``reshape`` that copies). A write replaces the bytes a tensor spans without reading
-    them: the target of ``copy_``, ``fill_``, ``zero_``, the random fills, an ``out=``
-    argument (by the op's schema). An in-place op that reads its target (``add_``) reads
-    it. None without kineto's event tree (the profiler records no op inputs)."""
+    order: [storage id, launches begun before the op, READ, WRITE or UPDATE, bytes the
+    tensor spans(, the value a ``fill_``/``zero_`` wrote)]. A read is an op that computes
+    on, copies or hands over the data; an op that only handles metadata (a view,
+    ``select``, ``detach``, ``as_strided``: ``opwork.no_work`` outside ``DATA_MOVES``)
+    reads nothing itself, its callees are looked at instead (a ``reshape`` that copies). A
+    write replaces the bytes a tensor spans without reading them: the target of ``copy_``,
+    ``fill_``, ``zero_``, the random fills, an ``out=`` argument (by the op's schema). An
+    in-place op that reads its target (``add_``) updates it (a read; its values change).
+    None without kineto's event tree (the profiler records no op inputs)."""
     try:
         inner = getattr(prof, "profiler", None) or prof
         roots = list(inner.kineto_results.experimental_event_tree())
@@ -426,7 +427,12 @@ def torch_access(prof, by_ptr: dict):
         for j, t in enumerate(inputs):
             sid = by_ptr.get(getattr(t, "storage_data_ptr", None))
             if sid is not None and len(out) < ACCESS_CAP:
-                out.append([sid, pos, WRITE if j in written else READ, _span(t)])
+                kind = WRITE if j in written else UPDATE if j == 0 and name.endswith("_") else READ
+                rec = [sid, pos, kind, _span(t)]
+                value = 0.0 if name == "zero_" else inputs[1] if name == "fill_" and len(inputs) > 1 else None
+                if j == 0 and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    rec.append(float(value))  # a constant fill: every element is this value
+                out.append(rec)
     return out
 
 

@@ -19,6 +19,7 @@ real time bounds it too.
 from __future__ import annotations
 
 import ast
+import math
 from typing import Optional
 
 from ...pysource import parse as parse_source
@@ -130,7 +131,8 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
 
     ``access`` (the worker's ``audit.torch_access``: torch reads and writes of each launch
     storage in order): bytes a torch write replaced after a launch no longer reach for it,
-    unless a torch read came first. Torch's record has no offsets: a write spanning the
+    unless a torch read came first; a tensor torch filled with a constant before a launch
+    (``_filled``) is read by it as that constant. Torch's record has no offsets: a write spanning the
     whole storage replaces all of it, a smaller one is taken to replace as many of the
     launch's bytes as it spans."""
     live: dict[int, list] = {}
@@ -138,8 +140,12 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
         live.setdefault(sid, []).append((lo, hi, _END))
     nbytes = nbytes or {}
     by_sid: dict[int, list] = {}
-    for sid, pos, kind, span in access or ():
-        by_sid.setdefault(sid, []).append((pos, kind, span))
+    for sid, pos, kind, span, value in access or ():
+        by_sid.setdefault(sid, []).append((pos, kind, span, value))
+    touched: dict[int, list] = {}  # storage → the launches that took it
+    for j, (_, extents) in enumerate(launches):
+        for sid, _, _ in extents.values():
+            touched.setdefault(sid, []).append(j)
     out = []
     for i in range(len(launches) - 1, -1, -1):
         k, extents = launches[i]
@@ -154,7 +160,10 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
                 reach[p] = 1.0 if reads.get(sid, -1) > i else _overlap([s[:2] for s in live.get(sid, [])], lo, hi)
             else:
                 reach[p] = _reach(by_sid.get(sid, []), live.get(sid, []), i, lo, hi, nbytes.get(sid, 0))
-        d = _detail(facts, name, programs, args, reach)
+        consts = {} if access is None else {
+            p: v for p, (sid, lo, hi) in extents.items()
+            if (v := _filled(by_sid.get(sid, []), touched.get(sid, []), i, hi - lo, nbytes.get(sid, 0))) is not None}
+        d = _detail(facts, name, programs, args, reach, consts)
         for p in d.reads:
             if p in extents:
                 sid, lo, hi = extents[p]
@@ -164,6 +173,22 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
 
 
 _END = 1 << 62  # the output is read after every launch
+
+
+def _filled(acc: list, touched: list, i: int, n: int, size: int) -> Optional[float]:
+    """The value every byte of a launch storage holds when launch ``i`` begins, where torch
+    filled it with a constant in the call (``fill_``, ``zero_``: ``zeros``, ``ones``,
+    ``full``) over the whole storage (or at least the launch's ``n`` bytes) and nothing
+    changed it since (no torch write or in-place update, no launch took it); else None."""
+    last = None
+    for pos, kind, span, value in acc:
+        if pos <= i and kind != 0:
+            last = (pos, span, value)
+    if last is None or last[2] is None or not (size and last[1] >= size or not size and last[1] >= n > 0):
+        return None
+    if any(last[0] <= j < i for j in touched):
+        return None
+    return last[2]
 
 
 def _reach(acc: list, live: list, i: int, lo: int, hi: int, size: int) -> float:
@@ -177,7 +202,7 @@ def _reach(acc: list, live: list, i: int, lo: int, hi: int, size: int) -> float:
         """Share replaced by torch writes after launch ``i`` among ops begun before launch
         ``until`` (all of them at ``_END``)."""
         w = 0.0
-        for pos, kind, span in acc:
+        for pos, kind, span, _ in acc:
             if pos <= i or pos > until:
                 continue
             if kind == 1:
@@ -185,7 +210,7 @@ def _reach(acc: list, live: list, i: int, lo: int, hi: int, size: int) -> float:
         return min(1.0, w)
 
     share, w = 0.0, 0.0
-    for pos, kind, span in acc:  # torch reads, each before the writes that follow it
+    for pos, kind, span, _ in acc:  # torch reads (an in-place update reads too), each before the writes that follow it
         if pos <= i:
             continue
         if kind == 1:
@@ -214,9 +239,9 @@ def _overlap(spans: list, lo: int, hi: int) -> float:
     return covered / (hi - lo)
 
 
-def _detail(facts: dict, name: str, programs: int, args: dict, reach) -> LaunchWork:
+def _detail(facts: dict, name: str, programs: int, args: dict, reach, consts=None) -> LaunchWork:
     try:
-        return launch_detail(facts, name, programs, args, reach)
+        return launch_detail(facts, name, programs, args, reach, consts)
     except Exception:  # noqa: BLE001 - a kernel this reading does not follow earns nothing
         return LaunchWork()
 
@@ -252,9 +277,12 @@ def _flow(flow):
     if reads is not None and isinstance(flow.get("access"), list):
         access = []
         for r in flow["access"][:4096]:
-            if isinstance(r, list) and len(r) == 4 and all(isinstance(x, int) and not isinstance(x, bool) for x in r) \
-                    and r[2] in (0, 1):
-                access.append((r[0], r[1], r[2], max(0, min(_BIG, r[3]))))
+            if not (isinstance(r, list) and len(r) in (4, 5)
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in r[:4]) and r[2] in (0, 1, 2)):
+                continue
+            v = r[4] if len(r) == 5 and r[2] == 1 else None
+            v = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+            access.append((r[0], r[1], r[2], max(0, min(_BIG, r[3])), v))
     nbytes = {}
     for r in (flow.get("nbytes") if isinstance(flow.get("nbytes"), list) else [])[:LOG_CAP * 8]:
         if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r):

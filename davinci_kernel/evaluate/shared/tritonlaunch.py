@@ -56,8 +56,10 @@ class _Launch:
     ``reach``: tensor parameter → share of its bytes that reaches the output (None: every
     store is credited)."""
 
-    def __init__(self, funcs: dict, programs: int, reach: Optional[dict] = None):
+    def __init__(self, funcs: dict, programs: int, reach: Optional[dict] = None, consts: Optional[dict] = None):
         self.funcs, self.programs, self.reach = funcs, max(1, int(programs)), reach
+        self.consts = consts or {}  # tensor parameter → the constant every element holds
+        self.stored_const = False  # a store into one of them: its values are not constant
         self.mult = 1.0  # trip counts of the loops around the current statement
         self.counted: dict = {}  # op id → share already credited
         self.work = 0.0  # per program
@@ -97,6 +99,8 @@ class _Launch:
 
     def store(self, value: V, elems: int, ptr: Optional[V] = None, mask: Optional[V] = None) -> None:
         ptr, mask = ptr or V(), mask or V()
+        if ptr.bases & set(self.consts):
+            self.stored_const = True
         self.stored += elems * self.mult
         f = self.share(ptr.bases)
         if f <= 0:
@@ -380,6 +384,10 @@ class _Launch:
 
     def load(self, ptr: V, mask: Optional[V] = None, shape="same") -> V:
         mask = mask or V()
+        values = {self.consts.get(b) for b in ptr.bases} if ptr.bases else {None}
+        if len(values) == 1 and None not in values:  # a tensor torch filled with one constant
+            # (masked-off lanes take ``other``, another constant: no data either way)
+            return V(shape=ptr.shape if shape == "same" else shape, const=values.pop(), born=max(ptr.born, mask.born))
         return V(shape=ptr.shape if shape == "same" else shape, data=1, src=ptr.bases | ptr.src | mask.src,
                  born=max(ptr.born, mask.born))
 
@@ -566,12 +574,15 @@ class LaunchWork:
 UNKNOWN = ["?"]  # a recorded argument the worker passed but could not record
 
 
-def launch_detail(facts: dict, name: str, programs: int, args: dict, reach: Optional[dict] = None) -> LaunchWork:
+def launch_detail(facts: dict, name: str, programs: int, args: dict, reach: Optional[dict] = None,
+                  consts: Optional[dict] = None) -> LaunchWork:
     """One launch of Triton kernel ``name``: ``programs`` program instances, ``args`` the
     recorded arguments by parameter name (a number, ``["t", numel]`` for a tensor,
     ``["?"]`` for one passed but not recordable: unknown, never the source's default),
-    ``reach`` the share of each tensor parameter that reaches the output (None: all).
-    Empty for a kernel the source does not define."""
+    ``reach`` the share of each tensor parameter that reaches the output (None: all),
+    ``consts`` the tensor parameters torch filled with one constant before the launch (their
+    loads are that constant: adding a loaded zero is no work; a launch that stores into one
+    is read without it). Empty for a kernel the source does not define."""
     funcs = facts.get("triton") or {}
     fn = funcs.get(name)
     if fn is None:
@@ -587,9 +598,12 @@ def launch_detail(facts: dict, name: str, programs: int, args: dict, reach: Opti
     for a in fn.args.args:  # parameters not passed, without a default: pointers by name, else unknown scalars
         env.setdefault(a.arg, V(ptr=a.arg.endswith("ptr"), bases=frozenset({a.arg}) if a.arg.endswith("ptr")
                                 else frozenset()))
-    run = _Launch(funcs, programs, reach)
+    run = _Launch(funcs, programs, reach, consts)
     try:
-        run.run(fn, env)
+        run.run(fn, dict(env))
+        if run.stored_const:  # it writes a filled tensor: its loads from it are not the fill
+            run = _Launch(funcs, programs, reach)
+            run.run(fn, env)
     except RecursionError:
         return LaunchWork()
     programs = useful_programs(run.programs, args, run.stored)
