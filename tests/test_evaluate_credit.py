@@ -432,3 +432,161 @@ def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
     reads = dict(map(tuple, flow["reads"]))
     assert reads[e0["y_ptr"][0]] == 1 and reads[e1["y_ptr"][0]] == 2  # the sum after the first; the add after both
     assert launch_kinds(log)[0][3] == 2
+
+
+# --------------------------------------------------------------------------- red team, round five
+def test_torch_writes_after_a_launch_replace_its_bytes():
+    """The temporary (storage 1, 3108 bytes) written by the first launch: a torch read after
+    it keeps the credit, a whole-storage torch write before that read takes it away, a
+    partial write takes its share; the output replaced by torch after the second launch
+    takes the second's."""
+    out = [[2, 0, 3108]]
+    flow = {**_flow([], reads=[(1, 1)]), "access": [[1, 1, 0, 3108]], "nbytes": [[1, 3108], [2, 3108]]}
+    assert _two("x_ptr", flow) == 1024  # read by torch after the first launch
+    flow["access"] = [[1, 1, 1, 3108], [1, 1, 0, 3108]]  # replaced, then read: nothing of the launch's
+    assert _two("x_ptr", flow) == 0
+    flow["access"] = [[1, 1, 1, 1036], [1, 1, 0, 3108]]  # a third replaced first
+    assert _two("x_ptr", flow) == pytest.approx(1024 * 2 / 3, rel=1e-3)
+    flow["access"] = [[1, 1, 0, 3108], [1, 1, 1, 3108]]  # read first, replaced after: kept
+    assert _two("x_ptr", flow) == 1024
+    over = {**_flow(out), "access": [[2, 2, 1, 3108]], "nbytes": [[1, 3108], [2, 3108]]}
+    assert _two("t_ptr", over) == 0  # the output's bytes replaced after the last launch
+    over["access"] = [[2, 1, 1, 3108]]  # ... before the second launch wrote them: no matter
+    assert _two("t_ptr", over) == 2 * 1024
+
+
+def test_the_flow_record_tells_reads_from_metadata_and_writes(monkeypatch):
+    """A discarded view reads nothing; ``copy_`` and an ``out=`` argument write; a sum reads."""
+    from davinci_kernel.evaluate.shared.audit import READ, WRITE, LaunchCounter, install_launch_counter
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    install_launch_counter()
+
+    @triton.jit
+    def twice(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+    def call(x):
+        a, b, c = torch.empty(37), torch.empty(37), torch.empty(37)
+        for t in (a, b, c):
+            twice[(1,)](x, t, 37, BLOCK=64)
+        a.view(-1).select(0, 3)
+        b.copy_(x)
+        torch.add(x, x, out=c)
+        return a.sum() + b + c
+
+    LaunchCounter.log = []
+    try:
+        _, a = audited_call(torch, call, [torch.randn(37)], all_threads=True, strict=True)
+    finally:
+        LaunchCounter.log = None
+    flow = a["flow"]
+    sa, sb, sc = (flow["launches"][i][1]["y_ptr"][0] for i in range(3))
+    acc = [(r[0], r[2]) for r in flow["access"] if r[1] == 3]
+    assert acc.index((sb, WRITE)) < acc.index((sc, WRITE)) < acc.index((sa, READ))
+    assert (sb, WRITE) in acc and (sc, WRITE) in acc and acc.count((sa, READ)) == 1  # the sum only
+    got = kernelwork.custom_work(launch_kinds([[r[0], (1,), r[2]] for r in [["twice", 0, {
+        "x_ptr": T(37), "y_ptr": T(37), "n": 37, "BLOCK": 64}]] * 3]), kernelwork.analyze(_TWICE), False, flow=flow)
+    assert got == 64  # only the launch into ``a`` (read by the sum) is credited
+
+
+_TWICE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+'''
+
+_GUARDS = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.load(x_ptr + offs, mask=offs < n)
+    if COND:
+        for i in range(steps):
+            acc = tl.exp(acc)
+    tl.store(y_ptr + offs, acc, mask=offs < n)
+'''
+
+
+@pytest.mark.parametrize("cond,programs,counted", [
+    ("pid < 0", 3, False), ("pid >= 3", 3, False), ("pid * BLOCK > 2 * 37", 3, False),
+    ("pid < 3", 3, True), ("pid >= 0", 5, True), ("pid < n", 3, True),  # n = 37 known: always true
+    ("pid < steps - 4", 7, None),  # 1 of 7 ... undecidable: counts as a guard
+    ("pid % 2 == 5", 3, False), ("pid // 2 > 1", 3, False)])
+def test_index_conditions_are_decided_over_value_ranges(cond, programs, counted):
+    f = kernelwork.analyze(_GUARDS.replace("COND", cond))
+    w, _ = launch_work(f, "k", programs, dict(x_ptr=T(37), y_ptr=T(37), n=37, steps=5, BLOCK=13))
+    assert (w > 0) == (counted is not False), (cond, w)
+
+
+def test_loads_from_a_constant_fill_are_constants():
+    """A kernel adding a loaded value ``steps`` times: from a tensor torch zero-filled
+    before the launch it is no work; filled with 2.0, one add per element; refilled by a
+    launch in between, or written by the launch itself, it is data again."""
+    src = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def acc_kernel(y_ptr, z_ptr, out_ptr, n, steps, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.load(y_ptr + offs, mask=offs < n)
+    for k in range(steps):
+        acc = acc + tl.load(z_ptr + k)
+    tl.store(out_ptr + offs, acc, mask=offs < n)
+'''
+    f = kernelwork.analyze(src)
+    n, steps = 301, 23  # odd: 3 programs of 128, masked
+    kinds = [["acc_kernel", 3, dict(y_ptr=T(n), z_ptr=T(steps), out_ptr=T(n), n=n, steps=steps, BLOCK=128), 1]]
+    launch = [[0, {"y_ptr": [0, 0, 4 * n], "z_ptr": [1, 0, 4 * steps], "out_ptr": [2, 0, 4 * n]}]]
+
+    def work(access):
+        flow = {"launches": launch, "out": [[2, 0, 4 * n]], "reads": [], "access": access,
+                "nbytes": [[0, 4 * n], [1, 4 * steps], [2, 4 * n]]}
+        return kernelwork.custom_work(kinds, f, False, flow=flow)
+
+    assert work([]) == 3 * 128 * steps  # data: each add counts
+    assert work([[1, 0, 1, 4 * steps, 0.0]]) == 0  # zeros: no work
+    assert work([[1, 0, 1, 4 * steps, 2.0]]) == 3 * 128  # one add per element at most
+    assert work([[1, 0, 1, 4 * steps, 0.0], [1, 0, 2, 4 * steps]]) == 3 * 128 * steps  # updated in place after
+    assert work([[1, 0, 1, 8, 0.0]]) == 3 * 128 * steps  # only part filled
+
+
+def test_a_strict_conv_is_weighed_by_its_formula_on_the_cpu():
+    """Red team, round five: the CPU conv calls ``_nnpack_available`` and
+    ``_slow_conv2d_forward`` (rated all); under strict the conv is its formula."""
+    import torch.nn.functional as F
+
+    for f, flops in [(lambda: F.conv2d(torch.randn(1, 3, 9, 11), torch.randn(4, 3, 1, 1)), 2 * 4 * 3 * 99),
+                     (lambda: F.conv1d(torch.randn(2, 3, 17), torch.randn(4, 3, 3)), None),
+                     (lambda: F.conv_transpose2d(torch.randn(1, 3, 5, 7), torch.randn(3, 4, 3, 3)), None),
+                     (lambda: F.conv3d(torch.randn(1, 3, 5, 6, 7), torch.randn(4, 3, 2, 2, 2)), None),
+                     (lambda: F.linear(torch.randn(5, 7), torch.randn(3, 7), torch.randn(3)), None),
+                     (lambda: F.batch_norm(torch.randn(2, 3, 5, 7), torch.zeros(3), torch.ones(3)), None)]:
+        _, a = audited_call(torch, f, [], all_threads=True, strict=True)
+        assert a["work"] < 1e6, a
+        if flops:
+            assert a["work"] >= flops
+    assert opwork.no_work("_nnpack_available")
+
+
+def test_honest_torch_conv_with_a_triton_epilogue_passes(cpu_evaluator):
+    path = FIXTURES / "legit" / "conv_then_chain_triton.py"
+    res = cpu_evaluator.evaluate(fixture_task(fixture_meta(path)["task"]), path.read_text())
+    assert res.correct, (res.error_kind, res.flags, res.error_msg)
+    assert 0.5 < res.coverage < 0.95, res.coverage

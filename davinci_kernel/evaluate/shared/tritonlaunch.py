@@ -386,8 +386,9 @@ class _Launch:
         mask = mask or V()
         values = {self.consts.get(b) for b in ptr.bases} if ptr.bases else {None}
         if len(values) == 1 and None not in values:  # a tensor torch filled with one constant
-            # (masked-off lanes take ``other``, another constant: no data either way)
-            return V(shape=ptr.shape if shape == "same" else shape, const=values.pop(), born=max(ptr.born, mask.born))
+            # (masked-off lanes take ``other``, another constant: no data either way); the same
+            # value wherever it is read from: it varies in no loop
+            return V(shape=ptr.shape if shape == "same" else shape, const=values.pop())
         return V(shape=ptr.shape if shape == "same" else shape, data=1, src=ptr.bases | ptr.src | mask.src,
                  born=max(ptr.born, mask.born))
 
