@@ -36,6 +36,19 @@ def test_a_gemm_earns_its_multiply_adds_over_the_grid_and_its_loop():
     assert moved == 0
 
 
+def test_a_matmul_operator_in_a_kernel_earns_what_tl_dot_earns():
+    """``a @ b`` on blocks is a dot (red team, round five: it was weighed as elementwise)."""
+    src = (FIXTURES / "legit/matmul_relu_triton.py").read_text()
+    assert "tl.dot(a, b" in src
+    M, N, K = 128, 64, 96
+    args = dict(a_ptr=T(M * K), b_ptr=T(K * N), c_ptr=T(M * N), M=M, N=N, K=K, sam=K, sak=1, sbk=N, sbn=1, scm=N,
+                scn=1, BM=64, BN=64, BK=32)
+    want = launch_work(kernelwork.analyze(src), "matmul_relu_kernel", 2, args)[0]
+    at = src.replace("tl.dot(a, b", "(a @ b", 1)
+    assert at != src
+    assert launch_work(kernelwork.analyze(at), "matmul_relu_kernel", 2, args)[0] == pytest.approx(want)
+
+
 @pytest.mark.parametrize("path,name", [("cheats/strassen_copy.py", "copy_kernel"),
                                        ("cheats/diag_broadcast_copy.py", "copy_kernel")])
 def test_a_copy_kernel_earns_no_compute(path, name):

@@ -281,6 +281,8 @@ class _Launch:
         return V()
 
     def binop(self, op, a: V, b: V) -> V:
+        if isinstance(op, ast.MatMult):  # ``a @ b`` on blocks is ``tl.dot(a, b)``
+            return self.dot(a, b, None)
         if a.const is not None and b.const is not None and a.data == 0 and b.data == 0 and not (a.ptr or b.ptr):
             try:
                 return V(const=arith(op, a.const, b.const))
