@@ -51,8 +51,9 @@ def reusable(res: EvalResult) -> bool:
 
 
 def copy_for_duplicate(res: EvalResult, since: float) -> EvalResult:
-    """The leader's verdict for one of its duplicates: marked ``reused``, no phases of its
-    own, ``eval_seconds`` the time since ``since`` (its batch began: what its caller waited)."""
+    """An earlier verdict for a duplicate (of a batch's leader, or a verdict kept for reuse):
+    marked ``reused``, no phases of its own, ``eval_seconds`` the time since ``since`` (its
+    batch or call began: what its caller waited)."""
     again = copy.deepcopy(res)
     again.reused, again.phase_seconds = True, {}
     again.eval_seconds = time.monotonic() - since

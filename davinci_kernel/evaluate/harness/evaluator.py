@@ -58,7 +58,6 @@ from .trusted import TrustedSide
 _UNREADABLE = (TypeError, ValueError, KeyError, AttributeError, IndexError)  # reading a malformed report
 CPU_UNTIMED = ("speedup_ci, peak_fraction: null on a CPU: the interpreter's time says nothing of a GPU kernel's "
                "speed (timing needs --device cuda)")
-_NOT_REUSED = batch.NOT_REUSED  # may go otherwise next time
 
 
 class Evaluator:
@@ -156,17 +155,15 @@ class Evaluator:
             source = self_candidate(task.source)
         if not self.cfg.reuse_verdicts or fresh:
             return self._judged(task, source, t0)
-        key = _verdict_key(task, source)
+        key = batch.verdict_key(task, source)
         with self._verdicts_lock:
             lock = self._verdict_locks.setdefault(key, threading.Lock())
         with lock:  # the same source given twice at once is judged once; the other waits for it
             earlier = self._verdicts.get(key)
             if earlier is not None:
-                again = copy.deepcopy(earlier)
-                again.reused, again.eval_seconds, again.phase_seconds = True, time.monotonic() - t0, {}
-                return again
+                return batch.copy_for_duplicate(earlier, t0)
             res = self._judged(task, source, t0)
-            if res.error_kind not in _NOT_REUSED:
+            if batch.reusable(res):
                 self._verdicts[key] = copy.deepcopy(res)
             return res
 
@@ -174,7 +171,7 @@ class Evaluator:
         """With ``eval.reuse_verdicts``: take ``result`` as the verdict of ``source`` on ``task``
         (a verdict this harness gave in an earlier process, e.g. an earlier call of a long run)."""
         with self._verdicts_lock:
-            self._verdicts[_verdict_key(task, source)] = copy.deepcopy(result)
+            self._verdicts[batch.verdict_key(task, source)] = copy.deepcopy(result)
 
     def _judged(self, task: Task, source: str, t0: float) -> EvalResult:
         def once(salt: int) -> EvalResult:
@@ -506,11 +503,6 @@ class Evaluator:
                      checks=talk.drawn.timed_checks)
         judge.light(res, ref, self.trusted.peaks(job.device))  # below every other timing defence
         res.stage = "done"
-
-
-def _verdict_key(task: Task, source: str) -> tuple[str, str]:
-    """(task hash, source hash): what ``eval.reuse_verdicts`` knows a verdict by."""
-    return batch.verdict_key(task, source)
 
 
 class _Clock:

@@ -23,6 +23,7 @@ import math
 from typing import Optional
 
 from ...pysource import parse as parse_source
+from .audit import LOG_CAP  # launches of one call: the worker records as many, a flow record is read as far
 from .cudawork import cuda_computes
 from .tritonjit import jit_functions
 from .tritonlaunch import LaunchWork, launch_detail
@@ -44,7 +45,6 @@ def analyze(source: str) -> dict:
 
 
 _BIG = 2 ** 48  # launch figures beyond this are not believed (clamped)
-LOG_CAP = 256  # launches of one call read from a flow record (the worker records as many)
 
 
 def _clean_args(args) -> dict:
