@@ -95,6 +95,16 @@ def test_the_family_files_are_what_the_generator_writes():
         assert len({m.act for m in ms}) >= 6, tech
 
 
+def test_the_family_command_checks_and_refuses_bad_input_in_one_line():
+    import subprocess
+
+    run = [sys.executable, str(COEVO / "family.py")]
+    ok = subprocess.run(run + ["--check"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and ok.stdout.strip() == "the family files are current"
+    bad = subprocess.run(run + ["--chek"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--chek" in bad.stderr
+
+
 def _forward(path: Path) -> str:
     cls = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef) and n.name == "Model")
     return ast.unparse(next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"))

@@ -588,20 +588,29 @@ def manifest_with(manifest: dict, entries: dict[str, list[dict]]) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    """Write the members' files and manifest entries (only the changed ones, each atomically),
+    or with ``--check`` only list what differs (exit 1). Anything else: one line, exit 2."""
+    from davinci_kernel.files import write_atomic
+
+    if any(a != "--check" for a in argv):
+        print(f"family.py: unknown argument {next(a for a in argv if a != '--check')!r} (only --check)",
+              file=sys.stderr)
+        return 2
     files, entries = render()
     path = VARIANTS / "manifest.json"
     manifest = json.loads(path.read_text())
     want = manifest_with(manifest, entries)
-    stale = [str(p.relative_to(COEVO)) for p, text in files.items() if not p.is_file() or p.read_text() != text]
-    stale += ["variants/manifest.json"] if want != manifest else []
+    stale = [p for p, text in files.items() if not p.is_file() or p.read_text() != text]
     if "--check" in argv:
-        print("\n".join(stale) if stale else "the family files are current")
-        return 1 if stale else 0
-    for p, text in files.items():
+        names = [str(p.relative_to(COEVO)) for p in stale] + (["variants/manifest.json"] if want != manifest else [])
+        print("\n".join(names) if names else "the family files are current")
+        return 1 if names else 0
+    for p in stale:
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    path.write_text(json.dumps(want, indent=2) + "\n")
-    print(f"wrote {len(files)} files and {len(entries)} manifest tasks ({len(stale)} changed)")
+        write_atomic(p, files[p])
+    if want != manifest:
+        write_atomic(path, json.dumps(want, indent=2) + "\n")
+    print(f"wrote {len(stale)} of {len(files)} files; the manifest {'updated' if want != manifest else 'unchanged'}")
     return 0
 
 
