@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import FIXTURES, fixture_meta, fixture_task
 
-from davinci_kernel.evaluate.shared import kernelwork, opwork
+from davinci_kernel.evaluate.shared import kernelwork, opwork, tritonlaunch
 from davinci_kernel.evaluate.shared.audit import audited_call, launch_kinds
 from davinci_kernel.evaluate.shared.cudawork import cuda_computes
 from davinci_kernel.evaluate.shared.tritonlaunch import launch_work
@@ -60,14 +60,14 @@ def test_index_arithmetic_on_loaded_values_and_identities_earn_nothing():
     f = _facts("cheats/copy_decoy_gather.py")
     work, moved = launch_work(f, "gather_rows", 3, dict(x_ptr=T(7680), idx_ptr=T(96), y_ptr=T(7680),
                                                                      rows=96, cols=80, ROWS=32, BLOCK=128))
-    assert work == 0 and moved == 3 * 32 * 128
+    assert work == 0 and moved == 96 * 80  # 3 x 32 x 128 lanes, of which y's 7680 elements land
 
 
 def test_real_arithmetic_earns_its_elements():
     f = _facts("legit/diag_scale_triton.py")
     work, _ = launch_work(f, "row_scale", 3, dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96,
                                                               cols=80, ROWS=32, BLOCK=128))
-    assert work == 3 * 32 * 128
+    assert work == 96 * 80  # 3 x 32 x 128 lanes; the multiply lands on y's 7680 elements
     soft = _facts("legit/attention_softmax_triton.py")
     work, _ = launch_work(soft, "softmax_rows", 2, dict(x_ptr=T(16384), y_ptr=T(16384), rows=128,
                                                                     cols=128, ROWS=64, BLOCK=128))
@@ -103,7 +103,7 @@ def test_an_index_guard_counts_its_body():
         block = 1 << max(0, (cols - 1).bit_length())
         w, _ = launch_work(f, "softmax_kernel", rows, dict(x_ptr=T(rows * cols), y_ptr=T(rows * cols), n_rows=rows,
                                                            n_cols=cols, stride=cols, BLOCK=block))
-        assert w == rows * 5 * block  # max, subtract, exp, sum, divide per program
+        assert w == rows * 5 * cols  # max, subtract, exp, sum, divide per element stored (masked lanes: none)
 
 
 def test_cuda_sources_say_whether_they_compute():
@@ -149,7 +149,7 @@ def test_custom_work_reads_untrusted_rows_and_believes_only_the_runs_the_gpu_saw
     args = dict(d_ptr=T(96), b_ptr=T(7680), y_ptr=T(7680), rows=96, cols=80, ROWS=32, BLOCK=128)
     one = launch_work(f, "row_scale", 3, args)[0]
     rows = [["row_scale", 3, args, 2], "junk", ["row_scale", "3", args, 1], ["nope", 3, {}, 5], [1, 2, 3, 4]]
-    assert kernelwork.custom_work(rows, f, False) == pytest.approx(2 * one + one / 3)  # a bad grid: 1 program
+    assert kernelwork.custom_work(rows, f, False) == pytest.approx(2 * one + 32 * 128)  # a bad grid: 1 program
     assert kernelwork.custom_work(rows[:1], f, False, seen={"row_scale": 1.0}) == pytest.approx(one)
     assert kernelwork.custom_work(None, f, False) is None
     cuda = {"triton": {}, "cuda": {"k": True}}
@@ -236,6 +236,35 @@ def test_honest_partial_work_reports_its_true_coverage(cpu_evaluator):
     assert not res.correct and "low_coverage" in res.flags
 
 
+_LANES = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, big_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.STORE(y_ptr + offs, tl.exp(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+'''
+
+
+@pytest.mark.parametrize("n", [1, 37, 1536, 4099])
+def test_masked_off_lanes_earn_nothing_whatever_the_block_grid_or_other_tensors(n):
+    """A store lands on at most the elements its tensor has: a block far larger than the
+    tensor, a grid far larger (beside a large unrelated tensor that lets every program
+    count as useful), or a store repeated at one address earn the elements, not the lanes;
+    an atomic store may land ``SPREAD`` times (split-K partial sums). Red team: one program
+    of 65536 lanes doing a 1536-element addition read as half the work."""
+    f = kernelwork.analyze(_LANES.replace("STORE", "store"))
+    for programs, block in ((1, 65536), (1000, 1024), (3, 2048)):
+        args = dict(x_ptr=T(n), big_ptr=T(1 << 24), y_ptr=T(n), n=n, BLOCK=block)
+        assert launch_work(f, "k", programs, args)[0] == min(n, programs * block)
+    atomic = kernelwork.analyze(_LANES.replace("STORE", "atomic_add"))
+    args = dict(x_ptr=T(n), big_ptr=T(1), y_ptr=T(n), n=n, BLOCK=65536)
+    exp_and_add = launch_work(atomic, "k", 8, args)[0]
+    assert exp_and_add == 2 * min(tritonlaunch.SPREAD * n, 8 * 65536)
+
+
 def test_a_grid_larger_than_its_tensors_and_an_exit_on_read_data_earn_nothing_more():
     f = _facts("cheats/diag_broadcast_copy.py")  # its copy kernel, timed on 16 elements with 1000 programs
     src = (FIXTURES / "legit" / "relu_triton.py").read_text()
@@ -244,7 +273,7 @@ def test_a_grid_larger_than_its_tensors_and_an_exit_on_read_data_earn_nothing_mo
     params = [a.arg for a in relu["triton"][name].args.args]
     args = {params[0]: T(16), params[1]: T(16), params[2]: 16, params[3]: 1024}
     work, _ = launch_work(relu, name, 1000, args)
-    assert work == 1024  # one program of 1024, not 1000
+    assert work == 16  # the 16 elements stored, not 1000 programs (nor one) of 1024 lanes
     assert launch_work(f, "copy_kernel", 1, dict(x_ptr=T(16), y_ptr=T(16), n=16, BLOCK=16))[0] == 0
     exits = '''
 import triton
@@ -342,7 +371,7 @@ def test_arithmetic_that_cancels_or_repeats_an_affine_map_earns_little(expr, ops
     f = kernelwork.analyze(_CHAIN.replace("EXPR", expr))
     n, block = 1000, 256  # 4 programs, the last one part masked
     w, _ = launch_work(f, "k", 4, dict(x_ptr=T(n), s_ptr=T(1), y_ptr=T(n), n=n, a=2.0, b=0.5, iters=97, BLOCK=block))
-    assert w == 4 * block * ops
+    assert w == n * ops  # per element stored: the last program's masked lanes earn nothing
 
 
 def test_a_constexpr_is_recorded_by_value_and_an_unrecorded_argument_is_unknown():
@@ -354,8 +383,8 @@ def test_a_constexpr_is_recorded_by_value_and_an_unrecorded_argument_is_unknown(
     f = _facts("cheats/work_unrecorded_constexpr.py")
     base = dict(x_ptr=T(999), y_ptr=T(999), n=999, BLOCK=1024)
     assert launch_work(f, "copy_kernel", 1, {**base, "ITERS": 0})[0] == 0  # recorded: no trip
-    assert launch_work(f, "copy_kernel", 1, {**base, "ITERS": ["?"]})[0] == 1024  # unknown: one trip, never 100000
-    assert launch_work(f, "copy_kernel", 1, base)[0] == 1024 * 100000  # not passed: the source default holds
+    assert launch_work(f, "copy_kernel", 1, {**base, "ITERS": ["?"]})[0] == 999  # unknown: one trip, never 100000
+    assert launch_work(f, "copy_kernel", 1, base)[0] == 999 * 100000  # not passed: the source default holds
     assert kernelwork._clean_args({"ITERS": ["?"], "junk": {}})["junk"] == ["?"]
 
 
@@ -378,7 +407,7 @@ def second(t_ptr, x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 def _two(src: str, flow: dict, per_elem=None) -> float:
-    n = 777  # odd: 1 program of 1024, masked
+    n = 777  # odd: 1 program of 1024, masked (777 elements stored)
     f = kernelwork.analyze(_TWO.replace("SRC", src))
     kinds = [["first", 1, dict(x_ptr=T(n), t_ptr=T(n), n=n, BLOCK=1024), 1],
              ["second", 1, dict(t_ptr=T(n), x_ptr=T(n), y_ptr=T(n), n=n, BLOCK=1024), 1]]
@@ -394,17 +423,17 @@ def _flow(out, reads=(), t=(1, 0, 3108)):
 
 def test_only_stores_that_reach_the_output_are_credited():
     out = [[2, 0, 3108]]
-    assert _two("t_ptr", _flow(out)) == 2 * 1024  # a pipeline through a temporary: both kernels
-    assert _two("x_ptr", _flow(out)) == 1024  # the temporary is not read by what reaches: only the second
+    assert _two("t_ptr", _flow(out)) == 2 * 777  # a pipeline through a temporary: both kernels
+    assert _two("x_ptr", _flow(out)) == 777  # the temporary is not read by what reaches: only the second
     assert _two("t_ptr", _flow([])) == 0  # nothing returned that a kernel wrote
-    assert _two("x_ptr", _flow([], reads=[(1, 1)])) == 1024  # torch read the temporary after the first launch
+    assert _two("x_ptr", _flow([], reads=[(1, 1)])) == 777  # torch read the temporary after the first launch
     assert _two("x_ptr", _flow([], reads=[(1, 0)])) == 0  # ... before it: not what the kernel made
-    assert _two("t_ptr", {**_flow([]), "reads": None}) == 2 * 1024  # no op inputs recorded: every store
-    assert _two("t_ptr", None) == 2 * 1024  # no flow record at all: as the launches were recorded
+    assert _two("t_ptr", {**_flow([]), "reads": None}) == 2 * 777  # no op inputs recorded: every store
+    assert _two("t_ptr", None) == 2 * 777  # no flow record at all: as the launches were recorded
     # half the output's bytes returned: half the second kernel's credit; it reads all of the temporary
-    assert _two("t_ptr", _flow([[2, 0, 1554]])) == 512 + 1024
-    assert _two("t_ptr", _flow([[2, 1554, 3108], [2, 0, 1554]])) == 2 * 1024
-    assert _two("t_ptr", _flow(out), per_elem=0.25) == 2 * 1024 * 0.25  # capped per element stored (a block each)
+    assert _two("t_ptr", _flow([[2, 0, 1554]])) == 777 / 2 + 777
+    assert _two("t_ptr", _flow([[2, 1554, 3108], [2, 0, 1554]])) == 2 * 777
+    assert _two("t_ptr", _flow(out), per_elem=0.25) == 2 * 777 * 0.25  # capped per element stored (777 elements each)
 
 
 def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
@@ -455,17 +484,17 @@ def test_torch_writes_after_a_launch_replace_its_bytes():
     takes the second's."""
     out = [[2, 0, 3108]]
     flow = {**_flow([], reads=[(1, 1)]), "access": [[1, 1, 0, 3108]], "nbytes": [[1, 3108], [2, 3108]]}
-    assert _two("x_ptr", flow) == 1024  # read by torch after the first launch
+    assert _two("x_ptr", flow) == 777  # read by torch after the first launch
     flow["access"] = [[1, 1, 1, 3108], [1, 1, 0, 3108]]  # replaced, then read: nothing of the launch's
     assert _two("x_ptr", flow) == 0
     flow["access"] = [[1, 1, 1, 1036], [1, 1, 0, 3108]]  # a third replaced first
-    assert _two("x_ptr", flow) == pytest.approx(1024 * 2 / 3, rel=1e-3)
+    assert _two("x_ptr", flow) == pytest.approx(777 * 2 / 3, rel=1e-3)
     flow["access"] = [[1, 1, 0, 3108], [1, 1, 1, 3108]]  # read first, replaced after: kept
-    assert _two("x_ptr", flow) == 1024
+    assert _two("x_ptr", flow) == 777
     over = {**_flow(out), "access": [[2, 2, 1, 3108]], "nbytes": [[1, 3108], [2, 3108]]}
     assert _two("t_ptr", over) == 0  # the output's bytes replaced after the last launch
     over["access"] = [[2, 1, 1, 3108]]  # ... before the second launch wrote them: no matter
-    assert _two("t_ptr", over) == 2 * 1024
+    assert _two("t_ptr", over) == 2 * 777
 
 
 def test_the_flow_record_tells_reads_from_metadata_and_writes(monkeypatch):
@@ -504,7 +533,7 @@ def test_the_flow_record_tells_reads_from_metadata_and_writes(monkeypatch):
     assert (sb, WRITE) in acc and (sc, WRITE) in acc and acc.count((sa, READ)) == 1  # the sum only
     got = kernelwork.custom_work(launch_kinds([[r[0], (1,), r[2]] for r in [["twice", 0, {
         "x_ptr": T(37), "y_ptr": T(37), "n": 37, "BLOCK": 64}]] * 3]), kernelwork.analyze(_TWICE), False, flow=flow)
-    assert got == 64  # only the launch into ``a`` (read by the sum) is credited
+    assert got == 37  # only the launch into ``a`` (read by the sum) is credited
 
 
 _TWICE = '''
@@ -573,11 +602,11 @@ def acc_kernel(y_ptr, z_ptr, out_ptr, n, steps, BLOCK: tl.constexpr):
                 "nbytes": [[0, 4 * n], [1, 4 * steps], [2, 4 * n]]}
         return kernelwork.custom_work(kinds, f, False, flow=flow)
 
-    assert work([]) == 3 * 128 * steps  # data: each add counts
+    assert work([]) == n * steps  # data: each add counts (per element stored)
     assert work([[1, 0, 1, 4 * steps, 0.0]]) == 0  # zeros: no work
-    assert work([[1, 0, 1, 4 * steps, 2.0]]) == 3 * 128  # one add per element at most
-    assert work([[1, 0, 1, 4 * steps, 0.0], [1, 0, 2, 4 * steps]]) == 3 * 128 * steps  # updated in place after
-    assert work([[1, 0, 1, 8, 0.0]]) == 3 * 128 * steps  # only part filled
+    assert work([[1, 0, 1, 4 * steps, 2.0]]) == n  # one add per element at most
+    assert work([[1, 0, 1, 4 * steps, 0.0], [1, 0, 2, 4 * steps]]) == n * steps  # updated in place after
+    assert work([[1, 0, 1, 8, 0.0]]) == n * steps  # only part filled
 
 
 def test_a_strict_conv_is_weighed_by_its_formula_on_the_cpu():

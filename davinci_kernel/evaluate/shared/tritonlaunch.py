@@ -56,8 +56,11 @@ class _Launch:
     ``reach``: tensor parameter → share of its bytes that reaches the output (None: every
     store is credited)."""
 
-    def __init__(self, funcs: dict, programs: int, reach: Optional[dict] = None, consts: Optional[dict] = None):
+    def __init__(self, funcs: dict, programs: int, reach: Optional[dict] = None, consts: Optional[dict] = None,
+                 sizes: Optional[dict] = None, credited: Optional[int] = None):
         self.funcs, self.programs, self.reach = funcs, max(1, int(programs)), reach
+        self.sizes = sizes or {}  # tensor parameter → its elements (recorded); absent: unknown
+        self.credited = max(1, int(credited or programs))  # the programs credited (``useful_programs``)
         self.consts = consts or {}  # tensor parameter → the constant every element holds
         self.stored_const = False  # a store into one of them: its values are not constant
         self.mult = 1.0  # trip counts of the loops around the current statement
@@ -97,15 +100,28 @@ class _Launch:
             return 1.0
         return max((float(self.reach.get(b, 0.0)) for b in bases), default=0.0)
 
-    def store(self, value: V, elems: int, ptr: Optional[V] = None, mask: Optional[V] = None) -> None:
+    def lanes_landing(self, bases, lanes: float, atomic: bool) -> float:
+        """The share of a store's ``lanes`` (per program, loops its address varies in included) that can land on
+        distinct elements: over the credited programs a plain store writes at most the
+        elements its tensor has, an atomic one ``SPREAD`` times that (programs adding into
+        one element, split-K); the lanes beyond are masked off (a block far larger than its
+        tensor) or rewrite one another. 1 where a tensor's size was not recorded."""
+        sizes = [self.sizes.get(b) for b in bases]
+        if not sizes or any(n is None for n in sizes) or lanes <= 0:
+            return 1.0
+        return min(1.0, (SPREAD if atomic else 1) * sum(sizes) / (lanes * self.credited))
+
+    def store(self, value: V, elems: int, ptr: Optional[V] = None, mask: Optional[V] = None,
+              atomic: bool = False) -> None:
         ptr, mask = ptr or V(), mask or V()
         if ptr.bases & set(self.consts):
             self.stored_const = True
         self.stored += elems * self.mult
-        f = self.share(ptr.bases)
+        lanes = elems * self.at(max(ptr.born, mask.born))  # an address that does not vary in a loop: once
+        f = self.share(ptr.bases) * self.lanes_landing(ptr.bases, lanes, atomic)
         if f <= 0:
             return
-        self.reached += elems * self.at(max(ptr.born, mask.born)) * f  # an address that does not vary: once
+        self.reached += lanes * f
         if value.data == 1:
             self.moved += elems * self.mult * f
         for k, w in value.ops.items():
@@ -437,7 +453,7 @@ class _Launch:
                     "atomic_xor", "atomic_cas") and len(args) >= 2:
             val = args[1] if last != "atomic_cas" or len(args) < 3 else args[2]
             v = self.op(numel(bcast(args[0].shape, val.shape)), val, shape=val.shape) if val.data else val
-            self.store(v, numel(val.shape), args[0], kw.get("mask"))
+            self.store(v, numel(val.shape), args[0], kw.get("mask"), atomic=True)
             return self.load(args[0], kw.get("mask"))
         if last == "dot" and len(args) >= 2:
             return self.dot(args[0], args[1], args[2] if len(args) > 2 else kw.get("acc"))
@@ -601,12 +617,16 @@ def launch_detail(facts: dict, name: str, programs: int, args: dict, reach: Opti
     for a in fn.args.args:  # parameters not passed, without a default: pointers by name, else unknown scalars
         env.setdefault(a.arg, V(ptr=a.arg.endswith("ptr"), bases=frozenset({a.arg}) if a.arg.endswith("ptr")
                                 else frozenset()))
-    run = _Launch(funcs, programs, reach, consts)
+    sizes = {p: v[1] for p, v in (args or {}).items() if isinstance(v, list) and len(v) == 2 and v[0] == "t"
+             and isinstance(v[1], int)}
     try:
+        run = _Launch(funcs, programs, reach, consts, sizes)
         run.run(fn, dict(env))
-        if run.stored_const:  # it writes a filled tensor: its loads from it are not the fill
-            run = _Launch(funcs, programs, reach)
-            run.run(fn, env)
+        credited = useful_programs(run.programs, args, run.stored)
+        if run.stored_const or credited < run.programs:  # its loads from a filled tensor it writes are
+            # not the fill; the stores' landing lanes are over the credited programs
+            run = _Launch(funcs, programs, reach, None if run.stored_const else consts, sizes, credited)
+            run.run(fn, dict(env))
     except RecursionError:
         return LaunchWork()
     programs = useful_programs(run.programs, args, run.stored)
