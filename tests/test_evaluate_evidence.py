@@ -84,7 +84,12 @@ def test_coverage_is_the_lower(t, w, want):
 def test_work_share_is_the_candidates_own_work():
     assert profile.work_share(1.0, 99.0, 100.0) == pytest.approx(0.01)
     assert profile.work_share(0.0, 5.0, 100.0) == 0.0  # a copy kernel beside torch's shortcut
-    assert profile.work_share(500.0, 100.0, 100.0) == pytest.approx(0.5)  # custom capped at the reference's work
+    # custom capped at the reference's work (1000 / 1010), torch left 99 % of it undone
+    assert profile.work_share(5000.0, 10.0, 1000.0) == pytest.approx(0.99)
+    assert profile.work_share(500.0, 100.0, 100.0) == 0.0  # torch did the whole problem: decoy work earns nothing
+    assert profile.work_share(60.0, 40.0, 100.0) == pytest.approx(0.6)  # honest halves: both bounds agree
+    assert profile.work_share(60.0, 85.0, 100.0) == pytest.approx(0.15)  # at most what torch left undone
+    assert profile.work_share(9.0, 1.0, None) == pytest.approx(0.9)  # no reference figure: the first bound alone
     assert profile.work_share(0.0, 0.0, 100.0) == 0.0 and profile.work_share(0.0, 0.0, 0.0) is None
     assert profile.work_share(None, 1.0, 10.0) is None and profile.work_share(10.0, None, 10.0) is None
 

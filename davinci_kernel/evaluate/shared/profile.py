@@ -24,9 +24,10 @@ Covers, in two halves:
     its custom kernels: their work read from the kernels themselves (``kernelwork.py``:
     arithmetic on loaded values, ``tl.dot``, reductions, over the launch grid; a kernel
     that only loads and stores earns nothing unless the reference only moves data) over
-    that plus its torch ops' work (``opwork.profiled_work``). It is never the reference's
-    cost minus the candidate's torch cost: that credits a torch shortcut (Strassen) or a
-    wasteful reference to a kernel that only copies. The coverage a verdict uses is the
+    that plus its torch ops' work (``opwork.profiled_work``), and at most the share of the
+    reference's work torch left undone. The latter alone would credit a torch shortcut
+    (Strassen) or a wasteful reference to a kernel that only copies; the former alone
+    credits decoy work done beside torch doing the whole problem. The coverage a verdict uses is the
     lower of the two (``combined``): at a small size time share measures launches, not
     work, so a trivial kernel beside torch's matmul reads high time coverage and low work
     coverage.
@@ -241,9 +242,14 @@ def _num(x) -> float:
 def work_share(custom: float | None, torch_work: float | None, ref_work: float | None) -> float | None:
     """The share of one call's executed work that its custom kernels did: custom / (custom
     + torch), both weighed as the candidate ran them (``kernelwork.custom_work``,
-    ``opwork.profiled_work``). The custom side is capped at the reference's work (a kernel
-    cannot claim more than the whole problem). None where the custom work is unknown; 0
-    where nothing ran and the reference computes."""
+    ``opwork.profiled_work``), and at most the share of the reference's work that torch
+    left undone, 1 - torch / reference: work a kernel did beside torch doing the whole
+    problem (decoy arithmetic that reaches the output but changes nothing, junk stored
+    where a discarded torch op reads it) earns no share, whatever it is weighed at. The
+    first bound holds a torch version that lowers its own count (Strassen's products, a
+    broadcast for a dense product) to a kernel that only copies. The custom side is capped
+    at the reference's work (a kernel cannot claim more than the whole problem). None where
+    the custom work is unknown; 0 where nothing ran and the reference computes."""
     if custom is None or torch_work is None:
         return None
     ref = float(ref_work) if isinstance(ref_work, (int, float)) and ref_work > 0 else None
@@ -251,7 +257,7 @@ def work_share(custom: float | None, torch_work: float | None, ref_work: float |
     total = c + max(0.0, torch_work)
     if total <= 0:
         return 0.0 if ref else None
-    return c / total
+    return min(c / total, max(0.0, 1.0 - max(0.0, torch_work) / ref)) if ref else c / total
 
 
 def combined(time_cov: float | None, work_cov: float | None) -> float | None:
