@@ -222,3 +222,27 @@ def test_gpu_audit_records_kernels_copies_and_attribution():
     t = profile.timed_table(prof, cand.calls)
     assert profile.classify(t, ["twice_kernel"])["custom_launches"] == 3
     assert sum(r["calls"] for r in t["top"]) == 6  # its own kernel and its relu: never the reference's relu
+
+
+def test_an_unknown_coverage_is_never_a_pass():
+    """Neither time nor work readable: ``low_coverage`` (red team, round seven: an uncompiled
+    CUDA text made the work unknown on the CPU and nothing was flagged)."""
+    from davinci_kernel.evaluate.harness import guards
+
+    assert guards.coverage_flag(None, 0.1, "coverage")[0][0] == "low_coverage"
+    assert guards.coverage_flag(0.1, 0.1, "coverage") == []
+    assert guards.coverage_flag(0.0999, 0.1, "coverage")[0][0] == "low_coverage"
+
+
+@pytest.mark.parametrize("write,least", [
+    (lambda: torch.linspace(0.25, 0.75, 2), 2),  # both ends handed from Python
+    (lambda: torch.arange(1.5, 9.5, 4.0), 2),
+    (lambda: torch.empty(7, 3).fill_(0.5), 1),  # a Python value, whatever the size
+    (lambda: torch.empty(5).zero_(), 0)])  # a constant, no Python value (a scalar's zero_ counts once)
+def test_values_from_python_are_host_writes(write, least):
+    """Red team, round seven: values computed in Python came back through
+    ``linspace(a, b, 2)`` pairs and ``fill_`` of larger tensors without a host write counted."""
+    from davinci_kernel.evaluate.shared.audit import audited_call
+
+    _, a = audited_call(torch, write, [], all_threads=True, strict=True)
+    assert a["host_writes"] >= least and (least or a["host_writes"] == 0)

@@ -87,7 +87,11 @@ def kernel_flags(custom_launches: int, static_kernels: list[str], backend: str, 
 
 
 def coverage_flag(coverage: float | None, min_coverage: float, what: str) -> list[tuple[str, str]]:
-    if coverage is None or coverage >= min_coverage:
+    """``low_coverage`` below the floor, and where the coverage is unknown (neither the
+    kernels' time nor their work could be read): an unknown share is never a pass."""
+    if coverage is None:
+        return [("low_coverage", f"{what} unknown: neither the custom kernels' time nor their work could be read")]
+    if coverage >= min_coverage:
         return []
     return [("low_coverage", f"{what} {coverage:.1%} < {min_coverage:.0%}")]
 

@@ -167,6 +167,8 @@ def evidence(res: EvalResult, out: dict, ref: dict, backend: str, static_kernels
         flag(res, guards.host_work_flag(_num(a.get("dtoh_bytes")), _in_bytes(a, ref), _num(a.get("items")),
                                         min(_num(a.get("in_elems")), _in_bytes(a, ref)), _num(a.get("item_bytes")),
                                         _num(a.get("host_writes")), _out_elems(ref) if a.get("task", True) is True else 0))
+    if not on_gpu and facts:  # a CUDA source cannot run on the CPU (load_inline is refused there): text alone
+        facts = {**facts, "cuda": {}}  # never makes the work unknown
     work_cov = _work_coverage(audits, seen, ref, facts)
     times = [c["time_coverage"] for c, t in zip(seen, tables) if t["task"] and c["time_coverage"] is not None]
     res.timing_detail["evidence"] = {"work_coverage": work_cov, "time_coverage": min(times) if times else None,

@@ -149,6 +149,7 @@ def item_bytes(events, dtypes: dict) -> int:
 _WRITES = {"copy_", "fill_", "index_put_", "index_put", "_index_put_impl_", "index_fill_", "masked_fill_", "put_",
            "scatter_", "zero_"}
 _SCALAR_TENSORS = {"full", "full_like", "new_full", "scalar_tensor"}  # a Python value made a tensor
+_RANGES = {"linspace", "logspace", "arange", "range"}  # Python values as a tensor's ends (and step)
 # ops whose output's length depends on the values: its shape hands a number to Python
 DATA_SHAPE_OPS = {"bincount", "nonzero", "argwhere", "unique", "_unique", "_unique2", "unique_consecutive",
                   "unique_dim", "masked_select", "repeat_interleave"}
@@ -171,17 +172,20 @@ def host_writes(events) -> int:
     """Values handed from Python into tensors in one call, at least: every element of a
     tensor built from Python data (``torch.tensor``/``as_tensor`` of a list: ``lift_fresh``),
     every single-element write (``t[i, j] = v``), every tensor filled from one Python value
-    (``torch.full``). Values computed in Python come back this way."""
+    (``torch.full``, ``fill_`` of any size), the two ends of every range
+    (``linspace(a, b, 2)`` hands both). Values computed in Python come back this way."""
     n = 0
     for op, e in _top_ops(events):
         shapes = getattr(e, "input_shapes", None) or []
         first = shapes[0] if shapes and isinstance(shapes[0], list) else None
         if op == "lift_fresh":
             n += max(1, _numel(first or []))
-        elif op in _WRITES and first is not None and _numel(first) <= 1:
+        elif op in _WRITES and first is not None and (_numel(first) <= 1 or op == "fill_"):
             n += 1
         elif op in _SCALAR_TENSORS:
             n += 1
+        elif op in _RANGES:
+            n += 2
     return n
 
 

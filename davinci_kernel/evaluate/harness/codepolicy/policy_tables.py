@@ -62,7 +62,8 @@ TORCH_DENY: dict[str, str] = {
     "torch.cuda.change_current_allocator": "replaces the allocator",
     "torch.save": "files and pickle", "torch.load": "files and pickle", "torch.from_file": "files",
     "torch.serialization": "files and pickle",
-    "torch.from_dlpack": "hands memory to host code", "torch.utils": "utilities no kernel needs "
+    "torch.from_dlpack": "hands memory to host code",
+    "torch.frombuffer": "makes a tensor of host memory (values computed in Python come back unseen)", "torch.utils": "utilities no kernel needs "
                                                                    "(torch.utils.cpp_extension.load_inline excepted)",
     "torch.hub": "downloads code", "torch.multiprocessing": "processes", "torch.distributed": "processes, sockets",
     "torch.overrides": "__torch_function__ machinery", "torch.futures": "callbacks that run after a call returns",
