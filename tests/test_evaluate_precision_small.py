@@ -154,14 +154,17 @@ def _cand(series, which: str) -> dict:
     return cand
 
 
-@pytest.mark.parametrize("n", [57, 63, 64, 65])
-def test_the_verdict_judges_fewer_than_64_values_per_call(n):
-    entry, series = _entry(n)
+@pytest.mark.parametrize("name", list(DTYPES))
+@pytest.mark.parametrize("n", [1, 3, 57, 63, 64, 65])
+def test_the_verdict_judges_fewer_than_64_values_per_call(n, name):
+    """Below 64 values each call against its own inputs' variants, from 64 on the one limit
+    of the problem: honest passes and low operands fail either way, in every dtype."""
+    entry, series = _entry(n, name)
     ok = pr.verdict(entry, _cand(series, "honest"), MARGIN, RATIO, FIXED)
     bad = pr.verdict(entry, _cand(series, "low"), MARGIN, RATIO, FIXED)
     per_call = n < pr.MIN_ELEMENTS
     for v in (ok, bad):
-        assert [x.measure for x in v.leaves] == ["oracle"] and not v.warnings, v
+        assert [(x.measure, x.dtype) for x in v.leaves] == [("oracle", name)] and not v.warnings, v
         assert ("each call's own inputs" in v.leaves[0].note) == per_call
     assert guards.precision_flag(ok.leaves) == []
     hits = guards.precision_flag(bad.leaves)
