@@ -148,7 +148,10 @@ def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict, calls: l
     outputs (a large output at the same secret indices), and per output leaf the errors
     against it of each ``precision.VARIANTS`` run of the problem's Model on the first
     ``precision.CALIBRATION_CALLS`` calls, from which the harness sets each floating leaf's
-    precision limit for its dtype (precision.py); every compared output is then held to it. Returns the
+    precision limit for its dtype (precision.py); every compared output is then held to it.
+    Where an output has fewer than ``precision.MIN_ELEMENTS`` values, the variants run on
+    every call and their values of such outputs go along (``precision.small_record``): the
+    harness judges those call by call against the variants on the same inputs. Returns the
     calibration record. A problem the oracle cannot run (an op without float64, a model
     that draws random numbers or holds float32 tensors it does not register) is recorded
     as not calibrated: the fixed limit then applies."""
@@ -160,7 +163,8 @@ def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict, calls: l
     if out.get("ref_nondeterministic") or not calls:
         return {"error": "the reference is not deterministic" if calls else "no trials"}
 
-    def run(variant, todo) -> list:  # per call, the output leaves as precision.judged keeps them
+    def run(variant, todo, whole: Optional[int] = None) -> list:  # per call, the leaves as precision.judged keeps
+        # them; from call ``whole`` on, only the small ones (the rest None): large ones are judged on the first calls
         model = rt.build(mod, "Model", rt.init_args(mod, job.init_seed, dev), job.init_seed, dev)
         model = pr.double_module(model) if variant.double else model
         pr.round_module_(model, variant.rounding, variant.mode)
@@ -174,17 +178,24 @@ def calibrate_precision(mod, job: ReferenceJob, dev, writer, out: dict, calls: l
             sync(dev)
             if variant.double:  # the oracle's files: a large output at the entry's secret indices
                 out["leaves"][key] = writer.write(y, job.sample_seed)
-            got.append([pr.judged(x, job.sample_seed) for x in y])
+            late = whole is not None and len(got) >= whole
+            got.append([None if late and pr.compared_count(x, job.sample_seed) >= pr.MIN_ELEMENTS
+                        else pr.judged(x, job.sample_seed) for x in y])
             del y, args
         return got
 
     try:
         oracle = run(pr.ORACLE, calls)
-        calib = calls[:pr.CALIBRATION_CALLS]
-        errors = {v.name: pr.leaf_errors(run(v, calib), oracle[:len(calib)])
-                  for v in pr.VARIANTS if on_gpu or not v.device_tf32}
         n = [0 if x is None else x.values.numel() for x in oracle[0]]
-        return {"trials": len(calib), "n": n, "errors": errors, "oracles": [k for k, _, _ in calls]}
+        small = any(0 < k < pr.MIN_ELEMENTS for k in n)  # judged call by call: the variants on every call's inputs
+        calib = calls[:pr.CALIBRATION_CALLS]
+        outs = {v.name: run(v, calls if small else calib, len(calib)) for v in pr.VARIANTS
+                if on_gpu or not v.device_tf32}
+        errors = {k: pr.leaf_errors(got[:len(calib)], oracle[:len(calib)]) for k, got in outs.items()}
+        rec = {"trials": len(calib), "n": n, "errors": errors, "oracles": [k for k, _, _ in calls]}
+        if small:
+            rec["small"] = pr.small_record([k for k, _, _ in calls], outs)
+        return rec
     except Exception as e:  # noqa: BLE001 - the oracle is optional: the fixed limit applies
         for key, _, _ in calls:
             out["leaves"].pop(key, None)

@@ -37,6 +37,34 @@ calibrates its own limit per floating output leaf instead, for that leaf's dtype
   calibrated at that size (errors grow with a contraction's length). A candidate that
   counts calls and answers at low precision on some of them is held to the limit on each:
   no compared call is judged by a looser rule than another.
+- small outputs (``small_calls``): a leaf of fewer than ``MIN_ELEMENTS`` values has no
+  stable error of its own (a scalar's relative error is one draw of |N(0, s)|: on a given
+  input it may come out at 0.01 s or 3 s), so one limit per problem is not set for it,
+  and the fixed limit (4e-3 for float32) lets bf16 operands through on a scalar loss. The
+  reference process runs every variant on *every* compared call of such a problem and
+  sends their values (``small_record``), and each call is judged on its own inputs: the
+  honest error there is the honest variants' on those very inputs (at least
+  ``POOL_SHARE`` x its RMS over the calls, the dtype's floor and half an ulp of the
+  call's values, one rounding of the output), and where the low variant's error on the
+  same inputs is past ``margin`` x that, the limit is the geometric mean of the two (else
+  those inputs cannot tell them apart: the fixed limit, never below ``margin`` x honest).
+  A uniform scale is forgiven as on a large output, but one common to the calls judged
+  together (one value's own scale would forgive it everything), and none below
+  ``SCALE_MIN_VALUES`` distinct values. Why per call and not pooled: pooling five trials
+  of a scalar gives five values, whose RMS error ranges over a factor of ~5 between its
+  1st and 99th percentiles (chi-square, 5 degrees of freedom) while bf16 operands sit
+  ~8x above TF32 ones: no pooled limit both passes honest TF32 arithmetic and stops bf16.
+  On the same inputs the spread cancels: a kernel reading its operands at the low
+  precision makes about the low variant's error, an honest one about the honest variants'
+  or far less. What it assumes: an honest kernel's error on each call stays within
+  ``margin`` x the honest error of those inputs (float32 in another order, TF32 operands
+  as the emulation rounds them, half outputs rounded once); a kernel whose error is an
+  independent draw at TF32's level (a contraction reassociated, then rounded to TF32)
+  may exceed it on a scalar. What it catches: on the CPU shapes (five trials), bf16
+  logits behind the built-in cross-entropy's scalar on >= 99 % of draws (rounded to
+  nearest; truncated, whose bias the scale allowance forgives, ~97 %), every draw where
+  the low variant is far from honest (the fixture task's half-valued logits, a 57-value
+  mean).
 
 The error measure (``scaled_error``) is a relative L2 error after the best uniform scale
 within ``1 +- SCALE_ALLOWANCE``: truncated TF32 operands shrink every product by ~7e-4 on
@@ -60,7 +88,9 @@ import torch
 CALIBRATION_CALLS = 2  # compared calls the variants are calibrated on (the first trials; the oracle runs every one)
 TF32_BITS, BF16_BITS, FP8_BITS = 10, 7, 3  # explicit mantissa bits (float32 has 23)
 SCALE_ALLOWANCE = 2e-3  # a uniform relative scale the error measure forgives (truncated TF32: ~7e-4)
-MIN_ELEMENTS = 64  # fewer compared values than this: the errors are too noisy to calibrate on
+MIN_ELEMENTS = 64  # fewer compared values than this: judged per call against its own inputs' variants (``small_calls``)
+POOL_SHARE = 0.5  # a small output's honest allowance on a call: at least this share of its honest error pooled over the calls
+SCALE_MIN_VALUES = 4  # a small output's calls hold fewer distinct values than this: no scale is forgiven
 HONEST_FLOOR = 1e-6  # the least honest float32 error assumed (float32 arithmetic in another order, approximate exp)
 
 
@@ -267,6 +297,16 @@ def compared_values(leaf: Any, sample_seed: Optional[int]) -> Optional[torch.Ten
     return torch.view_as_real(flat.resolve_conj()).reshape(-1) if flat.is_complex() else flat  # (n,) or (2n,)
 
 
+def compared_count(leaf: Any, sample_seed: Optional[int]) -> int:
+    """How many values ``compared_values`` judges of ``leaf`` (0 for a leaf that is not floating or complex)."""
+    from .transfer import SAMPLE_MIN, SAMPLE_N
+
+    if not isinstance(leaf, torch.Tensor) or not (leaf.is_floating_point() or leaf.is_complex()):
+        return 0
+    n = leaf.numel() if sample_seed is None or leaf.numel() <= SAMPLE_MIN else SAMPLE_N
+    return 2 * n if leaf.is_complex() else n
+
+
 class Judged(NamedTuple):
     """An output leaf reduced to what is judged of it: its dtype, full shape and values (n,)."""
     dtype: torch.dtype
@@ -346,7 +386,8 @@ def leaf_limit(errors: dict[str, Optional[float]], n: int, margin: float,
     if not honest or low is None or not all(math.isfinite(e) for e in honest + [low]):
         return None, f"the {dtype}, TF32 or {low_name(dtype)} runs gave no finite error"
     if n < MIN_ELEMENTS:
-        return None, f"{n} compared values are too few to calibrate on (at least {MIN_ELEMENTS})"
+        return None, (f"{n} compared values are too few for one limit (at least {MIN_ELEMENTS}) and the variants "
+                      "on each call's own inputs are missing")
     h = honest_error(errors, dtype)
     if low < ratio * h:
         return None, (f"{low_name(dtype)} operands ({low:.2g}) are not {ratio:g}x less accurate than "
@@ -363,15 +404,125 @@ def fixed_limit(dtype: str, fixed: float) -> float:
 
 
 def calibration_record(result: Optional[dict]) -> Optional[dict]:
-    """The reference process's calibration reply as it is kept: {"trials", "n", "errors"} with
-    per-leaf lists, or {"error"}; None when there is none."""
+    """The reference process's calibration reply as it is kept: {"trials", "n", "errors",
+    "oracles"} with per-leaf lists, and "small" where an output has fewer than
+    ``MIN_ELEMENTS`` values (``small_record``), or {"error"}; None when there is none."""
     if not isinstance(result, dict):
         return None
     if "error" in result:
         return {"error": str(result["error"])[:300]}
-    return {"trials": int(result.get("trials", 0)), "n": list(result.get("n", [])),
-            "errors": {k: list(v) for k, v in (result.get("errors") or {}).items()},
-            "oracles": [str(k) for k in result.get("oracles") or []]}
+    rec = {"trials": int(result.get("trials", 0)), "n": list(result.get("n", [])),
+           "errors": {k: list(v) for k, v in (result.get("errors") or {}).items()},
+           "oracles": [str(k) for k in result.get("oracles") or []]}
+    small = _small_kept(result.get("small"))
+    if small:
+        rec["small"] = small
+    return rec
+
+
+# --------------------------------------------------------------------------- small outputs (any process)
+def small_record(keys: list[str], outs: dict[str, list]) -> dict:
+    """The values of each small output leaf (fewer than ``MIN_ELEMENTS`` judged values) of
+    every variant on every compared call, as the reference process sends them: {oracle file
+    key: {variant name: per leaf, its values as floats, or None for a leaf that is not
+    small}}. ``keys``: the calls' oracle keys; ``outs``: per variant name, per call, the
+    leaves as ``judged`` gives them."""
+    rec: dict = {}
+    for i, key in enumerate(keys):
+        rec[key] = {name: [None if x is None or x.values.numel() >= MIN_ELEMENTS else
+                           [float(v) for v in x.values.double().tolist()] for x in got[i]]
+                    for name, got in outs.items()}
+    return rec
+
+
+def _small_kept(small: Any) -> Optional[dict]:
+    """A reference reply's ``small`` record as it is kept (strings, lists of floats and None
+    only), or None for anything else (the fixed limit then applies to small outputs)."""
+    if not isinstance(small, dict):
+        return None
+    kept: dict = {}
+    try:
+        for key, variants in small.items():
+            if not isinstance(variants, dict):
+                return None
+            kept[str(key)] = {str(name): [None if not isinstance(v, list) else [float(x) for x in v] for v in leaves]
+                              for name, leaves in variants.items() if isinstance(leaves, list)}
+    except (TypeError, ValueError):
+        return None
+    return kept
+
+
+class SmallCall(NamedTuple):
+    """One compared call of a small output leaf judged against the variants on its own inputs:
+    errors relative to the oracle's RMS norm over the calls judged together."""
+    error: float  # the candidate's
+    limit: float
+    honest: float  # the honest error on these inputs (at least the floors)
+    low: float  # the ``LOW`` variant's on these inputs
+    calibrated: bool  # the low variant is past the honest allowance here; else ``limit`` is the fixed one
+
+
+def small_calls(cand: list[torch.Tensor], oracle: list[torch.Tensor], variants: list[dict[str, torch.Tensor]],
+                dtype: str, margin: float, fixed: float) -> Optional[list[SmallCall]]:
+    """Per compared call of one small output leaf (fewer than ``MIN_ELEMENTS`` values), the
+    candidate's error and its limit on that call's own inputs. ``cand``, ``oracle``: per
+    call the values (n,) (the oracle's float64); ``variants``: per call, variant name ->
+    that variant's values (n,) on the same inputs (the ``HONEST`` ones run, and ``LOW``).
+
+    Every series (the candidate's, each variant's) is first forgiven one uniform scale within
+    1 +- ``SCALE_ALLOWANCE`` common to all the calls (not one per call: one value's own scale
+    would forgive it everything), where they hold at least ``SCALE_MIN_VALUES`` distinct
+    values (the refill and the second run repeat a trial's inputs); its error on a call is
+    then ||x - s o|| over the oracle's RMS norm over the calls (a call whose exact value is
+    near zero does not blow up). The honest error on a call is the largest of: the honest
+    variants' error on those inputs, ``POOL_SHARE`` x that error pooled (RMS) over the
+    calls, the dtype's floor and half an ulp of the call's own values (one rounding of the
+    output); ``margin`` x that is the honest allowance. Where the low variant's error on
+    the same inputs is past the allowance, the limit is the geometric mean of the two
+    (``leaf_limit``'s, never below the allowance); else those inputs cannot tell low from
+    honest and the fixed limit applies (``fixed_limit``), never below the allowance
+    either. None when a variant is missing or not finite on a call."""
+    k = len(oracle)
+    if k == 0 or len(cand) != k or len(variants) != k:
+        return None
+    o = [t.reshape(-1).to(torch.float64) for t in oracle]  # per call (n,)
+    oo = sum(float(t @ t) for t in o)
+    norm = math.sqrt(oo / k) if oo > 0 else 1.0  # the oracle's RMS norm per call
+    distinct: list[torch.Tensor] = []
+    for t in o:
+        if not any(t.shape == d.shape and torch.equal(t, d) for d in distinct):
+            distinct.append(t)
+    scaled = oo > 0 and sum(t.numel() for t in distinct) >= SCALE_MIN_VALUES
+
+    def residuals(xs: list) -> list[float]:
+        xs = [x.reshape(-1).to(device=o[0].device, dtype=torch.float64) for x in xs]  # per call (n,)
+        if any(x.numel() != t.numel() for x, t in zip(xs, o)):
+            return [math.inf] * k
+        if not all(bool(torch.isfinite(x).all()) for x in xs):
+            return [math.inf] * k
+        s = 1.0
+        if scaled:
+            s = min(max(sum(float(x @ t) for x, t in zip(xs, o)) / oo, 1.0 - SCALE_ALLOWANCE), 1.0 + SCALE_ALLOWANCE)
+        return [float(torch.linalg.vector_norm(x - s * t)) / norm for x, t in zip(xs, o)]
+
+    names = [n for n in HONEST if all(v.get(n) is not None for v in variants)]
+    if not names or not all(v.get(LOW) is not None for v in variants):
+        return None
+    honest = [max(e) for e in zip(*(residuals([v[n] for v in variants]) for n in names))]
+    low = residuals([v[LOW] for v in variants])
+    if not all(math.isfinite(e) for e in honest + low):
+        return None
+    pooled = math.sqrt(sum(h * h for h in honest) / k)
+    spec = DTYPES[dtype]
+    errs = residuals(cand)
+    out = []
+    for e, h, lo, t in zip(errs, honest, low, o):
+        ulp = 2.0 ** -(spec.bits + 1) * float(torch.linalg.vector_norm(t)) / norm  # one rounding of the output
+        base = max(h, POOL_SHARE * pooled, spec.floor, ulp)
+        told = lo > margin * base
+        limit = math.sqrt(margin * base * lo) if told else max(fixed_limit(dtype, fixed), margin * base)
+        out.append(SmallCall(e, limit, base, lo, told))
+    return out
 
 
 # --------------------------------------------------------------------------- the verdict (harness)
@@ -442,11 +593,18 @@ def _index(key: str, prefix: str) -> Optional[int]:
     return int(rest) if key.startswith(prefix) and rest.isdigit() else None
 
 
-def compared_call(entry: dict, key: str) -> Optional[tuple[str, Any, Any]]:
-    """(size, its oracle's leaves or None, its float32 reference's leaves) of the compared
-    call whose output is ``key``, or None for a key that is no compared call. Trials, the
-    last timed round and the timed checks share the task's limit; the refill and the
-    second run are trial 1's and trial 0's inputs; ``pcand`` is the perturbed size's."""
+class Compared(NamedTuple):
+    """A compared call as the reference entry holds it."""
+    size: str  # "task" | "perturbed": whose limits
+    oracle_key: str  # its oracle's file key in the calibration record (``oracle{i}``, ``voracle{j}``, ``poracle``)
+    oracle: Any  # its oracle's leaves, or None
+    ref: Any  # its reference's leaves
+
+
+def compared_call(entry: dict, key: str) -> Optional[Compared]:
+    """The compared call whose output is ``key``, or None for a key that is no compared call.
+    Trials, the last timed round and the timed checks share the task's limit; the refill and
+    the second run are trial 1's and trial 0's inputs; ``pcand`` is the perturbed size's."""
     refs, oracle = entry.get("refs") or [], entry.get("oracle") or []
     vrefs, voracle = entry.get("vrefs") or [], entry.get("voracle") or []
 
@@ -454,15 +612,46 @@ def compared_call(entry: dict, key: str) -> Optional[tuple[str, Any, Any]]:
         return xs[i] if i is not None and 0 <= i < len(xs) else None
 
     if key == "pcand":
-        return ("perturbed", entry.get("poracle"), entry.get("pref")) if entry.get("pref") is not None else None
+        return Compared("perturbed", "poracle", entry.get("poracle"), entry["pref"]) \
+            if entry.get("pref") is not None else None
     i = {"recheck1": 1, "determinism0": 0}.get(key)
     i = i if i is not None else (_index(key, "cand") if key.startswith("cand") else _index(key, "timed"))
     if i is not None and at(refs, i) is not None:
-        return "task", at(oracle, i), refs[i]
+        return Compared("task", f"oracle{i}", at(oracle, i), refs[i])
     j = _index(key, "check")
     if j is not None and at(vrefs, j) is not None:
-        return "task", at(voracle, j), vrefs[j]
+        return Compared("task", f"voracle{j}", at(voracle, j), vrefs[j])
     return None
+
+
+def _small_verdict(j: int, todo: list, calib: dict, dtype: str, margin: float, fixed: float,
+                   size: str) -> Optional[tuple[LeafVerdict, bool]]:
+    """Leaf ``j`` of fewer than ``MIN_ELEMENTS`` values judged call by call against the
+    variants on each call's own inputs (``small_calls``): its worst call's error and limit,
+    and whether any call could tell low from honest; None where the calibration has no such
+    record for every call (the fixed limit then applies to the leaf)."""
+    small = calib.get("small") or {}
+    xs, os, vs = [], [], []
+    for _, okey, o, t in todo:
+        rec = small.get(okey) or {}
+        got = {name: leaves[j] for name, leaves in rec.items() if j < len(leaves) and leaves[j] is not None}
+        (ko, vo), (kx, vx) = _flat(o[j]) if j < len(o) else (None, None), _flat(t[j]) if j < len(t) else (None, None)
+        if LOW not in got or ko is None or ko[0] != "tensor" or ko != kx or vo.numel() != vx.numel():
+            return None
+        if any(len(v) != vo.numel() for v in got.values()):
+            return None
+        xs.append(vx)
+        os.append(vo)
+        vs.append({name: torch.tensor(v, dtype=torch.float64) for name, v in got.items()})
+    calls = small_calls(xs, os, vs, dtype, margin, fixed)
+    if calls is None:
+        return None
+    worst = max(range(len(calls)), key=lambda i: calls[i].error / calls[i].limit)  # limits are > 0 (the floors)
+    c = calls[worst]
+    note = f"fewer than {MIN_ELEMENTS} values: judged on each call's own inputs" + \
+        ("" if c.calibrated else " (this call: the fixed limit)")
+    return LeafVerdict(j, c.error, c.limit, "oracle", honest=c.honest, low=c.low, call=todo[worst][0], size=size,
+                       dtype=dtype, note=note), any(x.calibrated for x in calls)
 
 
 def verdict(entry: dict, cand: dict, margin: float, ratio: float, fixed: float) -> PrecisionVerdict:
@@ -470,21 +659,23 @@ def verdict(entry: dict, cand: dict, margin: float, ratio: float, fixed: float) 
     harness: ``cand{i}``, ``recheck1``, ``determinism0``, ``pcand``, ``timed{i}``,
     ``check{j}``): against the float64 oracle of that call and its size's calibrated limit
     where the reference entry has them, else against the reference and the ``fixed``
-    limit scaled to the leaf's dtype (``fixed_limit``, with a warning). ``entry``: the reference cache entry (``refs``,
+    limit scaled to the leaf's dtype (``fixed_limit``, with a warning); a leaf of fewer than
+    ``MIN_ELEMENTS`` values call by call against the variants on its own inputs
+    (``small_calls``). ``entry``: the reference cache entry (``refs``,
     ``oracle``, ``voracle``, ``precision``; ``pref``, ``poracle``, ``pprecision``). A leaf's
     verdict is its worst call's: one call at low precision fails it."""
     calls: dict[str, list] = {"task": [], "perturbed": []}
     for key in sorted(cand):
         got = compared_call(entry, key)
         if got is not None:
-            calls[got[0]].append((key, got[1], got[2], cand[key] or []))
+            calls[got.size].append((key, got.oracle_key, got.oracle, got.ref, cand[key] or []))
     leaves, why_not, on_oracle = [], [], 0
     for size, calib in (("task", entry.get("precision") or {}), ("perturbed", entry.get("pprecision") or {})):
         todo = calls[size]
         if not todo:
             continue
-        template = todo[0][2]
-        usable = "errors" in calib and all(o is not None for _, o, _, _ in todo)
+        template = todo[0][3]
+        usable = "errors" in calib and all(o is not None for _, _, o, _, _ in todo)
         on_oracle += len(todo) if usable else 0
         for j, r0 in enumerate(template):
             dtype = _dtype(r0)
@@ -492,16 +683,26 @@ def verdict(entry: dict, cand: dict, margin: float, ratio: float, fixed: float) 
                 continue
             errs = {k: (v[j] if j < len(v) else None) for k, v in (calib.get("errors") or {}).items()}
             n = calib.get("n", [])
-            limit, why = (leaf_limit(errs, int(n[j] or 0) if j < len(n) else 0, margin, ratio, dtype) if usable else
+            n_j = int(n[j] or 0) if j < len(n) else 0
+            if usable and n_j < MIN_ELEMENTS:  # too few values for one limit: each call against its own inputs
+                got = _small_verdict(j, [(k, ok, o, t) for k, ok, o, _, t in todo], calib, dtype, margin, fixed,
+                                     size)
+                if got is not None:
+                    leaves.append(got[0])
+                    if not got[1]:
+                        why_not.append(f"{size} size, output {j} ({dtype}, {n_j} values): {low_name(dtype)} "
+                                       "operands stayed within the honest allowance on every call's own inputs")
+                    continue
+            limit, why = (leaf_limit(errs, n_j, margin, ratio, dtype) if usable else
                           (None, "no float64 oracle" + (f" ({calib['error']})" if calib.get("error") else "")))
             if limit is not None:
-                err, where = _worst([(k, o[j], t[j]) for k, o, _, t in todo if j < len(o) and j < len(t)],
+                err, where = _worst([(k, o[j], t[j]) for k, _, o, _, t in todo if j < len(o) and j < len(t)],
                                     scaled_error)
                 leaves.append(LeafVerdict(j, err, limit, "oracle", honest=honest_error(errs, dtype), low=errs[LOW],
                                           call=where, size=size, dtype=dtype))
             else:
                 lim = fixed_limit(dtype, fixed)
-                err, where = _worst([(k, r[j], t[j]) for k, _, r, t in todo if j < len(r) and j < len(t)], rel_l2)
+                err, where = _worst([(k, r[j], t[j]) for k, _, _, r, t in todo if j < len(r) and j < len(t)], rel_l2)
                 leaves.append(LeafVerdict(j, err, lim, "reference", note=why, call=where, size=size, dtype=dtype))
                 why_not.append(f"{size} size, output {j} ({dtype}, fixed limit {lim:.2g}): {why}")
     warnings = [f"precision_uncalibrated: lower-precision operands could not be told from honest arithmetic "
