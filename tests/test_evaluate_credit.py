@@ -311,36 +311,66 @@ def test_credit_fixtures_on_the_gpu(gpu_evaluator, name):
     assert evidence.get("work_coverage") is not None and evidence["work_coverage"] > 0.85
 
 
-def test_fused_ops_weigh_what_their_decompositions_do():
-    """Each ``opwork.FUSED_WEIGHTS`` entry is the count of full-size compute ops in torch's own
-    decomposition of that op (views, broadcasts and per-row ops not counted)."""
-    from torch._decomp import decomposition_table
-    from torch.fx.experimental.proxy_tensor import make_fx
+# Ops whose committed weights are recounted from the installed torch (few OpInfos each, so fast):
+# the normalizations, an activation, a loss, a variance, a scan with a decomposition of ours,
+# and two reached only from their schemas (a GPU library's batch norm, the fused RMS norm).
+RECOUNTED = ("native_batch_norm", "native_layer_norm", "gelu", "elu", "var", "mse_loss", "hardswish", "logcumsumexp",
+             "log_sigmoid_forward", "cudnn_batch_norm", "fused_rms_norm")
 
-    aten = torch.ops.aten
-    moves = {"broadcast_in_dim", "split_dim", "squeeze", "as_strided", "reshape", "collapse_view", "view_of",
-             "convert_element_type", "expand", "view", "unsqueeze", "permute", "transpose", "clone"}
-    x, c = torch.randn(8, 16, 32), torch.randn(32)
-    cases = {
-        "native_layer_norm": (aten.native_layer_norm.default, (x, [32], c, c, 1e-5)),
-        "softmax": (aten._softmax.default, (x, -1, False)), "log_softmax": (aten._log_softmax.default, (x, -1, False)),
-        "gelu": (aten.gelu.default, (x,)), "silu": (aten.silu.default, (x,)), "mish": (aten.mish.default, (x,)),
-        "softplus": (aten.softplus.default, (x, 1, 20)), "logsumexp": (aten.logsumexp.default, (x, [-1])),
-        "native_group_norm": (aten.native_group_norm.default,
-                              (x, torch.randn(16), torch.randn(16), 8, 16, 32, 4, 1e-5)),
-    }
-    outer = {"layer_norm": "native_layer_norm", "group_norm": "native_group_norm"}  # the front ends call these
-    assert set(opwork.FUSED_WEIGHTS) == set(cases) | set(outer)
-    for name, (op, args) in cases.items():
-        graph = make_fx(lambda *a, op=op: op(*a), decomposition_table=decomposition_table)(*args).graph
-        n = 0
-        for node in graph.nodes:
-            if node.op != "call_function" or str(node.target).split(".")[1] in moves:
-                continue
-            vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.args if hasattr(a, "meta")]
-            n += max((v.numel() for v in vals if isinstance(v, torch.Tensor)), default=0) * 2 >= x.numel()
-        assert opwork.FUSED_WEIGHTS[name] == n, (name, n)
-    assert all(opwork.FUSED_WEIGHTS[a] == opwork.FUSED_WEIGHTS[b] for a, b in outer.items())
+
+def test_op_weights_match_the_installed_torchs_decompositions():
+    """``op_weights.json`` is what ``opweights.py`` counts from this torch's decompositions (a
+    subset recounted: a torch upgrade that changes them is noticed here), and ``opwork``
+    weighs element ops by it."""
+    import json
+
+    from davinci_kernel.evaluate.shared import opweights
+
+    doc = json.loads(opweights.TABLE.read_text())
+    ops = doc["ops"]
+    assert opwork.ELEMENT_WEIGHTS == {k: float(v["weight"]) for k, v in ops.items() if v["weight"] != 1}
+    sources = {s for k in RECOUNTED for s in ops[k]["from"] if s != opweights.SIMPLE}
+    recounted = opweights.records(opweights.generate(opinfos=sources, keys=set(RECOUNTED)))
+    changed = {k: (ops[k], recounted.get(k)) for k in RECOUNTED if recounted.get(k) != ops[k]}
+    assert not changed, (f"op_weights.json was counted under torch {doc['torch']}, this is {torch.__version__}: "
+                         f"rerun python -m davinci_kernel.evaluate.shared.opweights ({changed})")
+
+
+def _bn(train: bool):
+    import torch.nn.functional as F
+
+    return lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, train, 0.1, 1e-5)
+
+
+_X, _C = torch.randn(8, 16, 12), torch.rand(16) + 0.5
+FUSED = {  # red team, round seven: each was weighed once per element
+    "batch_norm_training": (_bn(True), (_X, _C.clone(), _C.clone(), _C, _C)),
+    "batch_norm_eval": (_bn(False), (_X, _C.clone(), _C.clone(), _C, _C)),
+    "instance_norm": (torch.nn.functional.instance_norm, (_X,)),
+    "logcumsumexp": (lambda x: torch.logcumsumexp(x, -1), (_X,)),
+    "var": (lambda x: torch.var(x, -1), (_X,)), "std": (lambda x: torch.std(x, -1), (_X,)),
+    "mse_loss": (torch.nn.functional.mse_loss, (_X, torch.randn_like(_X))),
+    "log_sigmoid": (torch.nn.functional.logsigmoid, (_X,)), "hardswish": (torch.nn.functional.hardswish, (_X,)),
+    "elu": (torch.nn.functional.elu, (_X,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_ops_weigh_at_least_what_their_decompositions_do(name):
+    """A torch call is weighed (``opwork.profiled_work`` over its profiled ops) at least the
+    full-size compute ops of its decomposition per element (``opweights.count``, traced down
+    to primitives): two batch norms are no cheaper than the layer norm they make."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from davinci_kernel.evaluate.shared import opweights
+
+    fn, args = FUSED[name]
+    ops = opweights.count(fn, args, {}, opweights.decompositions()).ops
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn(*args)
+    work = opwork.profiled_work(prof.events())
+    assert len(ops) >= 2, ops
+    assert work >= len(ops) * _X.numel(), (name, work / _X.numel(), ops)
 
 
 # --------------------------------------------------------------------------- work that reaches the output

@@ -2,14 +2,19 @@
 that coverage compares (a candidate's ops against the reference's).
 
 Covers: which ops are memory ops (no work), which are weighed by their elements
-(``ELEMENT_OPS``; fused multiply-adds twice, ``ELEMENT_WEIGHTS``), which are matrix-product
-front ends (``COMPOSITE_OPS``), the FLOP formulas for ops the profiler gives no count
-(convolutions, embeddings, contractions, sampling), ops on complex inputs four times, and
-the outermost compute ops of a call (``outermost_compute``, ``profiled_work``). Does not
-cover: running the profiler or what a call read and wrote on the host (``audit.py``).
+(``ELEMENT_OPS``; an op that does several ops per element by as many, ``ELEMENT_WEIGHTS``,
+read from ``op_weights.json``, which ``opweights.py`` counts from torch's decompositions),
+which are matrix-product front ends (``COMPOSITE_OPS``), the FLOP formulas for ops the
+profiler gives no count (convolutions, embeddings, contractions, sampling), ops on complex
+inputs four times, and the outermost compute ops of a call (``outermost_compute``,
+``profiled_work``). Does not cover: running the profiler or what a call read and wrote on
+the host (``audit.py``), counting the weights (``opweights.py``, offline).
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 MEMORY_OPS = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view", "_unsafe_view",
@@ -65,16 +70,19 @@ adaptive_max_pool3d fractional_max_pool2d lp_pool1d lp_pool2d reflection_pad unf
 pairwise_distance log_softmax_backward_data index_put_impl masked_softmax safe_softmax addcmul_ addcdiv_
 resolve_conj resolve_neg is_nonzero
 """.split())
-# Element ops that do a multiply and an add per element (a rank-one update of a product):
-# weighed as two (a matrix product done as K of them is the whole product).
-# Fused ops, each weighed by the full-size compute ops of its decomposition in torch
-# (``torch._decomp.decomposition_table``, counted by tests/test_evaluate_credit.py): one
-# F.layer_norm is a mean, a variance, a subtraction, a scale and the affine pair, not one
-# pass, so a torch version made of fewer, fused ops is not credited to a custom kernel.
-FUSED_WEIGHTS = {"native_layer_norm": 6.0, "layer_norm": 6.0, "softmax": 5.0, "log_softmax": 5.0, "gelu": 5.0,
-                 "silu": 5.0, "mish": 6.0, "softplus": 4.0, "logsumexp": 4.0, "native_group_norm": 4.0,
-                 "group_norm": 4.0}
-ELEMENT_WEIGHTS = {"addcmul": 2.0, "addcdiv": 2.0, "lerp": 2.0, **FUSED_WEIGHTS}
+# Element ops that do more than one op per element, each weighed by the full-size compute ops
+# of its decomposition in torch (``op_weights.json``: ``opweights.py`` traces torch's
+# decompositions of every element op, called as torch's own OpInfo tests call it, down to
+# primitives, and counts; tests/test_evaluate_credit.py regenerates part of it against the
+# installed torch): one F.layer_norm is a mean, a variance, a subtraction, a scale and the
+# affine pair (9), one training-mode F.batch_norm the same (9), ``addcmul`` a multiply and an
+# add (2), so a torch version made of fewer, fused ops is not credited to a custom kernel.
+# Ops with no usable decomposition weigh 1 per element; ops torch implements in other ops
+# (CompositeImplicitAutograd: ``batch_norm``, ``instance_norm``) weigh what they call.
+WEIGHTS_FILE = Path(__file__).with_name("op_weights.json")
+DECOMPOSED_WEIGHTS = {k: float(v["weight"]) for k, v in json.loads(WEIGHTS_FILE.read_text())["ops"].items()
+                      if v["weight"] != 1}
+ELEMENT_WEIGHTS = dict(DECOMPOSED_WEIGHTS)
 # Ops whose work is what the ops they call do (each weighed itself): the matrix products'
 # front ends. Any other op outside ELEMENT_OPS needs its own FLOP count or a formula.
 COMPOSITE_OPS = frozenset({"matmul", "linear", "einsum", "tensordot", "chain_matmul", "linalg_multi_dot",
