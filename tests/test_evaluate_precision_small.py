@@ -340,3 +340,17 @@ def test_honest_scalar_losses_pass(cpu_evaluator):
     source = candidate_path(REFERENCE_DIR, task).read_text()
     for t in (task, fixture_task("cross_entropy_small")):
         _small_judged(cpu_evaluator.evaluate(t, source))
+
+
+def test_an_uncalibrated_leaf_allows_the_honest_variants_own_error():
+    """Where bf16 operands cannot be told from honest arithmetic, the fixed limit holds, but
+    never below margin x the honest variants' error (an honest kernel summing in another
+    order errs about that much)."""
+    from davinci_kernel.evaluate.shared import precision as pr
+
+    fixed = pr.fixed_limit("float32", 4e-3)
+    honest = {name: 3e-3 for name in pr.HONEST}
+    assert pr.uncalibrated_limit({**honest, pr.LOW: 5e-3}, "float32", 4e-3, 2.0) == pytest.approx(6e-3)
+    assert pr.uncalibrated_limit({pr.LOW: 5e-3}, "float32", 4e-3, 2.0) == fixed  # no honest figure
+    tiny = {name: 1e-8 for name in pr.HONEST}
+    assert pr.uncalibrated_limit({**tiny, pr.LOW: 5e-3}, "float32", 4e-3, 2.0) == fixed

@@ -395,6 +395,16 @@ def leaf_limit(errors: dict[str, Optional[float]], n: int, margin: float,
     return math.sqrt(margin * h * low), "calibrated"
 
 
+def uncalibrated_limit(errors: dict[str, Optional[float]], dtype: str, fixed: float, margin: float) -> float:
+    """The limit of a leaf that is not calibrated: ``fixed_limit``, and never below ``margin``
+    times the honest variants' error where the oracle measured one (a problem whose honest
+    arithmetic errs near the fixed figure, where bf16 operands cannot be told apart, would
+    otherwise fail honest kernels that sum in another order), as for small outputs."""
+    h = honest_error(errors, dtype)
+    lim = fixed_limit(dtype, fixed)
+    return max(lim, margin * h) if h is not None and math.isfinite(h) else lim
+
+
 def fixed_limit(dtype: str, fixed: float) -> float:
     """The relative-L2 limit against the reference where a ``dtype`` leaf cannot be calibrated:
     ``fixed`` (``EvalConfig.precision_rel_l2``, set for float32 at about bf16 operands'
@@ -701,7 +711,8 @@ def verdict(entry: dict, cand: dict, margin: float, ratio: float, fixed: float) 
                 leaves.append(LeafVerdict(j, err, limit, "oracle", honest=honest_error(errs, dtype), low=errs[LOW],
                                           call=where, size=size, dtype=dtype))
             else:
-                lim = fixed_limit(dtype, fixed)
+                lim = uncalibrated_limit(errs, dtype, fixed, margin) if usable and n_j >= MIN_ELEMENTS \
+                    else fixed_limit(dtype, fixed)  # a few values' calibrated error is no measure of honesty
                 err, where = _worst([(k, r[j], t[j]) for k, _, _, r, t in todo if j < len(r) and j < len(t)], rel_l2)
                 leaves.append(LeafVerdict(j, err, lim, "reference", note=why, call=where, size=size, dtype=dtype))
                 why_not.append(f"{size} size, output {j} ({dtype}, fixed limit {lim:.2g}): {why}")
