@@ -80,6 +80,15 @@ def run_dvk(args, env=None, timeout: float = 300, cwd=None) -> subprocess.Comple
                           text=True, env=env, timeout=timeout, cwd=cwd)
 
 
+def sigint_default() -> None:
+    """A ``preexec_fn`` for a child a test will Ctrl-C: SIGINT's default action in the child
+    even when the suite was started with SIGINT ignored (a background job of a
+    non-interactive shell), which the child would inherit and Python would then honour."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def fixture_meta(path: Path) -> dict:
     """`task:`, `expect:` and `cpu_also:` (another acceptable outcome on the CPU) lines from a
     fixture's docstring."""

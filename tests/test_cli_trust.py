@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, sigint_default
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILTIN = ROOT / "davinci_kernel" / "tasks" / "builtin"
@@ -64,11 +64,8 @@ def suite(tmp_path):
 def _interrupt_when(cmd, ready, timeout=240):
     """Start ``cmd`` in its own process group, wait for ``ready()``, then Ctrl-C the whole
     group as a terminal would (the workers get the signal too)."""
-    # Ctrl-C's default action in the child even when this process was started with SIGINT
-    # ignored (a background job of a non-interactive shell), which the child would inherit
     p = subprocess.Popen([sys.executable, "-m", "davinci_kernel.cli", *map(str, cmd)], start_new_session=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     deadline = time.time() + timeout
     while p.poll() is None and not ready() and time.time() < deadline:
         time.sleep(0.05)

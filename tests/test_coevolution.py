@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import sigint_default
 
 from davinci_kernel.records import EvalResult
 
@@ -891,7 +892,7 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_whole_files(tmp_path):
     import time
 
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "prepare", "--tiny", "--dir", str(tmp_path)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     verdicts = tmp_path / "verdicts.jsonl"
     deadline = time.time() + 600  # a fresh clone's first verdict waits for a cold evaluator under a loaded suite
     while not (verdicts.is_file() and verdicts.read_text().strip()) and proc.poll() is None and time.time() < deadline:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import sigint_default
 
 from davinci_kernel.records import Episode, EvalResult, TaskGroup, Turn
 
@@ -174,7 +175,8 @@ def test_ctrl_c_is_one_line_and_not_success(tmp_path):
     import time
 
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "learning_run.py"), "variants", "--tiny", "--dir",
-                             str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     deadline = time.time() + 120
     while not (tmp_path / "suite").is_dir() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)  # the suite folder is written just before the evaluator starts
