@@ -13,7 +13,8 @@ branch; one on an index condition (program ids, aranges, arguments: a guard) cou
 larger; a ``return`` under a condition read from memory ends the count (an index guard does
 not); ``@triton.jit`` helpers are followed, block pointers and tensor descriptors read as
 their block shape. A grid larger than its tensors is credited only for the programs they can
-feed (``useful_programs``).
+feed (``useful_programs``), and a store only for the lanes that can land on distinct elements
+of its tensor (``_Launch.lanes_landing``: a block far larger than its tensor is masked off).
 
 Work is counted only when its result is stored (each op once, however often it is stored),
 and only the ops on the stored value's dependency path: arithmetic on indices and pointers (a
