@@ -321,13 +321,14 @@ def _trace(func, args, kwargs, table: dict, run: bool):
         graph = make_fx(call, decomposition_table=table, tracing_mode=mode)(*tensors).graph
         return (graph, *_sizes(graph, args, kwargs, tensors))
 
-    real = None
-    try:
-        if not run:
-            raise NotImplementedError
-        with torch.no_grad():
-            real_out = max(_elements(call(*[t.clone() for t in tensors])) + [0])
-    except (NotImplementedError, RuntimeError):  # no kernel here (a GPU library's op): its decomposition's
+    real, real_out = None, None
+    if run:
+        try:
+            with torch.no_grad():
+                real_out = max(_elements(call(*[t.clone() for t in tensors])) + [0])
+        except (NotImplementedError, RuntimeError):  # no kernel here (a GPU library's op)
+            real_out = None
+    if real_out is None:  # not run, or no kernel: its decomposition's output size
         real = traced("real")
         real_out = real[2]
     try:
