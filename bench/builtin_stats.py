@@ -45,9 +45,9 @@ if str(ROOT) not in sys.path:
 from davinci_kernel.config import EvalConfig  # noqa: E402
 from davinci_kernel.files import write_json  # noqa: E402
 from davinci_kernel.report.fastp import DEFAULT_PS, fastp_table  # noqa: E402
-from davinci_kernel.suite.bench import pick  # noqa: E402
 from davinci_kernel.suite.shapes import scores, size_tasks, suite_shapes  # noqa: E402
 from davinci_kernel.tasks import REFERENCE_DIR, load_suite  # noqa: E402
+from davinci_kernel.tasks.names import pick_tasks  # noqa: E402
 
 # (name contains, published figures): copy bandwidth GB/s, dense matmul TFLOP/s per dtype
 PUBLISHED = (
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
         print("builtin_stats needs a GPU (intervals and peak fractions are null on a CPU)", file=sys.stderr)
         return 2
     gpu = torch.cuda.get_device_name(0)
-    tasks = [t for t in pick(load_suite("builtin"), args.tasks) if (REFERENCE_DIR / f"{t.name}.py").is_file()]
+    tasks = [t for t in pick_tasks(load_suite("builtin"), args.tasks) if (REFERENCE_DIR / f"{t.name}.py").is_file()]
     cfg = EvalConfig(device="cuda", baseline_compile=False, workers_per_gpu=args.workers_per_gpu)
     t0 = time.monotonic()
     print(f"{gpu}: {len(tasks)} tasks, reference solutions, --shapes {args.shapes}", flush=True)

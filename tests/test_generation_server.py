@@ -194,8 +194,9 @@ def test_an_unhealthy_server_is_one_line(tmp_path):
 def test_a_server_that_dies_mid_run_stops_it_and_resume_continues_elsewhere(server, tmp_path):
     """Kept after every test that uses the session's server: it ends that server. The run samples from it by URL
     (its model is the very folder the server serves); the server dies after step 1; the run
-    stops with one line naming the checkpoint kept; ``--resume`` with another server (one the
-    trainer starts) continues."""
+    stops with one line naming the checkpoint kept; ``--resume`` with another server continues:
+    the command a user types, where the trainer starts the server, syncs after each step and
+    stops it at the end."""
     out = tmp_path / "run"
     common = ["train", "rl", "--config", "configs/tiny-cpu.yaml", "--out", str(out), f"rl.model=hf:{server['dir']}",
               "rl.generator=vllm"]
@@ -219,23 +220,10 @@ def test_a_server_that_dies_mid_run_stops_it_and_resume_continues_elsewhere(serv
     assert re.search(r"weights at version [12] ", r.stderr)  # reconnected (another server) and re-synced
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in recs] == [1, 2, 3] and [m["weight_version"] for m in recs] == [1, 2, 3]
-
-
-def test_train_rl_through_vllm_two_steps(tmp_path):
-    """The command a user types: the trainer starts the server, syncs after each step, stops it.
-    (``--resume`` reconnecting and re-syncing: the test before.) Last in the file, so that the
-    session's server, stopped by then, does not share the two cores with this one."""
-    out = tmp_path / "run"
-    r = _dvk("train", "rl", "--config", "configs/tiny-cpu.yaml", "--out", str(out), "rl.model=tiny:hidden=128,heads=4",
-             "rl.generator=vllm", f"rl.generator_python={VLLM_PY}", "rl.steps=2")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "weights at version 0" in r.stderr and "done: step 2" in r.stderr
-    recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [m["weight_version"] for m in recs] == [1, 2]
-    for m in recs:
+    for m in recs:  # the server's samples score as the trainer's, before and after each sync
         assert m["mismatch_kept_share"] > 0.9 and m["logprob_gap_max"] < 1e-3 and m["samples"] > 0
     url = next(w for w in r.stderr.split() if w.startswith("http://127.0.0.1:"))
-    with pytest.raises(OSError):  # the server this run started was stopped with it
+    with pytest.raises(OSError):  # the server the resumed run started was stopped with it
         import urllib.request
 
         urllib.request.urlopen(url + "/health", timeout=3)
