@@ -36,6 +36,22 @@ def test_a_gemm_earns_its_multiply_adds_over_the_grid_and_its_loop():
     assert moved == 0
 
 
+@pytest.mark.parametrize("loop", ["while k0 < K:", "while k0 <= K - 1:"])
+def test_a_counted_while_loop_earns_what_the_range_loop_does(loop):
+    """A K loop written ``while k0 < K: ... k0 += BK`` earns its trips (red team, round
+    eight: counted once, a third of the work)."""
+    src = (FIXTURES / "legit" / "matmul_relu_triton.py").read_text()
+    head = "    for k0 in range(0, K, BK):\n"
+    tail = "        acc += tl.dot(a, b)\n"
+    assert head in src and tail in src, "the fixture's K loop moved"
+    new = src.replace(head, f"    k0 = 0\n    {loop}\n").replace(tail, tail + "        k0 += BK\n")
+    M, N, K = 128, 64, 96
+    args = dict(a_ptr=T(M * K), b_ptr=T(K * N), c_ptr=T(M * N), M=M, N=N, K=K, sam=K, sak=1, sbk=N, sbn=1, scm=N,
+                scn=1, BM=64, BN=64, BK=32)
+    want = launch_work(_facts("legit/matmul_relu_triton.py"), "matmul_relu_kernel", 2, args)[0]
+    assert launch_work(kernelwork.analyze(new), "matmul_relu_kernel", 2, args)[0] == pytest.approx(want)
+
+
 def test_a_matmul_operator_in_a_kernel_earns_what_tl_dot_earns():
     """``a @ b`` on blocks is a dot (red team, round five: it was weighed as elementwise)."""
     src = (FIXTURES / "legit/matmul_relu_triton.py").read_text()
@@ -204,6 +220,28 @@ def test_python_operators_on_tensors_are_weighed_by_their_elements(op):
     fn = eval(f"lambda x, y: x {op} y")  # noqa: S307 - a fixed operator
     work = audited_call(torch, fn, [a, b], all_threads=True, strict=True)[1]["work"]
     assert work == 16 * 8
+
+
+def test_per_channel_tensors_do_not_broadcast_against_the_last_dimension_and_pointwise_ops_do():
+    """A group or batch norm over (N, C, 1) with (C,) weights is N·C elements (it was N·C·C:
+    the weight lined up with the trailing 1); a pointwise op's inputs broadcast (``lerp`` of
+    a column and a row is their outer size), as an upsampling is weighed by its output."""
+    import torch.nn.functional as F
+
+    x, w = torch.randn(11, 200, 1), torch.randn(200)
+    per = opwork.ELEMENT_WEIGHTS
+    norm = audited_call(torch, lambda: F.group_norm(x, 1, w, w), [], all_threads=True, strict=True)[1]["work"]
+    assert norm <= 11 * 200 * max(per.get("native_group_norm", 1), per.get("group_norm", 1))
+    bn = audited_call(torch, lambda: F.batch_norm(x, None, None, w, w, training=True), [], all_threads=True,
+                      strict=True)[1]["work"]
+    assert bn <= 11 * 200 * per["native_batch_norm"]
+    col, row = torch.randn(300, 1), torch.randn(1, 70)
+    lerp = audited_call(torch, lambda: torch.lerp(col, row, 0.25), [], all_threads=True, strict=True)[1]["work"]
+    assert lerp >= 300 * 70
+    img = torch.randn(2, 3, 12, 12)
+    up = audited_call(torch, lambda: F.interpolate(img, scale_factor=4, mode="bicubic"), [], all_threads=True,
+                      strict=True)[1]["work"]
+    assert up == 2 * 3 * 48 * 48 * per["upsample_bicubic2d"]
 
 
 def test_a_reference_that_only_moves_data_is_known():
@@ -404,6 +442,36 @@ def test_arithmetic_that_cancels_or_repeats_an_affine_map_earns_little(expr, ops
     assert w == n * ops  # per element stored: the last program's masked lanes earn nothing
 
 
+_PADDED = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, t_ptr, y_ptr, n, iters, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    for i in range(iters):
+        t = tl.load(t_ptr + (offs + i) % n, mask=offs < n)
+        x = EXPR
+    tl.store(y_ptr + offs, x, mask=offs < n)
+'''
+
+
+@pytest.mark.parametrize("expr,ops", [("(x + t) - t", 0), ("x * t / t", 0), ("(x + t * 1e-30) - t * 1e-30", 0),
+                                      ("x * (1.0 + t) / (1.0 + t)", 0), ("((x + t) * 2.0 - 2.0 * t) * 0.5", 0),
+                                      ("x - (t - t)", 0), ("(x * t + t) / t - 1.0", 0), ("x + t", 1),
+                                      ("x * t + t", 2), ("(x + t) * t - t", 3)])
+def test_arithmetic_that_cancels_on_loaded_values_earns_nothing(expr, ops):
+    """Padding by values loaded in the loop, each trip a different one, that cancels
+    (``tritonvalues.Poly``): the value stored is the one loaded, however much arithmetic it
+    went through; real work on the carried value counts every trip (97). Odd sizes."""
+    f = kernelwork.analyze(_PADDED.replace("EXPR", expr))
+    n, block = 1000, 256
+    w, _ = launch_work(f, "k", 4, dict(x_ptr=T(n), t_ptr=T(n), y_ptr=T(n), n=n, iters=97, BLOCK=block))
+    assert w == n * ops * 97
+
+
 def test_a_constexpr_is_recorded_by_value_and_an_unrecorded_argument_is_unknown():
     tl = pytest.importorskip("triton.language")
     from davinci_kernel.evaluate.shared.audit import UNKNOWN, _arg
@@ -466,6 +534,25 @@ def test_only_stores_that_reach_the_output_are_credited():
     assert _two("t_ptr", _flow(out), per_elem=0.25) == 2 * 777 * 0.25  # capped per element stored (777 elements each)
 
 
+def test_stores_of_values_already_there_earn_nothing_and_their_sources_still_reach():
+    """The second kernel's output holds, after it, what the tensor it read held before
+    (``audit._copies``): its sqrt earns nothing, the first kernel's exp, which it read, still
+    counts. A match with a tensor its stores were not read from, or one recorded for a tensor
+    it did not write, changes nothing. An untrusted record of any other shape is ignored."""
+    out = [[2, 0, 3108]]
+
+    def flow(copies):
+        f = _flow(out)
+        f["launches"][1].append(copies)
+        return f
+
+    assert _two("t_ptr", flow({"y_ptr": ["t_ptr"]})) == 777  # the copy earns nothing; the exp it moved does
+    assert _two("t_ptr", flow({"y_ptr": ["x_ptr"]})) == 2 * 777  # equals a tensor it did not read from
+    assert _two("t_ptr", flow({"t_ptr": ["t_ptr"], "x_ptr": ["x_ptr"]})) == 2 * 777  # inputs it only read
+    assert _two("t_ptr", flow({"y_ptr": "t_ptr"})) == 2 * 777  # not a list: ignored
+    assert _two("t_ptr", flow(["y_ptr"])) == 2 * 777
+
+
 def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
     """The worker's flow record: each launch's tensors as [storage, first byte, end byte], the
     output's extents, the latest torch read of each launch storage; a scratch buffer inside
@@ -497,7 +584,8 @@ def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
     finally:
         log, LaunchCounter.log = LaunchCounter.log, None
     flow = a["flow"]
-    (k0, e0), (k1, e1) = flow["launches"]
+    (k0, e0, c0), (k1, e1, c1) = flow["launches"]
+    assert c0 == c1 == {"x_ptr": ["x_ptr"]}  # y = 2x: only the input, unchanged, holds what it held
     assert k0 == k1 == 0 and e0["x_ptr"] == e1["x_ptr"] == [0, 0, 148]
     assert e0["y_ptr"][1:] == [0, 148] and e1["y_ptr"][1:] == [148, 296]
     assert flow["out"] == []  # the output is torch's new tensor
@@ -507,6 +595,45 @@ def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
 
 
 # --------------------------------------------------------------------------- red team, round five
+def test_the_worker_records_a_launch_whose_output_holds_what_it_read_outside_the_profile(monkeypatch):
+    """A copy of torch's answer through ``(v + s) - s`` and a tiny weight: after the launch
+    its output holds what its input held (``audit._copies``); a real doubling does not, nor
+    does a copy of the call's own input. The comparison itself leaves nothing in the call's
+    record (no torch work, no reads to the host)."""
+    from davinci_kernel.evaluate.shared.audit import LaunchCounter, install_launch_counter
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    install_launch_counter()
+
+    @triton.jit
+    def padded(x_ptr, s_ptr, y_ptr, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + offs, mask=offs < n)
+        s = tl.load(s_ptr + offs, mask=offs < n)
+        tl.store(y_ptr + offs, ((v + s) - s) * SCALE + s * 1e-30, mask=offs < n)
+
+    def call(x, s):
+        h = torch.relu(x)  # torch's answer
+        y, z, w = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+        padded[(1,)](h, s, y, 37, SCALE=1.0, BLOCK=64)
+        padded[(1,)](h, s, z, 37, SCALE=2.0, BLOCK=64)
+        padded[(1,)](x, s, w, 37, SCALE=1.0, BLOCK=64)
+        return y, z, w
+
+    LaunchCounter.log = []
+    try:
+        _, a = audited_call(torch, call, [torch.randn(37), torch.randn(37)], all_threads=True, strict=True)
+    finally:
+        LaunchCounter.log = None
+    (_, _, first), (_, _, second), (_, _, third) = a["flow"]["launches"]
+    assert first["y_ptr"] == ["x_ptr"] and "y_ptr" not in second
+    assert "y_ptr" not in third  # the call's own input, unchanged: an identity on it is the problem's (a ReLU)
+    assert a["work"] == 37 and a["items"] == 0 and a["dtoh_bytes"] == 0  # torch's ReLU alone
+
+
 def test_torch_writes_after_a_launch_replace_its_bytes():
     """The temporary (storage 1, 3108 bytes) written by the first launch: a torch read after
     it keeps the credit, a whole-storage torch write before that read takes it away, a

@@ -22,6 +22,9 @@ elements read one by one to Python (``.item()``) and bytes copied device to host
 
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
+
 from .opwork import _numel, broadcast_numel, outermost_compute, profiled_work  # noqa: F401 - tests read them here
 
 
@@ -36,6 +39,7 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, 
     synchronized before the profile closes, and the result also holds the raw kernel table
     (``table``). Returns (output, {"ops": {name: calls}, "work": see ``profiled_work``,
     "items": elements read one by one to Python, "dtoh_bytes": bytes copied device→host})."""
+    LaunchCounter.inputs = _inputs(args) if LaunchCounter.log is not None else []
     if gpu:
         from .profile import kernel_table, raw_events, recording
 
@@ -66,6 +70,7 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, 
         except Exception:  # noqa: BLE001 - a candidate's output: no flow, credit as recorded
             a["flow"] = None
         LaunchCounter.storages = {}
+    LaunchCounter.inputs = []
     return out, a
 
 
@@ -209,6 +214,7 @@ class LaunchCounter:
     names: dict = {}
     log: list | None = None  # while a call is audited: [name, grid, {param: value}, {param: extent}] of each launch
     storages: dict = {}  # the audited call's launch storages: key → (id, data address, weak reference)
+    inputs: list = []  # the audited call's input tensors as it began: (data address, elements, host copy)
 
 
 LOG_CAP = 256  # launches recorded per audited call (the rest are counted only)
@@ -306,6 +312,131 @@ def _record(fn, args: tuple, kwargs: dict) -> bool:
     return True
 
 
+@contextmanager
+def unrecorded():
+    """The harness's own torch work inside a candidate's audited call, kept out of the call's
+    record: no op events (record functions off on this thread). It must launch no GPU
+    kernel (kineto would list it): ``_before`` and ``_copies`` copy to the host and compare
+    there."""
+    from torch._C._autograd import _enable_record_function
+
+    _enable_record_function(False)
+    try:
+        yield
+    finally:
+        _enable_record_function(True)
+
+
+SNAP_CAP = 1 << 29  # bytes of one launch's tensor arguments copied before it runs (smallest first)
+
+
+def _inputs(args) -> list:
+    """(data address, elements, host copy) of a call's input tensors, smallest first up to
+    ``SNAP_CAP`` bytes: a launch that stores a call's input unchanged is no copy of work
+    (``_copies``), whatever it computed (an honest ReLU of positive values)."""
+    import torch
+
+    out, total = [], 0
+    for t in sorted((a for a in _leaves(args) if isinstance(a, torch.Tensor)), key=lambda t: t.numel() * t.element_size()):
+        total += t.numel() * t.element_size()
+        if total > SNAP_CAP:
+            break
+        try:
+            out.append((t.data_ptr(), t.numel(), _host(t).reshape(-1)))
+        except Exception:  # noqa: BLE001 - not compared
+            continue
+    return out
+
+
+def _untouched_input(t, host) -> bool:
+    """Whether a launch's tensor is one of the call's inputs as it began."""
+    import torch
+
+    try:
+        ptr, n = t.data_ptr(), t.numel()
+        return any(p == ptr and k == n and old.dtype == host.dtype and bool(torch.equal(old, host.reshape(-1)))
+                   for p, k, old in LaunchCounter.inputs)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _before(fn, args: tuple, kwargs: dict) -> list:
+    """(parameter name, the tensor, a host copy of its values, None for one of the call's
+    inputs as it began) of a launch's tensor arguments before it runs, smallest first up to
+    ``SNAP_CAP`` bytes (for ``_copies``). A device tensor is copied to the host (a transfer,
+    no kernel, for a contiguous one)."""
+    import torch
+
+    names = list(getattr(fn, "arg_names", None) or [])
+    given = dict(zip(names, args))
+    given.update({k: v for k, v in kwargs.items() if k in names})
+    tensors = sorted(((n, v) for n, v in given.items() if isinstance(v, torch.Tensor)),
+                     key=lambda nv: nv[1].numel() * nv[1].element_size())
+    out, total = [], 0
+    for n, t in tensors:
+        total += t.numel() * t.element_size()
+        if total > SNAP_CAP:
+            break
+        try:
+            host = _host(t)
+            out.append((n, t, None if _untouched_input(t, host) else host))
+        except Exception:  # noqa: BLE001 - a candidate's tensor subclass: not compared
+            continue
+    return out
+
+
+def _copies(before: list) -> dict:
+    """{parameter: [parameters]}: each tensor argument whose values after the launch are,
+    element by element, within ``copy_tolerance`` (relative L2) of another's (or its own)
+    before it (the call's inputs as it began aside: an identity on them is the problem's, a
+    ReLU of positive values): a launch that stored into it wrote values that were already there. The judge
+    credits no compute for such stores where the kernel read them from that tensor
+    (``kernelwork.reached``): arithmetic that cancels (``(y + s) - s``), a weight that is
+    almost zero (``y + 1e-30 * g``) or a select that is never true leaves torch's answer as
+    it was."""
+    import torch
+
+    out: dict = {}
+    for p, t, _ in before:
+        try:
+            after = _host(t).reshape(-1)
+            floating = after.is_floating_point()
+            tol = copy_tolerance(after.dtype) if floating else 0.0
+            same = []
+            for q, _, old in before:
+                if old is None or old.numel() != after.numel() or old.numel() == 0 or old.is_floating_point() != floating:
+                    continue
+                b = old.reshape(-1)
+                if not floating:
+                    if old.dtype == after.dtype and bool(torch.equal(after, b)):
+                        same.append(q)
+                    continue
+                a32, b32 = after.float(), b.float()
+                scale = float(torch.linalg.vector_norm(b32))
+                diff = float(torch.linalg.vector_norm(a32 - b32))
+                if math.isfinite(diff) and diff <= tol * max(scale, 1e-30):
+                    same.append(q)
+            if same:
+                out[p] = same
+        except Exception:  # noqa: BLE001 - a candidate's tensor: not compared
+            continue
+    return out
+
+
+def _host(t):
+    """A copy of a tensor's values on the host."""
+    return t.detach().to("cpu", copy=True)
+
+
+def copy_tolerance(dtype) -> float:
+    """Relative L2 distance under which a launch's output counts as values already there:
+    four of the dtype's machine epsilons, at least 1e-5 (a float32 answer left within
+    1e-5 of torch's is torch's answer to any tolerance the judge applies)."""
+    import torch
+
+    return max(4.0 * float(torch.finfo(dtype).eps), 1e-5)
+
+
 def _kind_key(name, grid, args) -> tuple:
     g = grid if isinstance(grid, (tuple, list)) else (grid,)
     programs = 1
@@ -334,7 +465,8 @@ LAUNCH_LABEL = "dvk::launch"  # the record_function range around each recorded l
 def launch_flow(log: list, out, prof) -> dict:
     """Where one call's recorded launches wrote, for the judge's credit (``kernelwork``):
     ``launches``: per recorded launch in order, [index into ``launch_kinds(log)`` (None where
-    capped), {tensor parameter: [storage id, first byte, end byte]}]; ``out``: the same
+    capped), {tensor parameter: [storage id, first byte, end byte]}, {tensor parameter:
+    [parameters it equals after the launch as they were before it]} (``_copies``)]; ``out``: the same
     extents of the call's output tensors whose storage a launch saw; ``reads``: [storage id,
     launches begun before] for each storage a torch op read outside any launch, the latest
     read (None where this profiler records no op inputs); ``access``: every torch read and
@@ -345,7 +477,8 @@ def launch_flow(log: list, out, prof) -> dict:
         key = _kind_key(*rec[:3])
         if key not in index and len(index) < KINDS_CAP:
             index[key] = len(index)
-    launches = [[index.get(_kind_key(*rec[:3])), rec[3] if len(rec) > 3 else {}] for rec in log]
+    launches = [[index.get(_kind_key(*rec[:3])), rec[3] if len(rec) > 3 else {}, rec[4] if len(rec) > 4 else {}]
+                for rec in log]
     table = LaunchCounter.storages
     outs = []
     for leaf in _leaves(out):
@@ -503,8 +636,14 @@ def install_launch_counter() -> None:
                 if _record(self, args, kwargs):
                     from torch.autograd.profiler import record_function
 
+                    rec = LaunchCounter.log[-1]
+                    with unrecorded():
+                        before = _before(self, args, kwargs)
                     with record_function(LAUNCH_LABEL):
-                        return _orig(self, *args, **kwargs)
+                        result = _orig(self, *args, **kwargs)
+                    with unrecorded():
+                        rec.append(_copies(before))
+                    return result
             return _orig(self, *args, **kwargs)
 
         run._dvk_counted = True

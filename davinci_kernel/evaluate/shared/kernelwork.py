@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import replace
 from typing import Optional
 
 from ...pysource import parse as parse_source
@@ -127,7 +128,11 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
     reach; a credited store makes the tensors its value was read from reach (for the
     launches before it); a storage a torch op read after a launch reaches for that launch
     (all of it: torch's reads are per storage); without ``reads`` (no op inputs recorded)
-    every tensor a launch wrote reaches.
+    every tensor a launch wrote reaches. A launch's stores into a tensor that after it holds
+    the values one of the tensors those stores were read from held before it (the worker's
+    ``audit._copies``) earn no compute: the stored values were already there, whatever
+    arithmetic the kernel did on the way (``(y + s) - s``, ``y + 1e-30 * g``); the tensors
+    they were read from still reach.
 
     ``access`` (the worker's ``audit.torch_access``: torch reads and writes of each launch
     storage in order): bytes a torch write replaced after a launch no longer reach for it,
@@ -143,12 +148,13 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
     for sid, pos, kind, span, value in access or ():
         by_sid.setdefault(sid, []).append((pos, kind, span, value))
     touched: dict[int, list] = {}  # storage → the launches that took it
-    for j, (_, extents) in enumerate(launches):
+    for j, (_, extents, *_) in enumerate(launches):
         for sid, _, _ in extents.values():
             touched.setdefault(sid, []).append(j)
     out = []
     for i in range(len(launches) - 1, -1, -1):
-        k, extents = launches[i]
+        k, extents, *more = launches[i]
+        copies = more[0] if more else {}
         if k not in rows:
             continue
         name, programs, args, _ = rows[k]
@@ -164,6 +170,10 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
             p: v for p, (sid, lo, hi) in extents.items()
             if (v := _filled(by_sid.get(sid, []), touched.get(sid, []), i, hi - lo, nbytes.get(sid, 0))) is not None}
         d = _detail(facts, name, programs, args, reach, consts)
+        kept = {p for p, qs in copies.items() if p in d.wrote and reach.get(p, 0.0) > 0 and qs & d.reads}
+        if kept:  # values already there, read from that tensor: a copy, however much arithmetic
+            bare = _detail(facts, name, programs, args, {**reach, **{p: 0.0 for p in kept}}, consts)
+            d = replace(d, work=bare.work, stored=bare.stored)
         for p in d.reads:
             if p in extents:
                 sid, lo, hi = extents[p]
@@ -259,11 +269,14 @@ def _flow(flow):
 
     launches = []
     for rec in (flow.get("launches") if isinstance(flow.get("launches"), list) else [])[:LOG_CAP]:
-        if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[1], dict)):
+        if not (isinstance(rec, list) and len(rec) in (2, 3) and isinstance(rec[1], dict)):
             continue
         k = rec[0] if isinstance(rec[0], int) and not isinstance(rec[0], bool) else None
+        raw = rec[2] if len(rec) == 3 and isinstance(rec[2], dict) else {}
+        copies = {p: frozenset(q for q in qs[:64] if isinstance(q, str)) for p, qs in list(raw.items())[:256]
+                  if isinstance(p, str) and isinstance(qs, list)}
         launches.append((k, {p: e for p, e in ((p, ext(e)) for p, e in rec[1].items() if isinstance(p, str))
-                             if e is not None}))
+                             if e is not None}, copies))
     outs = [e for e in (ext(x) for x in (flow.get("out") if isinstance(flow.get("out"), list) else [])[:256])
             if e is not None]
     raw = flow.get("reads")

@@ -14,6 +14,7 @@ the host (``audit.py``), counting the weights (``opweights.py``, offline).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 MEMORY_OPS = {
@@ -297,8 +298,9 @@ def op_work(e, strict: bool = False) -> float:
     its callees are not looked at (a CPU conv's ``_slow_conv2d_forward``, rated all)."""
     shapes = [s for s in (getattr(e, "input_shapes", None) or []) if s]
     lists = [s for s in (getattr(e, "structured_input_shapes", None) or []) if s and isinstance(s[0], list)]
-    sizes = [1, broadcast_numel(shapes)] + [_numel(s) for s in shapes] + [sum(_numel(t) for t in lst) for lst in lists]
     name = getattr(e, "name", "")
+    together = broadcast_numel(shapes) if broadcasts(name[6:]) else 1
+    sizes = [1, together] + [_numel(s) for s in shapes] + [sum(_numel(t) for t in lst) for lst in lists]
     formula = formula_flops(e)
     if strict and not (name.startswith("aten::") and (op_class(name[6:]) in ("elements", "composite")
                                                         or float(getattr(e, "flops", 0) or 0) or formula)):
@@ -309,6 +311,31 @@ def op_work(e, strict: bool = False) -> float:
     children = [c for c in getattr(e, "cpu_children", None) or []
                 if getattr(c, "name", "").startswith("aten::") and not no_work(c.name[6:])]
     return max(own, sum(op_work(c, strict) for c in children))
+
+
+_PER_CHANNEL = frozenset({"weight", "bias", "running_mean", "running_var", "save_mean", "save_invstd", "mean",
+                          "invstd"})
+_BROADCASTS: dict = {}
+
+
+def broadcasts(name: str) -> bool:
+    """Whether an aten op's tensor inputs broadcast against one another (``add``,
+    ``mse_loss``, any op torch tags pointwise, ``lerp``'s weight too): not where its schema
+    takes per-channel tensors (a normalisation's
+    ``weight``, ``bias``, running statistics), which line up with the channel dimension, not
+    the last one (a group norm over ``(N, C, 1)`` is N·C elements, not N·C·C)."""
+    if name not in _BROADCASTS:
+        try:
+            import torch
+
+            packet = getattr(torch.ops.aten, name, None)
+            pointwise = packet is not None and any(
+                torch.Tag.pointwise in getattr(getattr(packet, o), "tags", ()) for o in packet.overloads())
+            schemas = torch._C._jit_get_schemas_for_operator("aten::" + name)
+            _BROADCASTS[name] = pointwise or not any(a.name in _PER_CHANNEL for s in schemas for a in s.arguments)
+        except Exception:  # noqa: BLE001 - no schema: taken to broadcast
+            _BROADCASTS[name] = True
+    return _BROADCASTS[name]
 
 
 def broadcast_numel(shapes) -> int:
@@ -378,6 +405,31 @@ _CONTRACTIONS = {
 }
 
 
+_UPSAMPLE = re.compile(r"^_*upsample_[a-z_]+?([123])d(_aa)?$")
+
+
+def _upsample(name: str, image: list, conc: list) -> float:
+    """An upsampling's work: its weight per element times the elements of its output, from
+    the recorded output size (an int list with one entry per spatial dimension) or, where
+    none is given, the scale factors (floats); 0 where neither can be read. The profiler
+    records only the input's shape, and an upsampling writes more than it reads."""
+    m = _UPSAMPLE.match(name)
+    if not m or len(image) < 2 or not all(isinstance(d, int) for d in image):
+        return 0.0
+    k = int(m.group(1))
+    size = next((v for v in conc[1:] if isinstance(v, (list, tuple)) and len(v) == k
+                 and all(isinstance(d, int) and not isinstance(d, bool) for d in v)), None)
+    if size is None:
+        scales = [v for v in conc[1:] if isinstance(v, (list, tuple)) and len(v) == k
+                  and all(isinstance(d, float) for d in v)]
+        loose = [v for v in conc[1:] if isinstance(v, float)][-k:]  # scales_h, scales_w as separate floats
+        scales = scales[0] if scales else (loose if len(loose) == k else None)
+        if scales is None:
+            return 0.0
+        size = [int(n * s) for n, s in zip(image[-k:], scales)]
+    return float(_numel(image[:-k]) * _numel(size) * ELEMENT_WEIGHTS.get(name.strip("_"), 1.0))
+
+
 def formula_flops(e) -> float:
     """Work of ops the profiler gives no FLOPs for. Convolutions (1-3-D, transposed too):
     2 x numel(out) x C_in/groups x prod(kernel), with the output's size from stride,
@@ -387,9 +439,12 @@ def formula_flops(e) -> float:
     (each row read is also weighed and summed into its bag). Contractions without a profiler
     count (``_CONTRACTIONS``: matrix-vector and outer products, batched sums, ``conv_tbc``,
     distances, powers): 2 x their multiply-adds; one whose shapes cannot be read counts as
-    ``UNCOUNTED``, more than any reference's work (torch did it, whatever it was)."""
+    ``UNCOUNTED``, more than any reference's work (torch did it, whatever it was).
+    Upsamplings: their per-element weight times their output's elements (``_upsample``)."""
     name = getattr(e, "name", "")[6:]
     shapes = list(getattr(e, "input_shapes", None) or [])
+    if _UPSAMPLE.match(name):
+        return _upsample(name, list(shapes[0]) if shapes else [], list(getattr(e, "concrete_inputs", None) or []))
     if name in _CONTRACTIONS:
         try:
             return float(_CONTRACTIONS[name]([list(x) for x in shapes], list(getattr(e, "concrete_inputs", None) or [])))

@@ -45,7 +45,23 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from .tritonjit import dotted
-from .tritonvalues import V, arith, bcast, compare, identity, numel, range_arith, range_compare, value_range
+from .tritonvalues import (
+    V,
+    arith,
+    bcast,
+    compare,
+    identity,
+    numel,
+    poly_add,
+    poly_constant,
+    poly_div,
+    poly_key,
+    poly_mul,
+    poly_single,
+    range_arith,
+    range_compare,
+    value_range,
+)
 
 MAX_DEPTH = 8  # nested @triton.jit helper calls followed
 _UNKNOWN_LOOP = 1  # trip count of a loop whose bounds are not known
@@ -71,18 +87,21 @@ class _Launch:
         self.stored = 0.0  # elements stored, per program
         self.reached = 0.0  # distinct elements stored into reaching tensors, per program (weighed by reach)
         self.reads: set = set()  # tensor parameters read by the credited stores
+        self.wrote: set = set()  # tensor parameters the credited stores went into
         self.next_id = 0
+        self.terms: dict = {}  # term id → the value it stands for (``poly``)
+        self.term_of: dict = {}  # a polynomial's key → the term id of a value equal to it
 
     def at(self, born: float) -> float:
         """The trips an op runs that was made from values varying at ``born``."""
         return min(self.mult, max(1.0, born))  # 0 inside a loop of no trips
 
     def state(self) -> tuple:
-        return self.work, self.moved, self.stored, self.reached, dict(self.counted), set(self.reads)
+        return self.work, self.moved, self.stored, self.reached, dict(self.counted), set(self.reads), set(self.wrote)
 
     def restore(self, st: tuple) -> None:
-        self.work, self.moved, self.stored, self.reached, counted, reads = st
-        self.counted, self.reads = dict(counted), set(reads)
+        self.work, self.moved, self.stored, self.reached, counted, reads, wrote = st
+        self.counted, self.reads, self.wrote = dict(counted), set(reads), set(wrote)
 
     # ops --------------------------------------------------------------
     def op(self, work: float, *parts: V, shape=(), data: int = 2) -> V:
@@ -131,6 +150,7 @@ class _Launch:
                 self.counted[k] = f
                 self.work += w * (f - prev)
         self.reads |= value.src | ptr.src | mask.src
+        self.wrote |= ptr.bases
 
     # statements -------------------------------------------------------
     def run(self, fn: ast.FunctionDef, env: dict, depth: int = 0) -> V:
@@ -185,6 +205,11 @@ class _Launch:
                     if trips and step and known:
                         ends = (lo, lo + (trips - 1) * step)
                         rng = (min(ends), max(ends))
+        counter = None
+        if isinstance(st, ast.While):
+            counted = self.while_trips(st, env, depth)
+            if counted is not None:
+                trips, rng, counter = counted
         saved = self.mult
         self.mult *= trips
         if isinstance(st, ast.For):
@@ -193,6 +218,8 @@ class _Launch:
             v = env[name]
             aff = v.aff if v.aff is not None else ((v, 1.0, 0.0, frozenset(), {}, v.born) if v.data else None)
             env[name] = replace(v, born=self.mult, aff=aff)
+        if counter is not None:  # the counter of a counted ``while``: an index over its range
+            env[counter] = V(born=self.mult, rng=rng)
         try:
             self.block(st.body, env, ret, depth)
         finally:
@@ -201,6 +228,34 @@ class _Launch:
                 if isinstance(v, V) and v.born > saved:
                     aff = v.aff[:5] + (min(v.aff[5], saved),) if v.aff is not None else None
                     env[name] = replace(v, born=saved, aff=aff)
+
+    def while_trips(self, st: ast.While, env: dict, depth: int) -> Optional[tuple]:
+        """(trips, range of the counter, its name) of ``while i < bound:`` (or ``<=``) whose body steps
+        ``i`` up by a known amount (``i += step`` or ``i = i + step``) and assigns it nowhere
+        else, ``i`` and ``bound`` known before the loop; None otherwise (trips unknown)."""
+        t = st.test
+        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Lt, ast.LtE))
+                and isinstance(t.left, ast.Name)):
+            return None
+        name = t.left.id
+        start, bound = env.get(name, V()).const, self.expr(t.comparators[0], env, depth).const
+        steps = []
+        for node in ast.walk(ast.Module(body=st.body, type_ignores=[])):
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+                steps.append(self.expr(node.value, env, depth).const if isinstance(node.op, ast.Add) else None)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(x, ast.Name) and x.id == name for tg in targets for x in ast.walk(tg)):
+                    v = node.value
+                    ok = isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add) and isinstance(v.left, ast.Name) \
+                        and v.left.id == name
+                    steps.append(self.expr(v.right, env, depth).const if ok else None)
+        ints = [start, bound] + steps
+        if len(steps) != 1 or not all(isinstance(x, int) and not isinstance(x, bool) for x in ints) or steps[0] <= 0:
+            return None
+        end = bound + 1 if isinstance(t.ops[0], ast.LtE) else bound
+        trips = max(0, -(-(end - start) // steps[0]))
+        return trips, ((start, start + (trips - 1) * steps[0]) if trips else None), name
 
     def branch(self, st: ast.If, env: dict, ret: list, depth: int) -> None:
         """A known condition takes its branch. An unknown one on data read from memory counts
@@ -238,7 +293,8 @@ class _Launch:
         elif isinstance(target, (ast.Tuple, ast.List)):
             items = v.const if isinstance(v.const, tuple) and len(v.const) == len(target.elts) else None
             for i, t in enumerate(target.elts):
-                self.bind(t, V(const=items[i]) if items else replace(v, ops=dict(v.ops), aff=None), env)
+                self.bind(t, V(const=items[i]) if items else replace(v, ops=dict(v.ops), aff=None, term=0, poly=None),
+                          env)
 
     # expressions ------------------------------------------------------
     def expr(self, e, env: dict, depth: int) -> V:
@@ -291,7 +347,8 @@ class _Launch:
         if isinstance(e, ast.Attribute):
             base = self.expr(e.value, env, depth)
             if e.attr == "T" and base.shape:
-                return replace(base, shape=tuple(reversed(base.shape)), ops=dict(base.ops), aff=None)
+                return replace(base, shape=tuple(reversed(base.shape)), ops=dict(base.ops), aff=None, term=0,
+                               poly=None)
             return V()
         if isinstance(e, ast.Call):
             return self.call(e, env, depth)
@@ -311,11 +368,72 @@ class _Launch:
         if identity(op, a, b):
             data = a if a.data else b
             return replace(data, shape=shape, ops=dict(data.ops), born=max(a.born, b.born))
+        p = self.polynomial(op, a, b) if (a.data or b.data) else None
+        if p is not None:
+            c, t = poly_constant(p), poly_single(p)
+            if c is not None:  # ``s - s``: a number, whatever was loaded
+                return V(shape=shape, const=c, born=max(a.born, b.born))
+            if t is not None and t in self.terms:  # ``(y + s) - s``: the value it started from
+                base = self.terms[t]
+                return replace(base, shape=bcast(base.shape, shape), ops=dict(base.ops))
         v = self.affine(op, a, b, shape)
         v = v if v is not None else self.elementwise([a, b], 1.0)
         if not v.ptr and not v.data:
             v = replace(v, rng=range_arith(op, value_range(a), value_range(b)))
+        elif p is not None and v.data:
+            v = replace(v, poly=p)
         return v
+
+    def term(self, v: V) -> int:
+        """The opaque term standing for ``v`` (values equal as polynomials share one)."""
+        if v.poly is not None:
+            key = poly_key(v.poly)
+            if key in self.term_of:
+                return self.term_of[key]
+        if not v.term:
+            self.next_id += 1
+            v.term = self.next_id
+            self.terms[v.term] = v
+            if v.poly is not None:
+                self.term_of[poly_key(v.poly)] = v.term
+        return v.term
+
+    def as_sum(self, v: V) -> Optional[dict]:
+        """``v`` as a polynomial for adding: its own, a number's, or its term alone."""
+        if v.ptr:
+            return None
+        if not v.data:
+            k = v.const
+            return {(): float(k)} if isinstance(k, (int, float)) and not isinstance(k, bool) else None
+        return v.poly if v.poly is not None else {((self.term(v), 1),): 1.0}
+
+    def as_factor(self, v: V) -> Optional[dict]:
+        """``v`` as a factor: one monomial (a sum of several is a term of its own)."""
+        p = self.as_sum(v)
+        if p is None or len(p) <= 1:
+            return p
+        return {((self.term(v), 1),): 1.0}
+
+    def polynomial(self, op, a: V, b: V) -> Optional[dict]:
+        """``a op b`` as a polynomial over opaque terms (``tritonvalues.Poly``), None where
+        not followed: sums and differences combine, products and quotients by numbers scale,
+        a product of values multiplies their monomials (a sum is one opaque factor), a
+        quotient divides each monomial of the dividend by the divisor's."""
+        if isinstance(op, (ast.Add, ast.Sub)):
+            pa, pb = self.as_sum(a), self.as_sum(b)
+            return None if pa is None or pb is None else poly_add(pa, pb, 1.0 if isinstance(op, ast.Add) else -1.0)
+        if not isinstance(op, (ast.Mult, ast.Div)):
+            return None
+        if not b.data and isinstance(op, ast.Div):
+            pa, pb = self.as_sum(a), self.as_sum(b)
+            return None if pa is None or pb is None else poly_div(pa, pb)
+        if not (a.data and b.data):  # a number times a sum: each monomial scaled
+            pa, pb = self.as_sum(a), self.as_sum(b)
+            return None if pa is None or pb is None else poly_mul(pa, pb)
+        pa, pb = (self.as_factor(a) if isinstance(op, ast.Mult) else self.as_sum(a)), self.as_factor(b)
+        if pa is None or pb is None:
+            return None
+        return poly_mul(pa, pb) if isinstance(op, ast.Mult) else poly_div(pa, pb)
 
     def coefficient(self, c: V):
         """(known number or None, whether ``c`` may scale or shift an affine chain): a number,
@@ -390,7 +508,8 @@ class _Launch:
                     return V(const=v.const[sl.value])
                 except IndexError:
                     return V()
-            return replace(v, shape=None if v.shape is None else (), const=None, ops=dict(v.ops), aff=None)
+            return replace(v, shape=None if v.shape is None else (), const=None, ops=dict(v.ops), aff=None,
+                           term=0, poly=None)
         dims, shape = list(v.shape), []
         for it in items:
             if isinstance(it, ast.Constant) and it.value is None:
@@ -399,7 +518,7 @@ class _Launch:
                 shape.append(dims.pop(0))
             elif dims:
                 dims.pop(0)
-        return replace(v, shape=tuple(shape + dims), ops=dict(v.ops), aff=None)
+        return replace(v, shape=tuple(shape + dims), ops=dict(v.ops), aff=None, term=0, poly=None)
 
     def load(self, ptr: V, mask: Optional[V] = None, shape="same") -> V:
         mask = mask or V()
@@ -549,7 +668,7 @@ class _Launch:
             shape = tuple(args[1].const)
         elif last == "broadcast" and len(args) > 1:
             shape = bcast(shape, args[1].shape)
-        return replace(v, shape=shape, const=None, ops=dict(v.ops), aff=None)
+        return replace(v, shape=shape, const=None, ops=dict(v.ops), aff=None, term=0, poly=None)
 
 
 _REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod", "associative_scan",
@@ -584,11 +703,13 @@ class LaunchWork:
     """What one launch did, over its useful programs: compute ``work``; elements ``moved``
     (stored straight from memory); ``stored`` (distinct elements stored into reaching
     tensors, weighed by how much of each reaches); ``reads`` (the tensor parameters whose
-    data the credited stores were computed from)."""
+    data the credited stores were computed from); ``wrote`` (the tensor parameters the
+    credited stores went into)."""
     work: float = 0.0
     moved: float = 0.0
     stored: float = 0.0
     reads: frozenset = frozenset()
+    wrote: frozenset = frozenset()
 
 
 UNKNOWN = ["?"]  # a recorded argument the worker passed but could not record
@@ -631,7 +752,8 @@ def launch_detail(facts: dict, name: str, programs: int, args: dict, reach: Opti
     except RecursionError:
         return LaunchWork()
     programs = useful_programs(run.programs, args, run.stored)
-    return LaunchWork(run.work * programs, run.moved * programs, run.reached * programs, frozenset(run.reads))
+    return LaunchWork(run.work * programs, run.moved * programs, run.reached * programs, frozenset(run.reads),
+                      frozenset(run.wrote))
 
 
 def launch_work(facts: dict, name: str, programs: int, args: dict, reach: Optional[dict] = None) -> tuple[float, float]:

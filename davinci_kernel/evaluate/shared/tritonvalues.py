@@ -30,7 +30,9 @@ class V:
     b, kinds, coefficient ops, born of the chain)``; a chain of such ops costs at most a
     multiply and an add per element, and one that composes to the identity costs nothing.
     ``rng``: (least, greatest) an index value can take (program ids, aranges, loop
-    variables and integer arithmetic on them), None where not known."""
+    variables and integer arithmetic on them), None where not known. ``term``: the value's
+    id as an opaque term of ``poly`` forms (0: none given yet); ``poly``: the value as a
+    polynomial over such terms (``Poly``), None where not followed."""
     shape: Optional[tuple] = ()
     const: object = None
     data: int = 0
@@ -41,6 +43,83 @@ class V:
     born: float = 0.0
     aff: Optional[tuple] = None
     rng: Optional[tuple] = None
+    term: int = 0
+    poly: Optional[dict] = None
+
+
+# A polynomial over opaque terms: {monomial: coefficient}, a monomial a sorted tuple of (term,
+# power) pairs (powers may be negative), ``()`` the constant. Arithmetic on loaded values is
+# followed in this form so that what cancels is seen to cancel: ``(y + s) - s`` is ``y``,
+# ``y * t / t`` is ``y``, ``s - s`` is 0, whatever ``s`` was loaded from.
+POLY_TERMS = 16  # monomials followed in one value; a larger one is opaque
+_CANCEL = 1e-9  # coefficients that sum to this share of the larger are exactly opposite
+
+
+def poly_add(p: dict, q: dict, sign: float = 1.0) -> Optional[dict]:
+    """``p + sign * q`` (None where it has more than ``POLY_TERMS`` monomials)."""
+    out = dict(p)
+    for m, c in q.items():
+        c = sign * c
+        if m in out:
+            s = out[m] + c
+            if abs(s) <= _CANCEL * max(abs(out[m]), abs(c)):
+                del out[m]
+            else:
+                out[m] = s
+        else:
+            out[m] = c
+    return out if len(out) <= POLY_TERMS else None
+
+
+def _mono_mul(m: tuple, n: tuple, sign: int = 1) -> tuple:
+    powers = dict(m)
+    for t, k in n:
+        powers[t] = powers.get(t, 0) + sign * k
+    return tuple(sorted((t, k) for t, k in powers.items() if k != 0))
+
+
+def poly_mul(p: dict, q: dict) -> Optional[dict]:
+    """``p * q`` distributed (None where too large)."""
+    if len(p) * len(q) > POLY_TERMS * 4:
+        return None
+    out: dict = {}
+    for m, c in p.items():
+        for n, d in q.items():
+            out = poly_add(out, {_mono_mul(m, n): c * d}) or {}
+    return out if len(out) <= POLY_TERMS else None
+
+
+def poly_div(p: dict, q: dict) -> Optional[dict]:
+    """``p / q`` where ``q`` is one monomial with a coefficient other than 0 (None otherwise)."""
+    if len(q) != 1:
+        return None
+    (n, d), = q.items()
+    if d == 0:
+        return None
+    return {_mono_mul(m, n, -1): c / d for m, c in p.items()}
+
+
+def poly_single(p: dict) -> Optional[int]:
+    """The term ``p`` is, alone with coefficient 1 (None otherwise)."""
+    if len(p) != 1:
+        return None
+    (m, c), = p.items()
+    if len(m) == 1 and m[0][1] == 1 and abs(c - 1.0) <= _CANCEL:
+        return m[0][0]
+    return None
+
+
+def poly_constant(p: dict) -> Optional[float]:
+    """The number ``p`` is where it holds no term (0 where empty)."""
+    if not p:
+        return 0.0
+    if len(p) == 1 and () in p:
+        return p[()]
+    return None
+
+
+def poly_key(p: dict) -> tuple:
+    return tuple(sorted(p.items()))
 
 
 def value_range(v: V) -> Optional[tuple]:
