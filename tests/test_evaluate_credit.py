@@ -263,14 +263,15 @@ def test_honest_work_is_accepted_with_its_coverage(cpu_evaluator, name):
 
 
 def test_honest_partial_work_reports_its_true_coverage(cpu_evaluator):
-    """Torch's GEMMs with a Triton softmax: the softmax's share of the executed work (a few
-    percent) is reported; below the floor it is low_coverage, as a torch GEMM with a custom
-    epilogue is."""
+    """Torch's GEMMs with a Triton softmax: the softmax's share of the executed work (under a
+    percent: torch's share is read in one pass per element op too, where the fused softmax
+    is one pass) is reported; below the floor it is low_coverage, as a torch GEMM with a
+    custom epilogue is."""
     path = FIXTURES / "legit" / "attention_softmax_triton.py"
     doc = ast.get_docstring(parse(path.read_text())) or ""
     assert "partial: yes" in doc
     res = cpu_evaluator.evaluate(fixture_task("attention_small"), path.read_text())
-    assert 0.002 < res.coverage < 0.05, res.coverage
+    assert 0.0005 < res.coverage < 0.05, res.coverage
     assert not res.correct and "low_coverage" in res.flags
 
 
@@ -472,6 +473,28 @@ def test_arithmetic_that_cancels_on_loaded_values_earns_nothing(expr, ops):
     assert w == n * ops * 97
 
 
+_SPREAD = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(s_ptr, x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32) + tl.load(s_ptr)
+    acc = tl.exp(acc * 2.0 + 1.0)
+    tl.store(y_ptr, tl.max(acc, axis=0) + tl.sum(tl.load(x_ptr + offs), axis=0))
+'''
+
+
+def test_a_value_spread_over_a_block_earns_what_it_holds_not_its_lanes():
+    """A loaded scalar broadcast over 4096 lanes, worked on and reduced back: each op earns
+    what the lanes hold (1 value), not 4096; a reduction of 4096 loaded values earns 4096."""
+    f = kernelwork.analyze(_SPREAD)
+    w, _ = launch_work(f, "k", 1, dict(s_ptr=T(1), x_ptr=T(4096), y_ptr=T(1), BLOCK=4096))
+    assert w == 1 + 2 + 1 + 1 + 4096 + 1  # add, affine pair, exp, max; the sum; the final add
+
+
 def test_a_constexpr_is_recorded_by_value_and_an_unrecorded_argument_is_unknown():
     tl = pytest.importorskip("triton.language")
     from davinci_kernel.evaluate.shared.audit import UNKNOWN, _arg
@@ -585,7 +608,7 @@ def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
         log, LaunchCounter.log = LaunchCounter.log, None
     flow = a["flow"]
     (k0, e0, c0), (k1, e1, c1) = flow["launches"]
-    assert c0 == c1 == {"x_ptr": ["x_ptr"]}  # y = 2x: only the input, unchanged, holds what it held
+    assert c0 == c1 == {}  # y = 2x; x is the call's own input (never a source of a copy)
     assert k0 == k1 == 0 and e0["x_ptr"] == e1["x_ptr"] == [0, 0, 148]
     assert e0["y_ptr"][1:] == [0, 148] and e1["y_ptr"][1:] == [148, 296]
     assert flow["out"] == []  # the output is torch's new tensor

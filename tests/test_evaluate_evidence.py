@@ -92,6 +92,11 @@ def test_work_share_is_the_candidates_own_work():
     assert profile.work_share(9.0, 1.0, None) == pytest.approx(0.9)  # no reference figure: the first bound alone
     assert profile.work_share(0.0, 0.0, 100.0) == 0.0 and profile.work_share(0.0, 0.0, 0.0) is None
     assert profile.work_share(None, 1.0, 10.0) is None and profile.work_share(10.0, None, 10.0) is None
+    # the share torch left undone in one pass per element op as well: softmax written out (3
+    # passes, 3 counted ops) against the fused op (1 pass, 5 counted ops) left nothing undone
+    assert profile.work_share(100.0, 3.0, 5.0) == pytest.approx(0.4)
+    assert profile.work_share(100.0, 3.0, 5.0, 3.0, 1.0) == 0.0
+    assert profile.work_share(10.0, 9.0, 10.0, 1.0, 2.0) == pytest.approx(0.1)  # torch's fused op, a custom ReLU
 
 
 def _work(fn, *args) -> float:

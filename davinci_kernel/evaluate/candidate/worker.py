@@ -186,6 +186,8 @@ class CandidateRunner:
                 self.tables.append({**table, "task": task})
             if _isinstance(a.get("work"), (int, float)):  # construction work beyond the reference's
                 a["work"] = a["work"] + (self.init_excess if task else self.other_excess)
+                if _isinstance(a.get("plain"), (int, float)):
+                    a["plain"] = a["plain"] + (self.init_excess if task else self.other_excess)
             elems = [x.numel() for x in args if _isinstance(x, rt.C.Tensor)]
             in_bytes = sum(x.numel() * x.element_size() for x in args if _isinstance(x, rt.C.Tensor))
             self.audits.append({**a, "launches": LaunchCounter.count - before, "task": task,

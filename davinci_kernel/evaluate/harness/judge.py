@@ -203,7 +203,8 @@ def _work_coverage(audits: list[dict], seen: list[dict], ref: dict, facts: Optio
         task = a.get("task", True) is True
         custom = kernelwork.custom_work(a.get("kernels"), facts, moves, by_name, flow=a.get("flow"),
                                         per_elem=per_elem if task else None)
-        shares.append(profile.work_share(custom, _num(a["work"]), ref.get("ref_work" if task else "perturb_work")))
+        shares.append(profile.work_share(custom, _num(a["work"]), ref.get("ref_work" if task else "perturb_work"),
+                                         a.get("plain"), ref.get("ref_plain" if task else "perturb_plain")))
     known = [s for s in shares if s is not None]
     return min(known) if known else None
 

@@ -59,6 +59,7 @@ def compute_reference(job: ReferenceJob) -> dict:
         if i == 0:
             y, audit = audited_call(C.torch, model, args)
             out["ref_work"] = audit["work"]
+            out["ref_plain"] = audit["plain"]  # one pass per element op: profile.work_share's other measure
             out["ref_flops"] = audit.get("flops_by_dtype") or {}  # by dtype: the speed-of-light floor's compute
             out["ref_moves"] = moves_only(audit["ops"])  # only moves data: copy kernels earn credit
             rt.seed_call(call_seed(job, i))
@@ -231,7 +232,7 @@ def _other_size(job: ReferenceJob, variants: list, key: str, base: Optional[memp
                 from ..shared.audit import audited_call
 
                 y, audit = audited_call(C.torch, pmodel, rt.clone_args(pin))
-                out["perturb_work"] = audit["work"]
+                out["perturb_work"], out["perturb_plain"] = audit["work"], audit["plain"]
             else:
                 with C.no_grad():
                     y = pmodel(*rt.clone_args(pin))

@@ -57,7 +57,8 @@ def audited_call(torch, fn, args, all_threads: bool = False, gpu: bool = False, 
     dtypes = event_dtypes(prof)
     items, dtoh = host_reads(events, prof)
     shaped = shape_reads(events)
-    a = {"ops": ops, "work": profiled_work(events, strict, dtypes), "items": items + shaped, "dtoh_bytes": dtoh,
+    a = {"ops": ops, "work": profiled_work(events, strict, dtypes), "plain": profiled_work(events, strict, dtypes, True),
+         "items": items + shaped, "dtoh_bytes": dtoh,
          "item_bytes": item_bytes(events, dtypes) + 8 * shaped, "host_writes": host_writes(events)}
     from .roofline import flops_by_dtype
 

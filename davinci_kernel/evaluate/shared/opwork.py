@@ -271,19 +271,20 @@ def outermost_compute(events, any_namespace: bool = False):
 COMPLEX_FACTOR = 4.0  # a complex multiply-add is four real ones; the profiler counts one
 
 
-def profiled_work(events, strict: bool = False, dtypes: dict | None = None) -> float:
+def profiled_work(events, strict: bool = False, dtypes: dict | None = None, plain: bool = False) -> float:
     """Work of the outermost aten compute ops among profiler events (``op_work``); an op
     on complex inputs (``dtypes``: event id → input dtype names) does ``COMPLEX_FACTOR``
     times what its real count says (one complex matmul over half the depth is a whole real
     one). A top-level ``resolve_conj``/``resolve_neg`` is what ``Tensor.numpy()`` and
     ``tolist()`` run: a tensor handed to the host, whose work no torch-level view sees,
-    counts as work done outside custom kernels."""
+    counts as work done outside custom kernels. ``plain``: every element op weighs one
+    pass per element, whatever its decomposition does (``op_work``)."""
     dtypes = dtypes or {}
-    return sum(op_work(e, strict) * (COMPLEX_FACTOR if _complex(dtypes.get(getattr(e, "id", None))) else 1.0)
+    return sum(op_work(e, strict, plain) * (COMPLEX_FACTOR if _complex(dtypes.get(getattr(e, "id", None))) else 1.0)
                for e in outermost_compute(events, any_namespace=strict))
 
 
-def op_work(e, strict: bool = False) -> float:
+def op_work(e, strict: bool = False, plain: bool = False) -> float:
     """One op's work: the largest of its FLOPs (the profiler's count, its own and its
     callees', e.g. matmul's mm; or ``conv_flops`` / ``embedding_bag``'s, which the
     profiler lacks), the elements of its inputs broadcast together (a reduction over
@@ -295,22 +296,24 @@ def op_work(e, strict: bool = False) -> float:
     its own profiler FLOPs nor a formula is ``UNCOUNTED``, whatever it calls (a Cholesky
     calls only ``tril``; its LAPACK work is never dispatched), as is any op outside
     ``aten``. An op with its own FLOP count or formula is weighed by it under ``strict``;
-    its callees are not looked at (a CPU conv's ``_slow_conv2d_forward``, rated all)."""
+    its callees are not looked at (a CPU conv's ``_slow_conv2d_forward``, rated all).
+    ``plain``: an element op weighs 1 per element, not its decomposition's count (the
+    measure in which a written-out version of a fused op costs more than the op)."""
     shapes = [s for s in (getattr(e, "input_shapes", None) or []) if s]
     lists = [s for s in (getattr(e, "structured_input_shapes", None) or []) if s and isinstance(s[0], list)]
     name = getattr(e, "name", "")
     together = broadcast_numel(shapes) if broadcasts(name[6:]) else 1
     sizes = [1, together] + [_numel(s) for s in shapes] + [sum(_numel(t) for t in lst) for lst in lists]
-    formula = formula_flops(e)
+    formula = formula_flops(e, plain)
     if strict and not (name.startswith("aten::") and (op_class(name[6:]) in ("elements", "composite")
                                                         or float(getattr(e, "flops", 0) or 0) or formula)):
         return UNCOUNTED
-    own = max(max(sizes) * ELEMENT_WEIGHTS.get(name[6:].strip("_"), 1.0), _flops(e), formula)
+    own = max(max(sizes) * (1.0 if plain else ELEMENT_WEIGHTS.get(name[6:].strip("_"), 1.0)), _flops(e), formula)
     if strict and (formula or float(getattr(e, "flops", 0) or 0)):
         return own  # weighed by its count: what it calls is how it does it (a CPU conv's slow path)
     children = [c for c in getattr(e, "cpu_children", None) or []
                 if getattr(c, "name", "").startswith("aten::") and not no_work(c.name[6:])]
-    return max(own, sum(op_work(c, strict) for c in children))
+    return max(own, sum(op_work(c, strict, plain) for c in children))
 
 
 _PER_CHANNEL = frozenset({"weight", "bias", "running_mean", "running_var", "save_mean", "save_invstd", "mean",
@@ -408,7 +411,7 @@ _CONTRACTIONS = {
 _UPSAMPLE = re.compile(r"^_*upsample_[a-z_]+?([123])d(_aa)?$")
 
 
-def _upsample(name: str, image: list, conc: list) -> float:
+def _upsample(name: str, image: list, conc: list, plain: bool = False) -> float:
     """An upsampling's work: its weight per element times the elements of its output, from
     the recorded output size (an int list with one entry per spatial dimension) or, where
     none is given, the scale factors (floats); 0 where neither can be read. The profiler
@@ -427,10 +430,10 @@ def _upsample(name: str, image: list, conc: list) -> float:
         if scales is None:
             return 0.0
         size = [int(n * s) for n, s in zip(image[-k:], scales)]
-    return float(_numel(image[:-k]) * _numel(size) * ELEMENT_WEIGHTS.get(name.strip("_"), 1.0))
+    return float(_numel(image[:-k]) * _numel(size) * (1.0 if plain else ELEMENT_WEIGHTS.get(name.strip("_"), 1.0)))
 
 
-def formula_flops(e) -> float:
+def formula_flops(e, plain: bool = False) -> float:
     """Work of ops the profiler gives no FLOPs for. Convolutions (1-3-D, transposed too):
     2 x numel(out) x C_in/groups x prod(kernel), with the output's size from stride,
     padding and dilation (weight ``(C_out, C_in/g, *k)``); a transposed one does
@@ -444,7 +447,8 @@ def formula_flops(e) -> float:
     name = getattr(e, "name", "")[6:]
     shapes = list(getattr(e, "input_shapes", None) or [])
     if _UPSAMPLE.match(name):
-        return _upsample(name, list(shapes[0]) if shapes else [], list(getattr(e, "concrete_inputs", None) or []))
+        return _upsample(name, list(shapes[0]) if shapes else [], list(getattr(e, "concrete_inputs", None) or []),
+                         plain)
     if name in _CONTRACTIONS:
         try:
             return float(_CONTRACTIONS[name]([list(x) for x in shapes], list(getattr(e, "concrete_inputs", None) or [])))

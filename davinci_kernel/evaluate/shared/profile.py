@@ -25,7 +25,7 @@ Covers, in two halves:
     arithmetic on loaded values, ``tl.dot``, reductions, over the launch grid; a kernel
     that only loads and stores earns nothing unless the reference only moves data) over
     that plus its torch ops' work (``opwork.profiled_work``), and at most the share of the
-    reference's work torch left undone. The latter alone would credit a torch shortcut
+    reference's work torch left undone (in decomposed ops and in passes, the smaller). The latter alone would credit a torch shortcut
     (Strassen) or a wasteful reference to a kernel that only copies; the former alone
     credits decoy work done beside torch doing the whole problem. The coverage a verdict uses is the
     lower of the two (``combined``): at a small size time share measures launches, not
@@ -239,7 +239,8 @@ def _num(x) -> float:
     return float(x) if isinstance(x, (int, float)) and x == x else 0.0
 
 
-def work_share(custom: float | None, torch_work: float | None, ref_work: float | None) -> float | None:
+def work_share(custom: float | None, torch_work: float | None, ref_work: float | None,
+               torch_plain: float | None = None, ref_plain: float | None = None) -> float | None:
     """The share of one call's executed work that its custom kernels did: custom / (custom
     + torch), both weighed as the candidate ran them (``kernelwork.custom_work``,
     ``opwork.profiled_work``), and at most the share of the reference's work that torch
@@ -249,7 +250,15 @@ def work_share(custom: float | None, torch_work: float | None, ref_work: float |
     first bound holds a torch version that lowers its own count (Strassen's products, a
     broadcast for a dense product) to a kernel that only copies. The custom side is capped
     at the reference's work (a kernel cannot claim more than the whole problem). None where
-    the custom work is unknown; 0 where nothing ran and the reference computes."""
+    the custom work is unknown; 0 where nothing ran and the reference computes.
+
+    The share torch left undone is read in two measures, each the same on both sides, and
+    the larger share torch did counts: element ops weighed by their decompositions (two
+    ``F.batch_norm`` calls standing in for a written-out layer norm are 18 passes, not 2)
+    and ``torch_plain`` / ``ref_plain``, one pass per element op (softmax written out
+    without its max shift is 3 passes against the fused op's 1, not 3 of its 5 counted
+    ops). A torch version cheaper than the reference in both is an algebraic shortcut of a
+    wasteful reference: the first bound holds it."""
     if custom is None or torch_work is None:
         return None
     ref = float(ref_work) if isinstance(ref_work, (int, float)) and ref_work > 0 else None
@@ -257,7 +266,12 @@ def work_share(custom: float | None, torch_work: float | None, ref_work: float |
     total = c + max(0.0, torch_work)
     if total <= 0:
         return 0.0 if ref else None
-    return min(c / total, max(0.0, 1.0 - max(0.0, torch_work) / ref)) if ref else c / total
+    if not ref:
+        return c / total
+    done = max(0.0, torch_work) / ref
+    if isinstance(torch_plain, (int, float)) and isinstance(ref_plain, (int, float)) and ref_plain > 0:
+        done = max(done, max(0.0, float(torch_plain)) / float(ref_plain))
+    return min(c / total, max(0.0, 1.0 - done))
 
 
 def combined(time_cov: float | None, work_cov: float | None) -> float | None:

@@ -60,6 +60,7 @@ from .tritonvalues import (
     poly_single,
     range_arith,
     range_compare,
+    spread,
     value_range,
 )
 
@@ -479,8 +480,10 @@ class _Launch:
                 return replace(root, shape=shape, ops={**root.ops, **cops}, born=born, aff=None)
             n = ("mul" in kinds and a1 != 1.0) + ("add" in kinds and b1 != 0.0)
             self.next_id += 1
-            ops = {**root.ops, **cops, self.next_id: float(numel(shape) * n) * self.at(cb)}
-            return V(shape=shape, data=2, ops=ops, src=x.src | c.src, born=born, aff=(root, a1, b1, kinds, cops, cb))
+            distinct = min(numel(shape), spread(x) * spread(c))
+            ops = {**root.ops, **cops, self.next_id: float(distinct * n) * self.at(cb)}
+            return V(shape=shape, data=2, ops=ops, src=x.src | c.src, born=born, aff=(root, a1, b1, kinds, cops, cb),
+                     spread=distinct if distinct < numel(shape) else None)
         return None
 
     def elementwise(self, vals: list, weight: float) -> V:
@@ -493,12 +496,14 @@ class _Launch:
                      born=born)
         if not any(v.data for v in vals):
             return V(shape=shape, src=src, born=born)
+        distinct = min(numel(shape), math.prod(spread(v) for v in vals))
+        few = distinct if distinct < numel(shape) else None  # a value spread over the lanes: once each
         if weight == 0.0:  # a select or a plain pass: data moves on, no op
             ops: dict = {}
             for v in vals:
                 ops.update(v.ops)
-            return V(shape=shape, data=max(v.data for v in vals), ops=ops, src=src, born=born)
-        return self.op(weight * numel(shape), *vals, shape=shape)
+            return V(shape=shape, data=max(v.data for v in vals), ops=ops, src=src, born=born, spread=few)
+        return replace(self.op(weight * distinct, *vals, shape=shape), spread=few)
 
     def subscript(self, v: V, sl) -> V:
         items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
@@ -559,10 +564,11 @@ class _Launch:
             return V(shape=(args[1].const - args[0].const,), rng=(args[0].const, args[1].const - 1))
         if last in ("zeros", "full", "zeros_like", "full_like", "ones", "rand", "randn", "randint"):
             shp = (args[0] if args else kw.get("shape", V())).const
+            uniform = 1 if last in ("zeros", "full", "zeros_like", "full_like", "ones") else None  # one value
             if last.endswith("_like") and args:
-                return V(shape=args[0].shape)
+                return V(shape=args[0].shape, spread=uniform)
             return V(shape=tuple(shp) if isinstance(shp, tuple) and all(isinstance(d, int) for d in shp) else
-                     ((shp,) if isinstance(shp, int) else None))
+                     ((shp,) if isinstance(shp, int) else None), spread=uniform)
         if last == "load" and args:
             return self.load(args[0], kw.get("mask") or (args[1] if len(args) > 1 else None))
         if last == "store" and len(args) >= 2:
@@ -648,7 +654,7 @@ class _Launch:
             shape = ()
         if v.ptr or not v.data:
             return V(shape=shape, born=v.born)
-        return self.op(float(numel(v.shape)), v, shape=shape)
+        return self.op(float(spread(v)), v, shape=shape)  # a reduction of a broadcast reads what it spreads
 
     def reshape(self, last: str, args: list, kw: dict) -> V:
         if not args:

@@ -32,7 +32,9 @@ class V:
     ``rng``: (least, greatest) an index value can take (program ids, aranges, loop
     variables and integer arithmetic on them), None where not known. ``term``: the value's
     id as an opaque term of ``poly`` forms (0: none given yet); ``poly``: the value as a
-    polynomial over such terms (``Poly``), None where not followed."""
+    polynomial over such terms (``Poly``), None where not followed. ``spread``: how many
+    distinct values it holds where fewer than its elements (a loaded scalar broadcast over
+    a block: 1), None where each element may differ."""
     shape: Optional[tuple] = ()
     const: object = None
     data: int = 0
@@ -45,6 +47,7 @@ class V:
     rng: Optional[tuple] = None
     term: int = 0
     poly: Optional[dict] = None
+    spread: Optional[int] = None
 
 
 # A polynomial over opaque terms: {monomial: coefficient}, a monomial a sorted tuple of (term,
@@ -120,6 +123,15 @@ def poly_constant(p: dict) -> Optional[float]:
 
 def poly_key(p: dict) -> tuple:
     return tuple(sorted(p.items()))
+
+
+def spread(v: V) -> int:
+    """The distinct values ``v`` holds: a number's 1, a broadcast's what it was spread from,
+    else its elements."""
+    if not v.data and not v.ptr and v.const is not None:
+        return 1
+    n = numel(v.shape)
+    return n if v.spread is None else max(1, min(v.spread, n))
 
 
 def value_range(v: V) -> Optional[tuple]:
