@@ -328,6 +328,16 @@ def unrecorded():
         _enable_record_function(True)
 
 
+def _aside(fn, default):
+    """``fn()`` kept out of the call's record (``unrecorded``); ``default`` where it fails
+    (the launch itself never depends on it)."""
+    try:
+        with unrecorded():
+            return fn()
+    except Exception:  # noqa: BLE001 - a candidate's tensors or this torch's profiler: no comparison
+        return default
+
+
 SNAP_CAP = 1 << 29  # bytes of one launch's tensor arguments copied before it runs (smallest first)
 
 
@@ -638,12 +648,10 @@ def install_launch_counter() -> None:
                     from torch.autograd.profiler import record_function
 
                     rec = LaunchCounter.log[-1]
-                    with unrecorded():
-                        before = _before(self, args, kwargs)
+                    before = _aside(lambda: _before(self, args, kwargs), [])
                     with record_function(LAUNCH_LABEL):
                         result = _orig(self, *args, **kwargs)
-                    with unrecorded():
-                        rec.append(_copies(before))
+                    rec.append(_aside(lambda: _copies(before), {}))
                     return result
             return _orig(self, *args, **kwargs)
 
