@@ -324,9 +324,9 @@ _BROADCASTS: dict = {}
 def broadcasts(name: str) -> bool:
     """Whether an aten op's tensor inputs broadcast against one another (``add``,
     ``mse_loss``, any op torch tags pointwise, ``lerp``'s weight too): not where its schema
-    takes per-channel tensors (a normalisation's
-    ``weight``, ``bias``, running statistics), which line up with the channel dimension, not
-    the last one (a group norm over ``(N, C, 1)`` is N·C elements, not N·C·C)."""
+    takes per-channel tensors (a normalisation's ``weight``, ``bias``, running statistics),
+    which line up with the channel dimension, not the last one (a group norm over ``(N, C,
+    1)`` is N·C elements, not N·C·C)."""
     if name not in _BROADCASTS:
         try:
             import torch
