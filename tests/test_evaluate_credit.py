@@ -574,6 +574,13 @@ def test_stores_of_values_already_there_earn_nothing_and_their_sources_still_rea
     assert _two("t_ptr", flow({"t_ptr": ["t_ptr"], "x_ptr": ["x_ptr"]})) == 2 * 777  # inputs it only read
     assert _two("t_ptr", flow({"y_ptr": "t_ptr"})) == 2 * 777  # not a list: ignored
     assert _two("t_ptr", flow(["y_ptr"])) == 2 * 777
+    # the temporary held one value when the second launch began (ones built at construction):
+    # read as that constant, sqrt of it is no work, and nothing the first launch made reaches
+    f = flow({})
+    f["launches"][1].append({"t_ptr": 4.0})
+    assert _two("t_ptr", f) == 0
+    f["launches"][1][3] = {"t_ptr": "4"}  # not a number: ignored
+    assert _two("t_ptr", f) == 2 * 777
 
 
 def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
@@ -607,7 +614,7 @@ def test_the_launch_wrapper_records_where_launches_wrote(monkeypatch):
     finally:
         log, LaunchCounter.log = LaunchCounter.log, None
     flow = a["flow"]
-    (k0, e0, c0), (k1, e1, c1) = flow["launches"]
+    (k0, e0, c0, _), (k1, e1, c1, _) = flow["launches"]
     assert c0 == c1 == {}  # y = 2x; x is the call's own input (never a source of a copy)
     assert k0 == k1 == 0 and e0["x_ptr"] == e1["x_ptr"] == [0, 0, 148]
     assert e0["y_ptr"][1:] == [0, 148] and e1["y_ptr"][1:] == [148, 296]
@@ -638,12 +645,14 @@ def test_the_worker_records_a_launch_whose_output_holds_what_it_read_outside_the
         s = tl.load(s_ptr + offs, mask=offs < n)
         tl.store(y_ptr + offs, ((v + s) - s) * SCALE + s * 1e-30, mask=offs < n)
 
+    ones = torch.ones(37)  # built before the call, as at construction
+
     def call(x, s):
         h = torch.relu(x)  # torch's answer
         y, z, w = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
         padded[(1,)](h, s, y, 37, SCALE=1.0, BLOCK=64)
         padded[(1,)](h, s, z, 37, SCALE=2.0, BLOCK=64)
-        padded[(1,)](x, s, w, 37, SCALE=1.0, BLOCK=64)
+        padded[(1,)](x, ones, w, 37, SCALE=1.0, BLOCK=64)
         return y, z, w
 
     LaunchCounter.log = []
@@ -651,9 +660,10 @@ def test_the_worker_records_a_launch_whose_output_holds_what_it_read_outside_the
         _, a = audited_call(torch, call, [torch.randn(37), torch.randn(37)], all_threads=True, strict=True)
     finally:
         LaunchCounter.log = None
-    (_, _, first), (_, _, second), (_, _, third) = a["flow"]["launches"]
+    (_, _, first, u1), (_, _, second, _), (_, _, third, u3) = a["flow"]["launches"]
     assert first["y_ptr"] == ["x_ptr"] and "y_ptr" not in second
     assert "y_ptr" not in third  # the call's own input, unchanged: an identity on it is the problem's (a ReLU)
+    assert u1 == {} and u3 == {"s_ptr": 1.0}  # a buffer of ones reads as the constant 1
     assert a["work"] == 37 and a["items"] == 0 and a["dtoh_bytes"] == 0  # torch's ReLU alone
 
 

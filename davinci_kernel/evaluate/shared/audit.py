@@ -434,6 +434,22 @@ def _copies(before: list) -> dict:
     return out
 
 
+def _uniform(before: list) -> dict:
+    """{parameter: value} of the launch's tensor arguments (the call's inputs aside) whose
+    every element held one finite number before it ran: a buffer of ones or zeros built at
+    construction reads as that constant in the kernel's reading (``kernelwork.reached``), as
+    one torch filled in the call does, so ``v * ones / ones`` or ``v + zeros`` is ``v``."""
+    out: dict = {}
+    for p, _, old in before:
+        if old is None or old.numel() < 2 or not old.is_floating_point():
+            continue
+        flat = old.reshape(-1)
+        first = float(flat[0])
+        if math.isfinite(first) and bool((flat == flat[0]).all()):
+            out[p] = first
+    return out
+
+
 def _host(t):
     """A copy of a tensor's values on the host."""
     return t.detach().to("cpu", copy=True)
@@ -477,7 +493,8 @@ def launch_flow(log: list, out, prof) -> dict:
     """Where one call's recorded launches wrote, for the judge's credit (``kernelwork``):
     ``launches``: per recorded launch in order, [index into ``launch_kinds(log)`` (None where
     capped), {tensor parameter: [storage id, first byte, end byte]}, {tensor parameter:
-    [parameters it equals after the launch as they were before it]} (``_copies``)]; ``out``: the same
+    [parameters it equals after the launch as they were before it]} (``_copies``), {tensor
+    parameter: the one value it held before the launch} (``_uniform``)]; ``out``: the same
     extents of the call's output tensors whose storage a launch saw; ``reads``: [storage id,
     launches begun before] for each storage a torch op read outside any launch, the latest
     read (None where this profiler records no op inputs); ``access``: every torch read and
@@ -488,8 +505,8 @@ def launch_flow(log: list, out, prof) -> dict:
         key = _kind_key(*rec[:3])
         if key not in index and len(index) < KINDS_CAP:
             index[key] = len(index)
-    launches = [[index.get(_kind_key(*rec[:3])), rec[3] if len(rec) > 3 else {}, rec[4] if len(rec) > 4 else {}]
-                for rec in log]
+    launches = [[index.get(_kind_key(*rec[:3])), rec[3] if len(rec) > 3 else {}, rec[4] if len(rec) > 4 else {},
+                 rec[5] if len(rec) > 5 else {}] for rec in log]
     table = LaunchCounter.storages
     outs = []
     for leaf in _leaves(out):
@@ -652,6 +669,7 @@ def install_launch_counter() -> None:
                     with record_function(LAUNCH_LABEL):
                         result = _orig(self, *args, **kwargs)
                     rec.append(_aside(lambda: _copies(before), {}))
+                    rec.append(_aside(lambda: _uniform(before), {}))
                     return result
             return _orig(self, *args, **kwargs)
 

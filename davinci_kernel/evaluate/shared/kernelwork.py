@@ -132,7 +132,9 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
     the values one of the tensors those stores were read from held before it (the worker's
     ``audit._copies``) earn no compute: the stored values were already there, whatever
     arithmetic the kernel did on the way (``(y + s) - s``, ``y + 1e-30 * g``); the tensors
-    they were read from still reach.
+    they were read from still reach. A tensor that held one value throughout when the launch
+    began (the worker's ``audit._uniform``: ones or zeros built at construction) is read as
+    that constant, as one torch filled in the call is.
 
     ``access`` (the worker's ``audit.torch_access``: torch reads and writes of each launch
     storage in order): bytes a torch write replaced after a launch no longer reach for it,
@@ -155,6 +157,7 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
     for i in range(len(launches) - 1, -1, -1):
         k, extents, *more = launches[i]
         copies = more[0] if more else {}
+        uniform = more[1] if len(more) > 1 else {}
         if k not in rows:
             continue
         name, programs, args, _ = rows[k]
@@ -169,6 +172,7 @@ def reached(rows: dict, facts: dict, launches: list, outs: list, reads: Optional
         consts = {} if access is None else {
             p: v for p, (sid, lo, hi) in extents.items()
             if (v := _filled(by_sid.get(sid, []), touched.get(sid, []), i, hi - lo, nbytes.get(sid, 0))) is not None}
+        consts.update({p: v for p, v in uniform.items() if p in extents})  # one value throughout, as it ran
         d = _detail(facts, name, programs, args, reach, consts)
         kept = {p for p, qs in copies.items() if p in d.wrote and reach.get(p, 0.0) > 0 and qs & d.reads}
         if kept:  # values already there, read from that tensor: a copy, however much arithmetic
@@ -258,7 +262,7 @@ def _detail(facts: dict, name: str, programs: int, args: dict, reach, consts=Non
 
 def _flow(flow):
     """The worker's flow record, checked (untrusted): (launches [[kind index, {param:
-    (storage, lo, hi)}]], output extents, {storage: launches begun before its last torch
+    (storage, lo, hi)}, {param: params it equals}, {param: its one value}]], output extents, {storage: launches begun before its last torch
     read} or None, torch's reads and writes in order or None, {storage: bytes}); None where there is no record (credit as the launches were recorded)."""
     if not isinstance(flow, dict):
         return None
@@ -269,14 +273,17 @@ def _flow(flow):
 
     launches = []
     for rec in (flow.get("launches") if isinstance(flow.get("launches"), list) else [])[:LOG_CAP]:
-        if not (isinstance(rec, list) and len(rec) in (2, 3) and isinstance(rec[1], dict)):
+        if not (isinstance(rec, list) and len(rec) in (2, 3, 4) and isinstance(rec[1], dict)):
             continue
         k = rec[0] if isinstance(rec[0], int) and not isinstance(rec[0], bool) else None
-        raw = rec[2] if len(rec) == 3 and isinstance(rec[2], dict) else {}
+        raw = rec[2] if len(rec) > 2 and isinstance(rec[2], dict) else {}
         copies = {p: frozenset(q for q in qs[:64] if isinstance(q, str)) for p, qs in list(raw.items())[:256]
                   if isinstance(p, str) and isinstance(qs, list)}
+        raw = rec[3] if len(rec) > 3 and isinstance(rec[3], dict) else {}
+        uniform = {p: float(v) for p, v in list(raw.items())[:256] if isinstance(p, str)
+                   and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
         launches.append((k, {p: e for p, e in ((p, ext(e)) for p, e in rec[1].items() if isinstance(p, str))
-                             if e is not None}, copies))
+                             if e is not None}, copies, uniform))
     outs = [e for e in (ext(x) for x in (flow.get("out") if isinstance(flow.get("out"), list) else [])[:256])
             if e is not None]
     raw = flow.get("reads")
