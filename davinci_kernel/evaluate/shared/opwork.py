@@ -308,12 +308,26 @@ def op_work(e, strict: bool = False, plain: bool = False) -> float:
     if strict and not (name.startswith("aten::") and (op_class(name[6:]) in ("elements", "composite")
                                                         or float(getattr(e, "flops", 0) or 0) or formula)):
         return UNCOUNTED
-    own = max(max(sizes) * (1.0 if plain else ELEMENT_WEIGHTS.get(name[6:].strip("_"), 1.0)), _flops(e), formula)
+    weight = 1.0 if plain else ELEMENT_WEIGHTS.get(name[6:].strip("_"), 1.0) + _scaled(name[6:], e)
+    own = max(max(sizes) * weight, _flops(e), formula)
     if strict and (formula or float(getattr(e, "flops", 0) or 0)):
         return own  # weighed by its count: what it calls is how it does it (a CPU conv's slow path)
     children = [c for c in getattr(e, "cpu_children", None) or []
                 if getattr(c, "name", "").startswith("aten::") and not no_work(c.name[6:])]
     return max(own, sum(op_work(c, strict, plain) for c in children))
+
+
+_ALPHA = frozenset({"add", "add_", "sub", "sub_", "rsub"})
+
+
+def _scaled(name: str, e) -> float:
+    """1 where an add or subtract scales its second operand (``alpha`` other than 1, which the
+    profiler records): a multiply as well, as ``x + s * z`` written out is; else 0."""
+    if name not in _ALPHA:
+        return 0.0
+    conc = list(getattr(e, "concrete_inputs", None) or [])
+    alpha = conc[2] if len(conc) > 2 else None
+    return 1.0 if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha != 1 else 0.0
 
 
 _PER_CHANNEL = frozenset({"weight", "bias", "running_mean", "running_var", "save_mean", "save_invstd", "mean",

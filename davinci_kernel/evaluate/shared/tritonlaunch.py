@@ -80,7 +80,7 @@ class _Launch:
         self.sizes = sizes or {}  # tensor parameter → its elements (recorded); absent: unknown
         self.credited = max(1, int(credited or programs))  # the programs credited (``useful_programs``)
         self.consts = consts or {}  # tensor parameter → the constant every element holds
-        self.stored_const = False  # a store into one of them: its values are not constant
+        self.stored_const: set = set()  # those it stores into: their values are not constant
         self.mult = 1.0  # trip counts of the loops around the current statement
         self.counted: dict = {}  # op id → share already credited
         self.work = 0.0  # per program
@@ -135,8 +135,7 @@ class _Launch:
     def store(self, value: V, elems: int, ptr: Optional[V] = None, mask: Optional[V] = None,
               atomic: bool = False) -> None:
         ptr, mask = ptr or V(), mask or V()
-        if ptr.bases & set(self.consts):
-            self.stored_const = True
+        self.stored_const |= ptr.bases & set(self.consts)
         self.stored += elems * self.mult
         lanes = elems * self.at(max(ptr.born, mask.born))  # an address that does not vary in a loop: once
         f = self.share(ptr.bases) * self.lanes_landing(ptr.bases, lanes, atomic)
@@ -753,7 +752,8 @@ def launch_detail(facts: dict, name: str, programs: int, args: dict, reach: Opti
         credited = useful_programs(run.programs, args, run.stored)
         if run.stored_const or credited < run.programs:  # its loads from a filled tensor it writes are
             # not the fill; the stores' landing lanes are over the credited programs
-            run = _Launch(funcs, programs, reach, None if run.stored_const else consts, sizes, credited)
+            kept = {p: v for p, v in (consts or {}).items() if p not in run.stored_const}
+            run = _Launch(funcs, programs, reach, kept, sizes, credited)
             run.run(fn, dict(env))
     except RecursionError:
         return LaunchWork()
