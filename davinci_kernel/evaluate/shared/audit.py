@@ -278,6 +278,14 @@ def _storage_id(key: int, ptr: int, st) -> int:
     return table[key][0]
 
 
+def _given(fn, args: tuple, kwargs: dict) -> dict:
+    """A launch's arguments by the kernel's parameter names."""
+    names = list(getattr(fn, "arg_names", None) or [])
+    given = dict(zip(names, args))
+    given.update({k: v for k, v in kwargs.items() if k in names})
+    return given
+
+
 def _record(fn, args: tuple, kwargs: dict) -> bool:
     """One launch into ``LaunchCounter.log``: its kernel, grid, arguments by parameter name
     (a grid given as a function is read when Triton calls it) and, for each tensor argument,
@@ -288,9 +296,7 @@ def _record(fn, args: tuple, kwargs: dict) -> bool:
         return False
     if not log:
         LaunchCounter.storages = {}
-    names = list(getattr(fn, "arg_names", None) or [])
-    given = dict(zip(names, args))
-    given.update({k: v for k, v in kwargs.items() if k in names})
+    given = _given(fn, args, kwargs)
     bound = {n: _arg(v) for n, v in given.items()}
     extents = {}
     for n, v in given.items():
@@ -345,16 +351,24 @@ def _inputs(args) -> list:
     """(data address, elements, host copy) of a call's input tensors, smallest first up to
     ``SNAP_CAP`` bytes: a launch that stores a call's input unchanged is no copy of work
     (``_copies``), whatever it computed (an honest ReLU of positive values)."""
+    return [(t.data_ptr(), t.numel(), host.reshape(-1)) for _, t, host in _snapshots(enumerate(_leaves(args)))]
+
+
+def _snapshots(named) -> list:
+    """(name, tensor, host copy) of the tensors among ``named`` ((name, value) pairs),
+    smallest first up to ``SNAP_CAP`` bytes in all; one that cannot be copied is left out."""
     import torch
 
+    tensors = sorted(((n, v) for n, v in named if isinstance(v, torch.Tensor)),
+                     key=lambda nv: nv[1].numel() * nv[1].element_size())
     out, total = [], 0
-    for t in sorted((a for a in _leaves(args) if isinstance(a, torch.Tensor)), key=lambda t: t.numel() * t.element_size()):
+    for n, t in tensors:
         total += t.numel() * t.element_size()
         if total > SNAP_CAP:
             break
         try:
-            out.append((t.data_ptr(), t.numel(), _host(t).reshape(-1)))
-        except Exception:  # noqa: BLE001 - not compared
+            out.append((n, t, _host(t)))
+        except Exception:  # noqa: BLE001 - a candidate's tensor subclass: not compared
             continue
     return out
 
@@ -376,24 +390,8 @@ def _before(fn, args: tuple, kwargs: dict) -> list:
     inputs as it began) of a launch's tensor arguments before it runs, smallest first up to
     ``SNAP_CAP`` bytes (for ``_copies``). A device tensor is copied to the host (a transfer,
     no kernel, for a contiguous one)."""
-    import torch
-
-    names = list(getattr(fn, "arg_names", None) or [])
-    given = dict(zip(names, args))
-    given.update({k: v for k, v in kwargs.items() if k in names})
-    tensors = sorted(((n, v) for n, v in given.items() if isinstance(v, torch.Tensor)),
-                     key=lambda nv: nv[1].numel() * nv[1].element_size())
-    out, total = [], 0
-    for n, t in tensors:
-        total += t.numel() * t.element_size()
-        if total > SNAP_CAP:
-            break
-        try:
-            host = _host(t)
-            out.append((n, t, None if _untouched_input(t, host) else host))
-        except Exception:  # noqa: BLE001 - a candidate's tensor subclass: not compared
-            continue
-    return out
+    return [(n, t, None if _untouched_input(t, host) else host)
+            for n, t, host in _snapshots(_given(fn, args, kwargs).items())]
 
 
 def _copies(before: list) -> dict:
@@ -408,22 +406,29 @@ def _copies(before: list) -> dict:
     it was."""
     import torch
 
+    olds = []  # each earlier tensor flattened once, in float64 where it is floating
+    for q, _, old in before:
+        try:
+            if old is not None and old.numel():
+                b = old.reshape(-1)
+                olds.append((q, b, b.double() if b.is_floating_point() else None))
+        except Exception:  # noqa: BLE001 - a candidate's tensor: not compared
+            continue
     out: dict = {}
     for p, t, _ in before:
         try:
             after = _host(t).reshape(-1)
             floating = after.is_floating_point()
             tol = copy_tolerance(after.dtype) if floating else 0.0
+            a32 = after.double() if floating else None
             same = []
-            for q, _, old in before:
-                if old is None or old.numel() != after.numel() or old.numel() == 0 or old.is_floating_point() != floating:
+            for q, b, b32 in olds:
+                if b.numel() != after.numel() or b.is_floating_point() != floating:
                     continue
-                b = old.reshape(-1)
                 if not floating:
-                    if old.dtype == after.dtype and bool(torch.equal(after, b)):
+                    if b.dtype == after.dtype and bool(torch.equal(after, b)):
                         same.append(q)
                     continue
-                a32, b32 = after.double(), b.double()
                 norm = float(torch.linalg.vector_norm(b32))
                 k = float((a32 * b32).sum()) / max(norm * norm, 1e-300)  # the best uniform scale, as precision's
                 k = min(max(k, 1.0 - COPY_SCALE), 1.0 + COPY_SCALE)
